@@ -1,0 +1,1 @@
+"""Modelwright agents layer."""

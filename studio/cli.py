@@ -1,0 +1,53 @@
+"""The `modelwright` command line: a thin shell over each layer's public face.
+
+Each layer owns a module with `register(app)` that adds its commands; this file only
+assembles them, so that `modelwright tools list` never imports Qt, torch or bpy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import typer
+
+COMMAND_MODULES = (
+    "tools.cli",  # tools list / run
+    "training.cli",  # tasks, score, run, eval, train
+    "agents.cli",  # serve, mcp, dev
+    "agents.store.cli",  # data
+    "studio.commands",  # studio (the GUI)
+)
+
+
+def build_app() -> typer.Typer:
+    app = typer.Typer(
+        name="modelwright",
+        help="Modelwright: build 3D models with a vision-language agent driving Blender and CadQuery.",
+        no_args_is_help=False,
+        invoke_without_command=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+    @app.callback()
+    def _root(ctx: typer.Context) -> None:
+        """With no command, open the studio."""
+        if ctx.invoked_subcommand is None:
+            from studio.commands import open_studio
+
+            open_studio()
+
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(name) is None:
+            continue
+        importlib.import_module(name).register(app)
+    return app
+
+
+def main() -> None:
+    build_app()()
+
+
+if __name__ == "__main__":
+    main()
