@@ -1,0 +1,16 @@
+"""Agent-layer commands (serve, mcp, dev), assembled from their modules."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import typer
+
+MODULES = ("agents.cli_serve", "agents.cli_dev")
+
+
+def register(app: typer.Typer) -> None:
+    for name in MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(app)
