@@ -1,0 +1,82 @@
+"""The policy interface: what an agent (model, script, oracle, person) must offer the loop.
+
+A policy sees OpenAI-style chat messages and the OpenAI `tools=[...]` list, and answers
+with a `PolicyReply`: optional text plus zero or more tool calls. A reply with no tool
+calls means the policy is done. Everything here is plain data so that the same reply can
+be recorded, replayed, shown in the studio and used in training.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the policy asked for.
+
+    `arguments` is a dict when it parsed as a JSON object, or the raw text that did not
+    parse (the loop feeds such a call back to the model as a validation error).
+    """
+
+    id: str
+    name: str
+    arguments: dict | str
+
+    @property
+    def parsed(self) -> bool:
+        return isinstance(self.arguments, dict)
+
+    def arguments_json(self) -> str:
+        """The arguments as the JSON string OpenAI messages carry."""
+        if isinstance(self.arguments, dict):
+            return json.dumps(self.arguments, sort_keys=True)
+        return self.arguments
+
+    def to_openai(self) -> dict:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments_json()},
+        }
+
+
+@dataclass
+class PolicyReply:
+    """A policy's answer to one observation."""
+
+    text: str | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: float = 0.0
+    raw: Any = None
+
+    @property
+    def done(self) -> bool:
+        return not self.tool_calls
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that maps a conversation to tool calls."""
+
+    name: str
+
+    def reset(self, task_info: dict | None = None) -> None: ...
+
+    def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply: ...
+
+
+class PolicyError(RuntimeError):
+    """A policy could not produce a reply (server down, bad configuration).
+
+    `fatal` says whether the episode must stop: a down server is fatal, a single
+    unparseable answer is not (the loop feeds that back to the model instead).
+    """
+
+    def __init__(self, message: str, *, fatal: bool = True) -> None:
+        super().__init__(message)
+        self.fatal = fatal

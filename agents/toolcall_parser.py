@@ -1,0 +1,284 @@
+"""Fallback parser for tool calls that a model wrote into its message text.
+
+Servers without a tool parser (or models that ignore it) return calls inside `content`.
+Seen in the wild and handled here:
+
+- Hermes/Qwen tags: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (closing
+  tag sometimes missing at the end of a truncated reply);
+- Llama-style `<function=NAME>{...}</function>` and `<|python_tag|>{...}`;
+- Mistral-style `[TOOL_CALLS] [{...}, ...]`;
+- fenced ```json blocks and bare JSON objects or arrays anywhere in the text, with keys
+  `name`/`tool`/`function` and `arguments`/`args`/`parameters`/`input`, or the OpenAI
+  shape `{"type": "function", "function": {"name": ..., "arguments": "<json string>"}}`;
+- Python-call style `add_primitive(kind="cube", size=2)` (only for known tool names, so
+  that prose such as "print(x)" is not taken for a call).
+
+JSON that almost parses (trailing commas, single quotes, Python literals) is repaired.
+A call whose arguments cannot be repaired is still returned, with the raw text as its
+`arguments`, so the loop can tell the model exactly what was wrong.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agents.policy import ToolCall
+
+NAME_KEYS = ("name", "tool", "tool_name", "function_name", "function")
+ARGS_KEYS = ("arguments", "args", "parameters", "input", "params", "kwargs")
+
+_TAG_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
+_FUNCTION_TAG_RE = re.compile(r"<function=([\w.\-]+)>\s*(.*?)\s*(?:</function>|\Z)", re.S)
+_FENCE_RE = re.compile(r"```(?:json|tool_call|tool_code|javascript|js|python)?\s*\n?(.*?)```", re.S)
+_NAME_GUESS_RE = re.compile(r"[\"']?(?:name|tool|function)[\"']?\s*[:=]\s*[\"']([\w.\-]+)[\"']")
+_PYCALL_RE = re.compile(r"\b([A-Za-z_][\w]*)\s*\(")
+_TRAILING_COMMA_RE = re.compile(r",\s*([}\]])")
+
+
+@dataclass
+class ParseResult:
+    """Calls found in a text, and the text with those calls cut out (None if empty)."""
+
+    calls: list[ToolCall]
+    text: str | None
+
+
+def parse_tool_calls(
+    text: str | None, known_tools: Iterable[str] | None = None, id_prefix: str = "call"
+) -> ParseResult:
+    """Find the tool calls written in `text`. Never raises."""
+    if not text:
+        return ParseResult([], None)
+    known = set(known_tools) if known_tools is not None else None
+    found: list[tuple[str, dict | str]] = []
+    rest = text
+    for extractor in (_from_tags, _from_function_tags, _from_fences, _from_bare_json):
+        calls, rest = extractor(rest)
+        found.extend(calls)
+        if found:
+            break
+    if not found and known:
+        calls, rest = _from_python_calls(rest, known)
+        found.extend(calls)
+    tool_calls = [
+        ToolCall(id=f"{id_prefix}_{i}", name=name, arguments=args)
+        for i, (name, args) in enumerate(found)
+    ]
+    remaining = rest.strip() or None
+    return ParseResult(tool_calls, remaining)
+
+
+# -- extractors: each returns (calls, text with the consumed spans removed) ---------------
+
+
+def _from_tags(text: str) -> tuple[list[tuple[str, dict | str]], str]:
+    if "<tool_call>" not in text:
+        return [], text
+    calls = []
+    for m in _TAG_RE.finditer(text):
+        calls.extend(_calls_from_payload(m.group(1), strict=False))
+    rest = _TAG_RE.sub("", text).replace("</tool_call>", "")
+    return calls, rest
+
+
+def _from_function_tags(text: str) -> tuple[list[tuple[str, dict | str]], str]:
+    calls: list[tuple[str, dict | str]] = []
+    for m in _FUNCTION_TAG_RE.finditer(text):
+        calls.append((m.group(1), _arguments(m.group(2).strip() or "{}")))
+    rest = _FUNCTION_TAG_RE.sub("", text)
+    for marker in ("<|python_tag|>", "[TOOL_CALLS]"):
+        if marker in rest:
+            head, _, tail = rest.partition(marker)
+            tail_calls = _calls_from_payload(tail, strict=False)
+            if tail_calls:
+                calls.extend(tail_calls)
+                rest = head
+    return calls, rest
+
+
+def _from_fences(text: str) -> tuple[list[tuple[str, dict | str]], str]:
+    calls: list[tuple[str, dict | str]] = []
+    spans = []
+    for m in _FENCE_RE.finditer(text):
+        got = _calls_from_payload(m.group(1), strict=True)
+        if got:
+            calls.extend(got)
+            spans.append(m.span())
+    return calls, _cut(text, spans)
+
+
+def _from_bare_json(text: str) -> tuple[list[tuple[str, dict | str]], str]:
+    calls: list[tuple[str, dict | str]] = []
+    spans = []
+    decoder = json.JSONDecoder()
+    i = 0
+    while i < len(text):
+        if text[i] not in "{[":
+            i += 1
+            continue
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except ValueError:
+            i += 1
+            continue
+        got = _calls_from_value(value)
+        if got:
+            calls.extend(got)
+            spans.append((i, end))
+        # skip the whole value either way: objects nested in data are data too
+        i = end
+    return calls, _cut(text, spans)
+
+
+def _from_python_calls(text: str, known: set[str]) -> tuple[list[tuple[str, dict | str]], str]:
+    calls: list[tuple[str, dict | str]] = []
+    spans = []
+    for m in _PYCALL_RE.finditer(text):
+        if m.group(1) not in known:
+            continue
+        end = _matching_paren(text, m.end() - 1)
+        if end is None:
+            continue
+        source = text[m.start() : end + 1]
+        try:
+            node = ast.parse(source, mode="eval").body
+        except SyntaxError:
+            calls.append((m.group(1), source))
+            spans.append((m.start(), end + 1))
+            continue
+        if not isinstance(node, ast.Call):
+            continue
+        try:
+            args = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
+        except (ValueError, SyntaxError, TypeError):
+            calls.append((m.group(1), source))
+        else:
+            if node.args:  # positional arguments have no names to bind to: report as raw
+                calls.append((m.group(1), source))
+            else:
+                calls.append((m.group(1), args))
+        spans.append((m.start(), end + 1))
+    return calls, _cut(text, spans)
+
+
+# -- payload interpretation ---------------------------------------------------------------
+
+
+def _calls_from_payload(payload: str, *, strict: bool) -> list[tuple[str, dict | str]]:
+    """Calls in a tag/fence payload. Non-strict: a broken payload is still one call."""
+    payload = payload.strip()
+    value = _load_lenient(payload)
+    if value is not None:
+        got = _calls_from_value(value)
+        if got or strict:
+            return got
+    if strict:
+        # a fence may hold prose plus JSON: fall back to scanning it
+        return _from_bare_json(payload)[0]
+    if not payload:
+        return []
+    got = _from_bare_json(payload)[0]
+    if got:
+        return got
+    guess = _NAME_GUESS_RE.search(payload)
+    return [(guess.group(1) if guess else "", payload)]
+
+
+def _calls_from_value(value: object) -> list[tuple[str, dict | str]]:
+    if isinstance(value, list):
+        out: list[tuple[str, dict | str]] = []
+        for item in value:
+            one = _call_from_object(item)
+            if one is None:
+                return []  # a list that is not all calls is data, not calls
+            out.append(one)
+        return out
+    one = _call_from_object(value)
+    return [one] if one is not None else []
+
+
+def _call_from_object(obj: object) -> tuple[str, dict | str] | None:
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("function"), dict):  # OpenAI shape
+        inner = obj["function"]
+        name = inner.get("name")
+        if isinstance(name, str) and name:
+            return name, _arguments(inner.get("arguments", inner.get("parameters", {})))
+        return None
+    name = next((obj[k] for k in NAME_KEYS if isinstance(obj.get(k), str) and obj[k]), None)
+    if name is None:
+        return None
+    args_key = next((k for k in ARGS_KEYS if k in obj), None)
+    if args_key is None:
+        # {"name": "x"} alone is a call without arguments only if nothing else is there
+        extra = set(obj) - set(NAME_KEYS) - {"id", "type"}
+        return (name, {}) if not extra else None
+    return name, _arguments(obj[args_key])
+
+
+def _arguments(raw: object) -> dict | str:
+    if isinstance(raw, dict):
+        return raw
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        value = _load_lenient(raw)
+        if isinstance(value, dict):
+            return value
+        return raw
+    return json.dumps(raw)
+
+
+def _load_lenient(text: str) -> object | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    repaired = _TRAILING_COMMA_RE.sub(r"\1", text)
+    try:
+        return json.loads(repaired)
+    except ValueError:
+        pass
+    try:  # single quotes, True/False/None
+        value = ast.literal_eval(repaired)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, dict | list) else None
+
+
+def _matching_paren(text: str, start: int) -> int | None:
+    depth = 0
+    quote: str | None = None
+    escaped = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    for start, end in sorted(spans, reverse=True):
+        text = text[:start] + text[end:]
+    return text
