@@ -8,7 +8,9 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    dev = typer.Typer(help="Developer tools (tiny local models for tests and CPU runs).", no_args_is_help=True)
+    dev = typer.Typer(
+        help="Developer tools (tiny local models for tests and CPU runs).", no_args_is_help=True
+    )
 
     @dev.command("tiny-model")
     def tiny_model(

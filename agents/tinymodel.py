@@ -85,7 +85,9 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
         kind = rng.randrange(6)
         num = lambda: round(rng.uniform(-3, 3), rng.choice([0, 1, 2]))  # noqa: E731
         if kind == 0:
-            out.append(" ".join(rng.choice(words) for _ in range(rng.randint(5, 16))).capitalize() + ".")
+            out.append(
+                " ".join(rng.choice(words) for _ in range(rng.randint(5, 16))).capitalize() + "."
+            )
         elif kind == 1:
             args = {
                 "kind": rng.choice(shapes),
@@ -96,27 +98,44 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
             call = {"name": rng.choice(TOOL_NAMES), "arguments": args}
             out.append("<tool_call>\n" + json.dumps(call) + "\n</tool_call>")
         elif kind == 2:
-            obj = {"name": rng.choice(["A", "B", "Plate"]), "location": [num(), num(), num()],
-                   "dimensions": [abs(num()), abs(num()), abs(num())],
-                   "material": {"color": f"#{rng.randrange(1 << 24):06X}", "metallic": 0.0}}
-            out.append("<tool_response>\n" + json.dumps({"ok": True, "objects": [obj]}) + "\n</tool_response>")
+            obj = {
+                "name": rng.choice(["A", "B", "Plate"]),
+                "location": [num(), num(), num()],
+                "dimensions": [abs(num()), abs(num()), abs(num())],
+                "material": {"color": f"#{rng.randrange(1 << 24):06X}", "metallic": 0.0},
+            }
+            out.append(
+                "<tool_response>\n"
+                + json.dumps({"ok": True, "objects": [obj]})
+                + "\n</tool_response>"
+            )
         elif kind == 3:
             w, h, t = (rng.randint(5, 120) for _ in range(3))
             out.append(
                 "import cadquery as cq\n"
-                f"result = cq.Workplane(\"XY\").box({w}, {h}, {t}).faces(\">Z\").workplane()"
-                f".hole({rng.randint(2, 12)}).edges(\"|Z\").fillet({rng.randint(1, 4)})\n"
+                f'result = cq.Workplane("XY").box({w}, {h}, {t}).faces(">Z").workplane()'
+                f'.hole({rng.randint(2, 12)}).edges("|Z").fillet({rng.randint(1, 4)})\n'
             )
         elif kind == 4:
             tool = rng.choice(TOOL_NAMES)
-            schema = {"type": "function", "function": {"name": tool, "description":
-                      f"{rng.choice(words)} {rng.choice(words)} in the scene.", "parameters": {
-                          "type": "object", "properties": {"name": {"type": "string"},
-                          "size": {"type": "number"}}, "required": ["name"]}}}
+            schema = {
+                "type": "function",
+                "function": {
+                    "name": tool,
+                    "description": f"{rng.choice(words)} {rng.choice(words)} in the scene.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}, "size": {"type": "number"}},
+                        "required": ["name"],
+                    },
+                },
+            }
             out.append(json.dumps(schema))
         else:
-            out.append(f"Make a {rng.choice(colours)} {rng.choice(shapes)} of {abs(num())} m "
-                       f"{rng.choice(['on top of', 'next to', 'left of'])} the {rng.choice(shapes)}.")
+            out.append(
+                f"Make a {rng.choice(colours)} {rng.choice(shapes)} of {abs(num())} m "
+                f"{rng.choice(['on top of', 'next to', 'left of'])} the {rng.choice(shapes)}."
+            )
     return out
 
 
@@ -126,10 +145,12 @@ def train_tokenizer(seed: int = 0):
     from transformers import AddedToken, Qwen2Tokenizer
 
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
@@ -141,8 +162,11 @@ def train_tokenizer(seed: int = 0):
     state = json.loads(bpe.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
     tokenizer = Qwen2Tokenizer(
-        vocab=state["vocab"], merges=merges,
-        eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None,
+        vocab=state["vocab"],
+        merges=merges,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
     )
     tokenizer.add_special_tokens(
         {"additional_special_tokens": [t for t in SPECIAL_TOKENS if t != "<|endoftext|>"]}
@@ -158,24 +182,43 @@ def tiny_config(tokenizer):
 
     ids = tokenizer.convert_tokens_to_ids
     text = {
-        "vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "head_dim": 16, "max_position_embeddings": 8192,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6,
-                            "mrope_section": [4, 2, 2], "mrope_interleaved": True},
+        "vocab_size": len(tokenizer),
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "max_position_embeddings": 8192,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 1e6,
+            "mrope_section": [4, 2, 2],
+            "mrope_interleaved": True,
+        },
         "pad_token_id": ids("<|endoftext|>"),
     }
     vision = {
-        "depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
-        "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
-        "out_hidden_size": 64, "num_position_embeddings": 64,  # must be a perfect square
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 2,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": 64,
+        "num_position_embeddings": 64,  # must be a perfect square
         "deepstack_visual_indexes": [0],
     }
     return Qwen3VLConfig(
-        text_config=text, vision_config=vision,
-        image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
-        vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"),
-        eos_token_id=ids("<|im_end|>"), pad_token_id=ids("<|endoftext|>"),
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids("<|image_pad|>"),
+        video_token_id=ids("<|video_pad|>"),
+        vision_start_token_id=ids("<|vision_start|>"),
+        vision_end_token_id=ids("<|vision_end|>"),
+        eos_token_id=ids("<|im_end|>"),
+        pad_token_id=ids("<|endoftext|>"),
     )
 
 
@@ -184,11 +227,17 @@ def build_processor(tokenizer):
     from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
     size = {"shortest_edge": MIN_IMAGE_PIXELS, "longest_edge": MAX_IMAGE_PIXELS}
-    image_processor = Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2, size=size)
-    video_processor = Qwen3VLVideoProcessor(patch_size=16, merge_size=2, temporal_patch_size=2, size=size)
+    image_processor = Qwen2VLImageProcessor(
+        patch_size=16, merge_size=2, temporal_patch_size=2, size=size
+    )
+    video_processor = Qwen3VLVideoProcessor(
+        patch_size=16, merge_size=2, temporal_patch_size=2, size=size
+    )
     return Qwen3VLProcessor(
-        image_processor=image_processor, tokenizer=tokenizer,
-        video_processor=video_processor, chat_template=chat_template(),
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=chat_template(),
     )
 
 
@@ -207,8 +256,10 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     model = Qwen3VLForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
-        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id,
-        do_sample=False, max_new_tokens=128,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        do_sample=False,
+        max_new_tokens=128,
     )
     model.save_pretrained(out)
     build_processor(tokenizer).save_pretrained(out)

@@ -9,23 +9,49 @@ from typer.testing import CliRunner
 
 from agents.tinymodel import TOOL_TAGS, chat_template, train_tokenizer
 
-TOOLS = [{
-    "type": "function",
-    "function": {
-        "name": "add_primitive",
-        "description": "Add a primitive object to the scene.",
-        "parameters": {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"]},
-    },
-}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add_primitive",
+            "description": "Add a primitive object to the scene.",
+            "parameters": {
+                "type": "object",
+                "properties": {"kind": {"type": "string"}},
+                "required": ["kind"],
+            },
+        },
+    }
+]
 
 
 def _conversation(image):
     return [
         {"role": "system", "content": "You build 3D models."},
-        {"role": "user", "content": [{"type": "text", "text": "Make a red cube."}, {"type": "image", "image": image}]},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"type": "function", "function": {"name": "add_primitive", "arguments": {"kind": "cube"}}}]},
-        {"role": "tool", "content": [{"type": "text", "text": '{"ok": true}'}, {"type": "image", "image": image}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Make a red cube."},
+                {"type": "image", "image": image},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {"name": "add_primitive", "arguments": {"kind": "cube"}},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "content": [
+                {"type": "text", "text": '{"ok": true}'},
+                {"type": "image", "image": image},
+            ],
+        },
     ]
 
 
@@ -43,15 +69,21 @@ def test_cli_builds_a_model_that_loads_and_generates(tmp_path):
     assert sum(p.numel() for p in model.parameters()) < 2_000_000
     image = Image.new("RGB", (256, 256), (200, 30, 30))
     inputs = processor.apply_chat_template(
-        _conversation(image), tools=TOOLS, add_generation_prompt=True, tokenize=True,
-        return_dict=True, return_tensors="pt",
+        _conversation(image),
+        tools=TOOLS,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        return_tensors="pt",
     )
     # Two images, each downscaled to 128x128: 8x8 patches merged 2x2 -> 16 tokens each.
     image_id = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     assert int((inputs["input_ids"] == image_id).sum()) == 32
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=8, do_sample=False)
-    assert out.shape[1] == inputs["input_ids"].shape[1] + 8 or out[0, -1] == model.config.eos_token_id
+    assert (
+        out.shape[1] == inputs["input_ids"].shape[1] + 8 or out[0, -1] == model.config.eos_token_id
+    )
 
 
 def test_chat_template_renders_tools_calls_and_image_tool_results():
@@ -61,11 +93,20 @@ def test_chat_template_renders_tools_calls_and_image_tool_results():
 
     processor = build_processor(train_tokenizer(0))
     text = processor.apply_chat_template(
-        _conversation(Image.new("RGB", (64, 64))), tools=TOOLS, tokenize=False, add_generation_prompt=True
+        _conversation(Image.new("RGB", (64, 64))),
+        tools=TOOLS,
+        tokenize=False,
+        add_generation_prompt=True,
     )
     assert "<tools>\n" + json.dumps(TOOLS[0]) + "\n</tools>" in text
-    assert '<tool_call>\n{"name": "add_primitive", "arguments": {"kind": "cube"}}\n</tool_call><|im_end|>' in text
-    assert '<tool_response>\n{"ok": true}<|vision_start|><|image_pad|><|vision_end|>\n</tool_response>' in text
+    assert (
+        '<tool_call>\n{"name": "add_primitive", "arguments": {"kind": "cube"}}\n</tool_call><|im_end|>'
+        in text
+    )
+    assert (
+        '<tool_response>\n{"ok": true}<|vision_start|><|image_pad|><|vision_end|>\n</tool_response>'
+        in text
+    )
     assert text.count("<|image_pad|>") == 2
     assert text.endswith("<|im_start|>assistant\n")
 
@@ -74,7 +115,9 @@ def test_template_is_the_one_trl_recognises_for_masking_and_tool_parsing():
     from trl.chat_template_utils import add_response_schema, get_training_chat_template
 
     processor_like = train_tokenizer(0)
-    assert "{% generation %}" in get_training_chat_template(processor_like).replace("{%- generation -%}", "{% generation %}")
+    assert "{% generation %}" in get_training_chat_template(processor_like).replace(
+        "{%- generation -%}", "{% generation %}"
+    )
     add_response_schema(processor_like)
     parsed = processor_like.parse_response(
         '<tool_call>\n{"name": "add_primitive", "arguments": {"kind": "cube"}}\n</tool_call><|im_end|>',
