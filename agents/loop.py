@@ -1,0 +1,442 @@
+"""THE episode loop: one implementation for the studio, the CLI and RL rollouts.
+
+reset -> setup -> observe (montage + compact scene) -> policy -> validate calls -> execute
+-> feed back results or errors -> observe ... until the policy answers without calls
+(`done`), the checker passes (`success`), the step budget runs out (`budget`), the same
+failing call keeps coming (`stuck`), the caller cancels (`cancelled`) or the policy cannot
+go on (`fatal`, e.g. its server is down).
+
+The loop knows no task: the caller passes a goal, an optional `setup(session)` that builds
+the start state and an optional `checker(session, calls)` that scores the final scene
+(training/ passes `task.setup` and `task.evaluate`). Errors from tools go back to the
+model as tool results it can act on; an infrastructure failure (the worker died while the
+start state was being built, or the pool failed) raises `InfrastructureError` so that a
+scheduler can retry the episode on a fresh worker.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import events as ev
+from agents.context import (
+    RECALL_SPEC,
+    RECALL_TOOL,
+    ContextConfig,
+    ContextWindow,
+    estimate_tokens,
+    observation,
+)
+from agents.episode import CallOutcome, EpisodeResult, StepRecord
+from agents.policy import Policy, PolicyError, PolicyReply, ToolCall
+
+DEFAULT_SYSTEM = (
+    "You build 3D models by calling tools that drive Blender and CadQuery. Units are metres "
+    "and degrees; +Z is up. After each step you see a render montage (iso, front, top, right) "
+    "and the scene as JSON. Tool errors come back as tool results: read them and fix the call. "
+    "When the model matches the request, answer without calling any tool."
+)
+
+
+class InfrastructureError(RuntimeError):
+    """The tool runtime failed under the episode (not the policy's fault): retry elsewhere."""
+
+
+@dataclass
+class LoopConfig:
+    max_steps: int = 20  # policy turns
+    max_calls_per_step: int = 8  # more calls in one reply are refused with an error
+    render_size: int = 256
+    views: list[str] | None = None  # None: the renderer's default montage
+    observe: str = "changed"  # "changed": render only when the scene changed; "always"; "never"
+    repeat_warning: int = 2  # an identical failing call seen this often gets a warning
+    stuck_after: int = 4  # ... and this often ends the episode as `stuck`
+    check_every_step: bool = False  # run the checker after each step and stop on success
+    system_prompt: str = DEFAULT_SYSTEM
+    context: ContextConfig = field(default_factory=ContextConfig)
+
+
+Checker = Callable[[Any, list[dict]], Any]  # (session, calls) -> RewardBreakdown-like
+Setup = Callable[[Any], Any]
+
+
+def openai_tools(specs: Iterable[dict]) -> list[dict]:
+    """Tool specs from `tools.catalogue()` as the OpenAI `tools=[...]` list."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": s["name"],
+                "description": s.get("description", ""),
+                "parameters": s.get("parameters", {"type": "object", "properties": {}}),
+            },
+        }
+        for s in specs
+    ]
+
+
+class EpisodeLoop:
+    """Runs one episode; construct, then `run()`. Not reusable across episodes."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        session: Any,
+        goal: str,
+        *,
+        setup: Setup | None = None,
+        checker: Checker | None = None,
+        config: LoopConfig | None = None,
+        subscribers: Iterable[ev.Subscriber] = (),
+        cancel: threading.Event | None = None,
+        task_info: dict | None = None,
+        catalogue: list[dict] | None = None,
+        recorder_factory: Callable[..., Any] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.session = session
+        self.goal = goal
+        self.setup = setup
+        self.checker = checker
+        self.config = config or LoopConfig()
+        self.bus = ev.EventBus(list(subscribers))
+        self.cancel = cancel or threading.Event()
+        self.task_info = task_info
+        if catalogue is None:
+            from tools import catalogue as tool_catalogue
+
+            catalogue = tool_catalogue()
+        self.catalogue = catalogue
+        self.tools = openai_tools(catalogue) + [RECALL_SPEC]
+        self.tool_names = {t["function"]["name"] for t in self.tools}
+        self.recorder_factory = recorder_factory
+        self.window = ContextWindow(self.config.context)
+        self.history: list[dict] = []
+        self.result = EpisodeResult(goal=goal, policy=getattr(policy, "name", "?"))
+        self._failures: dict[str, int] = {}
+        self._last_hash: str | None = None
+        self._used_ids: set[str] = set()
+        self._recorder: Any = None
+
+    # -- the episode ---------------------------------------------------------------------
+
+    def run(self) -> EpisodeResult:
+        start = time.perf_counter()
+        try:
+            first = self._start()
+            self.bus.emit(
+                ev.EPISODE_STARTED,
+                goal=self.goal,
+                tools=[t["function"]["name"] for t in self.tools],
+            )
+            if first is not None:
+                self.bus.emit(ev.RENDER, step=-1, png=first)
+            self._steps()
+            self._finish()
+        except BaseException as exc:
+            self._abandon(exc)
+            raise
+        self.result.wall_ms = (time.perf_counter() - start) * 1e3
+        self.bus.emit(
+            ev.DONE,
+            status=self.result.status,
+            steps=len(self.result.steps),
+            reward=self.result.reward,
+            success=self.result.success,
+            error=self.result.error,
+        )
+        return self.result
+
+    def _start(self) -> bytes | None:
+        from tools.errors import ErrorKind, ToolError
+
+        try:
+            self.session.reset()
+            if self.setup is not None:
+                self.setup(self.session)
+        except ToolError as exc:
+            if exc.kind in (ErrorKind.CRASH, ErrorKind.TIMEOUT, ErrorKind.SANDBOX):
+                raise InfrastructureError(f"the tool worker failed during setup: {exc}") from exc
+            raise
+        self.policy.reset(self.task_info)
+        png, scene = self._observe_scene(force=True)
+        self.history = [{"role": "system", "content": self.config.system_prompt}]
+        self.history.append(observation(f"Goal: {self.goal}", png, scene, self.config.context, -1))
+        if self.recorder_factory is not None:
+            self._recorder = self.recorder_factory(
+                policy=self.result.policy,
+                tools=self.catalogue,
+                system=self.config.system_prompt,
+                prompt=self.goal,
+                initial_frame=png,
+            )
+        return png
+
+    def _steps(self) -> None:
+        cfg = self.config
+        for index in range(cfg.max_steps):
+            if self.cancel.is_set():
+                self.result.status = "cancelled"
+                return
+            step_start = time.perf_counter()
+            self.bus.emit(ev.STEP_STARTED, step=index)
+            prompt = self.window.view(self.history, self.tools)
+            est = estimate_tokens(prompt, self.tools, cfg.context)
+            policy_start = time.perf_counter()
+            try:
+                reply = self._act(prompt)
+            except PolicyError as exc:
+                if exc.fatal:
+                    self.result.status, self.result.error = "fatal", str(exc)
+                    return
+                reply = PolicyReply(text=None, tool_calls=[ToolCall("bad", "", str(exc))])
+            policy_ms = (time.perf_counter() - policy_start) * 1e3
+            if reply is None:
+                self.result.status = "cancelled"
+                return
+            step = StepRecord(
+                index=index,
+                text=reply.text,
+                tokens_in=reply.tokens_in,
+                tokens_out=reply.tokens_out,
+                prompt_tokens_est=est,
+                latency_ms=reply.latency_ms or policy_ms,
+            )
+            self.result.steps.append(step)
+            self.bus.emit(
+                ev.MESSAGE,
+                step=index,
+                text=reply.text,
+                tokens_in=reply.tokens_in,
+                tokens_out=reply.tokens_out,
+                latency_ms=step.latency_ms,
+            )
+            if reply.done:
+                self.result.status, self.result.final_message = "done", reply.text
+                step.overhead_ms = self._overhead(step_start, policy_ms, step)
+                return
+            calls = self._unique_ids(reply.tool_calls, index)
+            self.history.append(
+                {
+                    "role": "assistant",
+                    "content": reply.text,
+                    "tool_calls": [c.to_openai() for c in calls],
+                    "_step": index,
+                }
+            )
+            stuck = self._execute(calls, step)
+            if self.cancel.is_set():
+                self.result.status = "cancelled"
+                return
+            self._observe_after(step)
+            step.overhead_ms = self._overhead(step_start, policy_ms, step)
+            if stuck:
+                self.result.status = "stuck"
+                return
+            if cfg.check_every_step and self.checker is not None:
+                verdict = self.checker(self.session, self.result.calls)
+                if getattr(verdict, "success", False):
+                    self.result.status = "success"
+                    return
+        self.result.status = "budget"
+
+    def _act(self, prompt: list[dict]) -> PolicyReply | None:
+        """Ask the policy; returns None if cancelled while it was thinking."""
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["reply"] = self.policy.act(prompt, self.tools)
+            except BaseException as exc:  # re-raised on the loop's thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=work, name="policy-act", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.02)
+            if self.cancel.is_set():
+                return None  # the abandoned call finishes in the background; nothing reads it
+        if "error" in box:
+            raise box["error"]
+        return box["reply"]
+
+    def _execute(self, calls: list[ToolCall], step: StepRecord) -> bool:
+        """Run the calls of one reply; True if the episode is stuck on a repeated failure."""
+        stuck = False
+        for i, call in enumerate(calls):
+            if self.cancel.is_set():
+                break
+            self.bus.emit(
+                ev.CALL, step=step.index, call_id=call.id, tool=call.name, args=call.arguments
+            )
+            if i >= self.config.max_calls_per_step:
+                outcome = CallOutcome.refused(
+                    call, f"too many calls in one reply (limit {self.config.max_calls_per_step})"
+                )
+            else:
+                outcome = self._run_call(call, step.index)
+            key = f"{call.name}|{call.arguments_json()}"
+            if not outcome.ok:
+                self._failures[key] = count = self._failures.get(key, 0) + 1
+                if count >= self.config.repeat_warning:
+                    outcome.repeated = count
+                    outcome.text += (
+                        f"\nThis exact call has now failed {count} times: change the arguments "
+                        "or use another tool."
+                    )
+                    self.result.repeated_failures += 1
+                stuck = stuck or count >= self.config.stuck_after
+            step.calls.append(outcome)
+            self.result.calls.append(outcome.for_checker())
+            self.history.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "content": outcome.text,
+                    "_step": step.index,
+                }
+            )
+            self.bus.emit(
+                ev.RESULT,
+                step=step.index,
+                call_id=call.id,
+                tool=call.name,
+                ok=outcome.ok,
+                text=outcome.text,
+                error_kind=outcome.error_kind,
+                duration_ms=outcome.duration_ms,
+                repeated=outcome.repeated,
+            )
+        return stuck
+
+    def _run_call(self, call: ToolCall, step_index: int) -> CallOutcome:
+        if not call.name or call.name not in self.tool_names:
+            names = ", ".join(sorted(self.tool_names))
+            shown = call.name or "(no name)"
+            return CallOutcome.refused(call, f"unknown tool {shown!r}; the tools are: {names}")
+        if not isinstance(call.arguments, dict):
+            raw = call.arguments if len(call.arguments) < 200 else call.arguments[:200] + "..."
+            return CallOutcome.refused(
+                call,
+                f"the arguments of {call.name} are not a JSON object: {raw!r}. Send them as a "
+                'JSON object matching the tool\'s parameters, e.g. {"name": "A"}.',
+            )
+        if call.name == RECALL_TOOL:
+            return self._recall(call)
+        start = time.perf_counter()
+        try:
+            result = self.session.call(call.name, call.arguments)
+        except Exception as exc:  # the runtime itself failed, not the call
+            raise InfrastructureError(f"the tool runtime failed on {call.name}: {exc}") from exc
+        wall_ms = (time.perf_counter() - start) * 1e3
+        outcome = CallOutcome.from_result(call, result, wall_ms)
+        if outcome.ok and outcome.scene_hash:
+            self._scene_changed = outcome.scene_hash != self._last_hash or self._scene_changed
+        return outcome
+
+    def _recall(self, call: ToolCall) -> CallOutcome:
+        index = call.arguments.get("index")
+        steps = self.result.steps
+        if not isinstance(index, int) or not 0 <= index < len(steps):
+            return CallOutcome.refused(
+                call, f"no step {index!r}; steps so far: 0..{len(steps) - 1}"
+            )
+        texts = [f"{o.call.name}: {o.text}" for o in steps[index].calls]
+        return CallOutcome(call=call, ok=True, text="\n".join(texts) or "(no calls)", local=True)
+
+    # -- observation -----------------------------------------------------------------------
+
+    _scene_changed = False
+
+    def _observe_scene(self, force: bool = False) -> tuple[bytes | None, dict | None]:
+        mode = self.config.observe
+        if mode == "never" or not (force or mode == "always" or self._scene_changed):
+            return None, None
+        self._scene_changed = False
+        result = self.session.render(views=self.config.views, size=self.config.render_size)
+        png = result.images[0] if getattr(result, "ok", True) and result.images else None
+        scene = self.session.scene()
+        self._last_hash = self.session.scene_hash()
+        return png, scene
+
+    def _observe_after(self, step: StepRecord) -> None:
+        start = time.perf_counter()
+        png, scene = self._observe_scene()
+        step.observe_ms = (time.perf_counter() - start) * 1e3
+        errors = sum(1 for o in step.calls if not o.ok)
+        words = f"Step {step.index} done: {len(step.calls) - errors} call(s) ok, {errors} failed."
+        if png is None and scene is None:
+            words += " The scene did not change."
+        step.frame = png
+        self.history.append(observation(words, png, scene, self.config.context, step.index))
+        if png is not None:
+            self.bus.emit(ev.RENDER, step=step.index, png=png)
+        if self._recorder is not None:
+            self._record_step(step)
+
+    @staticmethod
+    def _overhead(step_start: float, policy_ms: float, step: StepRecord) -> float:
+        wall = (time.perf_counter() - step_start) * 1e3
+        tool = sum(o.wall_ms for o in step.calls) + step.observe_ms
+        return max(0.0, wall - policy_ms - tool)
+
+    def _unique_ids(self, calls: list[ToolCall], index: int) -> list[ToolCall]:
+        out = []
+        for i, call in enumerate(calls):
+            cid = call.id if call.id and call.id not in self._used_ids else f"s{index}_{i}"
+            self._used_ids.add(cid)
+            out.append(call if cid == call.id else ToolCall(cid, call.name, call.arguments))
+        return out
+
+    # -- ending ----------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        if self.checker is not None and self.result.status != "fatal":
+            verdict = self.checker(self.session, self.result.calls)
+            self.result.reward = float(getattr(verdict, "total", 0.0))
+            self.result.components = dict(getattr(verdict, "components", {}) or {})
+            self.result.success = bool(getattr(verdict, "success", False))
+            self.result.verdict = verdict
+        if self._recorder is not None:
+            self._recorder.finish(
+                reward=self.result.reward,
+                components=self.result.components,
+                success=self.result.success,
+                final_message=self.result.final_message,
+                status=self.result.status,
+            )
+            self.result.episode_id = getattr(self._recorder, "episode_id", None)
+
+    def _abandon(self, exc: BaseException) -> None:
+        if self._recorder is not None:
+            try:
+                self._recorder.abandon(f"{type(exc).__name__}: {exc}")
+            except Exception:
+                pass
+
+    def _record_step(self, step: StepRecord) -> None:
+        for i, outcome in enumerate(step.calls):
+            last = i == len(step.calls) - 1
+            self._recorder.add_step(
+                turn=step.index,
+                outcome=outcome,
+                frame=step.frame if last else None,
+                model_message=step.text if i == 0 else None,
+                tokens_in=step.tokens_in if i == 0 else 0,
+                tokens_out=step.tokens_out if i == 0 else 0,
+                latency_ms=step.latency_ms if i == 0 else 0.0,
+            )
+
+
+def run_episode(policy: Policy, session: Any, goal: str, **options: Any) -> EpisodeResult:
+    """Run one episode; see `EpisodeLoop` for the options."""
+    return EpisodeLoop(policy, session, goal, **options).run()
+
+
+def summary_line(result: EpisodeResult) -> str:
+    return json.dumps(result.summary(), sort_keys=True)

@@ -1,0 +1,76 @@
+"""Policy factory: turn a spec such as `none`, `script:run.jsonl`, `openai` into a Policy.
+
+Other layers (CLI, studio, training) build policies only through `make_policy`, so a new
+policy is one `register_policy` call away. agents/ knows no task, so the task-aware
+policies (`oracle`, `reference`) are registered by `training.oracle` when it is imported.
+Built-in policies are imported lazily: `openai` pulls in the openai client, `hf` torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from agents.policy import Policy
+
+PolicyFactory = Callable[..., Policy]
+
+_FACTORIES: dict[str, PolicyFactory] = {}
+# name -> "module:attribute" of a factory `f(arg: str | None, **options) -> Policy`
+_BUILTIN: dict[str, str] = {
+    "none": "agents.policies.simple:make_none",
+    "script": "agents.policies.simple:make_script",
+    "openai": "agents.policies.openai_policy:make_openai",
+    "hf": "agents.policies.hf_policy:make_hf",
+}
+# modules that register policies when imported (training/ registers oracle + reference)
+_PLUGINS = ("training.oracle",)
+
+
+class UnknownPolicyError(ValueError):
+    pass
+
+
+def register_policy(name: str, factory: PolicyFactory) -> None:
+    """Make `make_policy(name[:ARG], **options)` call `factory(ARG or None, **options)`."""
+    _FACTORIES[name] = factory
+
+
+def policy_names() -> list[str]:
+    _load_plugins()
+    return sorted(set(_FACTORIES) | set(_BUILTIN))
+
+
+def make_policy(spec: str, **options) -> Policy:
+    """Build the policy named by `spec` (`NAME` or `NAME:ARG`); options are keyword settings.
+
+    Options a policy does not use are ignored with `None` values dropped first, so a CLI can
+    pass all its flags through unchanged.
+    """
+    name, _, arg = spec.partition(":")
+    factory = _factory(name)
+    options = {k: v for k, v in options.items() if v is not None}
+    return factory(arg or None, **options)
+
+
+def _factory(name: str) -> PolicyFactory:
+    if name in _FACTORIES:
+        return _FACTORIES[name]
+    if name in _BUILTIN:
+        module, _, attr = _BUILTIN[name].partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+        _FACTORIES[name] = factory
+        return factory
+    _load_plugins()
+    if name in _FACTORIES:
+        return _FACTORIES[name]
+    raise UnknownPolicyError(f"unknown policy {name!r}; choose one of: {', '.join(policy_names())}")
+
+
+def _load_plugins() -> None:
+    for module in _PLUGINS:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise

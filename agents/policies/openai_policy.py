@@ -1,0 +1,183 @@
+"""The `openai` policy: any OpenAI-compatible chat endpoint (vLLM, Ollama, LM Studio,
+`transformers serve`, hosted APIs).
+
+It sends the conversation (images already as data-URL parts) with the tool list, reads
+native `tool_calls`, and falls back to parsing calls written in the content for servers
+without a tool parser. Transient failures (connection refused, timeouts, 429, 5xx) are
+retried with exponential backoff; when the server stays unreachable the error says where
+it looked and how to start one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agents.policy import PolicyError, PolicyReply, ToolCall
+from agents.toolcall_parser import parse_tool_calls
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+
+
+@dataclass
+class OpenAIPolicyConfig:
+    base_url: str = DEFAULT_BASE_URL
+    model: str | None = None  # None: the first model the server lists
+    api_key_env: str = "OPENAI_API_KEY"  # the key is read from this variable, never a flag
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    backoff_s: float = 0.5
+    temperature: float | None = None
+    max_tokens: int | None = 512
+    seed: int | None = None
+    native_tools: bool = True  # send `tools=`; off for servers that reject the field
+    extra_body: dict | None = None
+
+
+class OpenAIPolicy:
+    """Chat-completions client behind the Policy interface."""
+
+    def __init__(self, config: OpenAIPolicyConfig | None = None) -> None:
+        from openai import OpenAI  # light, but keep CLI start-up lean
+
+        self.config = config or OpenAIPolicyConfig()
+        key = os.environ.get(self.config.api_key_env) or "EMPTY"  # local servers ignore it
+        self._client = OpenAI(
+            base_url=self.config.base_url,
+            api_key=key,
+            timeout=self.config.timeout_s,
+            max_retries=0,  # we retry ourselves, with backoff we can see and test
+        )
+        self._model = self.config.model
+        self.name = f"openai:{self._model or '?'}"
+        self._turn = 0
+
+    def reset(self, task_info: dict | None = None) -> None:
+        self._turn = 0
+
+    @property
+    def model(self) -> str:
+        if self._model is None:
+            models = self._with_retries(lambda: self._client.models.list())
+            ids = [m.id for m in models.data]
+            if not ids:
+                raise PolicyError(f"the server at {self.config.base_url} lists no models")
+            self._model = ids[0]
+            self.name = f"openai:{self._model}"
+        return self._model
+
+    def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
+        request: dict[str, Any] = {"model": self.model, "messages": messages}
+        if tools and self.config.native_tools:
+            request["tools"] = tools
+        for key in ("temperature", "max_tokens", "seed"):
+            value = getattr(self.config, key)
+            if value is not None:
+                request[key] = value
+        if self.config.extra_body:
+            request["extra_body"] = self.config.extra_body
+        start = time.perf_counter()
+        response = self._with_retries(lambda: self._client.chat.completions.create(**request))
+        latency_ms = (time.perf_counter() - start) * 1e3
+        self._turn += 1
+        return self._reply(response, tools, latency_ms)
+
+    def _reply(self, response: Any, tools: list[dict], latency_ms: float) -> PolicyReply:
+        if not getattr(response, "choices", None):
+            raise PolicyError(f"the server returned no choices: {response!r}"[:500], fatal=False)
+        message = response.choices[0].message
+        text = message.content
+        calls: list[ToolCall] = []
+        for i, tc in enumerate(message.tool_calls or []):
+            fn = tc.function
+            calls.append(
+                ToolCall(
+                    id=tc.id or f"t{self._turn}_{i}",
+                    name=fn.name or "",
+                    arguments=_decode_arguments(fn.arguments),
+                )
+            )
+        if not calls and text:
+            names = [t["function"]["name"] for t in tools if "function" in t]
+            parsed = parse_tool_calls(text, known_tools=names, id_prefix=f"t{self._turn}")
+            calls, text = parsed.calls, parsed.text if parsed.calls else text
+        usage = getattr(response, "usage", None)
+        return PolicyReply(
+            text=text,
+            tool_calls=calls,
+            tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
+            tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
+            latency_ms=latency_ms,
+            raw=response.model_dump() if hasattr(response, "model_dump") else response,
+        )
+
+    def _with_retries(self, request):
+        import openai
+
+        transient = (
+            openai.APIConnectionError,  # includes APITimeoutError
+            openai.RateLimitError,
+            openai.InternalServerError,
+        )
+        delay = self.config.backoff_s
+        for attempt in range(self.config.max_retries + 1):
+            try:
+                return request()
+            except transient as exc:
+                if attempt == self.config.max_retries:
+                    raise PolicyError(self._explain(exc)) from exc
+                time.sleep(delay)
+                delay *= 2
+            except openai.APIStatusError as exc:
+                raise PolicyError(
+                    f"the server at {self.config.base_url} refused the request "
+                    f"(HTTP {exc.status_code}): {_short(exc.message)}"
+                ) from exc
+        raise AssertionError("unreachable")
+
+    def _explain(self, exc: Exception) -> str:
+        import openai
+
+        tries = self.config.max_retries + 1
+        if isinstance(exc, openai.APITimeoutError):
+            return (
+                f"the server at {self.config.base_url} did not answer within "
+                f"{self.config.timeout_s:g} s ({tries} tries); raise --timeout or use a smaller model"
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return (
+                f"cannot reach an OpenAI-compatible server at {self.config.base_url} "
+                f"({tries} tries): is it running? Start one with `modelwright serve --model M` "
+                f"or `transformers serve PATH --port N`, then pass --base-url http://HOST:N/v1"
+            )
+        return (
+            f"the server at {self.config.base_url} kept failing ({tries} tries): {_short(str(exc))}"
+        )
+
+
+def _decode_arguments(raw: Any) -> dict | str:
+    if isinstance(raw, dict):
+        return raw
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return str(raw)
+    return value if isinstance(value, dict) else str(raw)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def make_openai(arg: str | None = None, **options: Any) -> OpenAIPolicy:
+    """`--policy openai` or `openai:MODEL`; options are OpenAIPolicyConfig fields."""
+    fields = set(OpenAIPolicyConfig.__dataclass_fields__)
+    config = OpenAIPolicyConfig(**{k: v for k, v in options.items() if k in fields})
+    if arg:
+        config.model = arg
+    return OpenAIPolicy(config)
