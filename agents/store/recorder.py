@@ -1,0 +1,167 @@
+"""Recording one episode, step by step, so that a crash loses at most the step in flight.
+
+Each step's frame is written atomically (temp, fsync, rename, fsync folder) *before* the
+step's row commits, so a committed step always has its frame. Counters on the episode row
+move in the same transaction as the step, so they always agree with the steps table.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agents.store.atomic import atomic_copy_file, atomic_write_bytes
+from agents.store.errors import RecorderClosed, StoreError
+from agents.store.frames import check_png, sha256
+from agents.store.lease import Lease
+from agents.store.models import Episode, Step
+
+if TYPE_CHECKING:
+    from agents.store.store import Store
+
+FRAMES = "frames"
+ARTIFACTS = "artifacts"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _normalise_result(result: Any) -> tuple[Any, str | None]:
+    """(JSON output, text the model saw) from a ToolResult, a dict, a string or None."""
+    if result is None:
+        return None, None
+    if hasattr(result, "to_text") and hasattr(result, "output"):
+        return result.output, result.to_text()
+    if isinstance(result, str):
+        return None, result
+    return result, dumps(result)
+
+
+class Recorder:
+    """The handle `Store.begin_episode` returns; not shared between threads without care
+    (calls are serialised by a lock, but step order is then the order calls arrive)."""
+
+    def __init__(self, store: Store, episode_id: str, folder: Path, lease: Lease):
+        self._store = store
+        self.episode_id = episode_id
+        self.folder = folder
+        self._lease: Lease | None = lease
+        self._lock = threading.Lock()
+        self._next_index = 0
+        self._last_turn = -1
+
+    @property
+    def closed(self) -> bool:
+        return self._lease is None
+
+    @property
+    def n_steps(self) -> int:
+        return self._next_index
+
+    def add_step(
+        self, *, tool: str, args: dict[str, Any] | None = None, result: Any = None,
+        error_kind: str | None = None, error_message: str | None = None,
+        duration_ms: float | None = None, frame: bytes | Path | None = None,
+        scene_hash: str | None = None, model_message: str | None = None, tokens_in: int = 0,
+        tokens_out: int = 0, latency_ms: float = 0.0, token_ids: list[int] | None = None,
+        logprobs: list[float] | None = None, turn: int | None = None,
+    ) -> Step:
+        """Record one tool call. `turn`: steps from one assistant reply share a turn number
+        (export makes them one message with several tool_calls); None starts a new turn.
+        A ToolResult may be passed as `result`: its error, duration and scene hash fill the
+        arguments left unset."""
+        if hasattr(result, "to_text"):
+            err = getattr(result, "error", None)
+            if error_kind is None and err is not None:
+                error_kind, error_message = str(err.kind), error_message or err.message
+            if duration_ms is None:
+                duration_ms = getattr(result, "duration_ms", None)
+            if scene_hash is None:
+                scene_hash = getattr(result, "scene_hash", None)
+        output, text = _normalise_result(result)
+        frame_bytes = frame.read_bytes() if isinstance(frame, Path) else frame
+        with self._lock:
+            if self._lease is None:
+                raise RecorderClosed(f"episode {self.episode_id} is already closed")
+            index = self._next_index
+            if frame_bytes is not None:
+                check_png(frame_bytes, f"frame of step {index} ({tool})")
+            if turn is None:
+                turn = self._last_turn + 1
+            elif turn < self._last_turn:
+                raise StoreError(f"step {index}: turn {turn} goes back before {self._last_turn}")
+            frame_rel = frame_sha = None
+            if frame_bytes is not None:
+                frame_rel = f"{FRAMES}/{index:06d}.png"
+                frame_sha = sha256(frame_bytes)
+                atomic_write_bytes(self.folder / frame_rel, frame_bytes)
+            step = Step(
+                episode_id=self.episode_id, index=index, turn=turn, at=time.time(), tool=tool,
+                args=dict(args or {}), result=output, result_text=text, error_kind=error_kind,
+                error_message=error_message, duration_ms=float(duration_ms or 0.0),
+                frame=frame_rel, frame_sha256=frame_sha, scene_hash=scene_hash,
+                model_message=model_message, tokens_in=int(tokens_in),
+                tokens_out=int(tokens_out), latency_ms=float(latency_ms),
+                token_ids=None if token_ids is None else [int(t) for t in token_ids],
+                logprobs=None if logprobs is None else [float(p) for p in logprobs],
+            )
+            self._store._commit_step(step)
+            self._next_index = index + 1
+            self._last_turn = turn
+            return step
+
+    def finish(
+        self, reward: float | None = None, components: dict[str, float] | None = None,
+        success: bool | None = None, artifacts: dict[str, bytes | Path] | None = None,
+        final_message: str | None = None,
+    ) -> Episode:
+        """Close the episode as `finished` with its outcome; artifacts (final .blend, .step,
+        .glb...) are written atomically before the row says finished."""
+        with self._lock:
+            if self._lease is None:
+                raise RecorderClosed(f"episode {self.episode_id} is already closed")
+            names = []
+            for name, content in (artifacts or {}).items():
+                if not name or "/" in name or "\\" in name or name.startswith("."):
+                    raise StoreError(f"artifact name {name!r} must be a plain file name")
+                target = self.folder / ARTIFACTS / name
+                target.parent.mkdir(exist_ok=True)
+                if isinstance(content, (bytes, bytearray)):
+                    atomic_write_bytes(target, bytes(content))
+                else:
+                    atomic_copy_file(Path(content), target)
+                names.append(name)
+            self._store._close_episode(
+                self.episode_id, "finished", reward=reward, components=components,
+                success=success, artifacts=names, final_message=final_message,
+            )
+            self._release()
+        return self._store.episode(self.episode_id)
+
+    def abort(self, reason: str = "") -> None:
+        """Close the episode as `interrupted` (an exception, a user stop without outcome)."""
+        with self._lock:
+            if self._lease is None:
+                return
+            self._store._close_episode(self.episode_id, "interrupted", note=reason)
+            self._release()
+
+    def _release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._lease is None:
+            return
+        if exc is not None:
+            self.abort(f"{exc_type.__name__}: {exc}")
+        else:
+            self.finish()

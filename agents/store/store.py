@@ -1,0 +1,345 @@
+"""The trajectory store: an SQLite index of episodes and steps plus one folder per episode.
+
+Layout of a data dir:
+    index.sqlite3            episodes, steps, tool specs, schema version (WAL, synchronous=FULL)
+    episodes/<id>/lease      held (flock) by the recording process while it lives
+    episodes/<id>/frames/    initial.png, 000000.png, ... (one per step that has a frame)
+    episodes/<id>/artifacts/ final .blend / .step / .glb and anything else `finish` was given
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from agents.store.atomic import atomic_write_bytes, is_temp_name, sweep_temp_files
+from agents.store.errors import AmbiguousEpisodeId, EpisodeBusy, EpisodeNotFound, StoreError
+from agents.store.frames import check_png, read_frame, sha256
+from agents.store.lease import Lease, holder_alive, try_take, writer_identity
+from agents.store.location import resolve_data_dir
+from agents.store.models import SOURCES, Episode, EpisodeFilter, Step
+from agents.store.recorder import FRAMES, Recorder, dumps
+from agents.store.schema import INDEX_NAME, connect, migrate
+
+EPISODES = "episodes"
+
+
+@cache
+def software_versions() -> dict[str, str]:
+    """Versions recorded with every episode (read from package metadata: bpy is never imported)."""
+    import platform
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for key, dist in (("app", "modelwright"), ("blender", "bpy"), ("cadquery", "cadquery")):
+        try:
+            out[key] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[key] = "unknown"
+    return out
+
+
+def tools_version(tools: list[dict] | None) -> tuple[str | None, str | None]:
+    """(content hash, canonical JSON) of a tool catalogue, so identical specs are stored once."""
+    if tools is None:
+        return None, None
+    text = json.dumps(tools, sort_keys=True, separators=(",", ":"), default=str)
+    return sha256(text.encode())[:16], text
+
+
+def parse_task_id(task_id: str | None) -> tuple[str | None, int | None, int | None]:
+    """`family:level:seed` → (family, level, seed); other ids keep their first field as family."""
+    if not task_id:
+        return None, None, None
+    parts = task_id.split(":")
+    if len(parts) == 3 and parts[1].lstrip("-").isdigit() and parts[2].lstrip("-").isdigit():
+        return parts[0], int(parts[1]), int(parts[2])
+    return parts[0], None, None
+
+
+def new_episode_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
+
+
+class Store:
+    """One data dir. Safe to share between threads; several processes may write at once."""
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, create: bool = True):
+        self.data_dir = resolve_data_dir(data_dir)
+        self.index_path = self.data_dir / INDEX_NAME
+        self.episodes_dir = self.data_dir / EPISODES
+        if not create and not self.index_path.exists():
+            raise StoreError(
+                f"no store at {self.data_dir} (nothing recorded there yet); pass --data-dir "
+                f"or set MODELWRIGHT_DATA_DIR to the store you mean"
+            )
+        try:
+            self.episodes_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store at {self.data_dir}: {exc.strerror}") from exc
+        self._lock = threading.RLock()
+        self._conn = connect(self.index_path)
+        migrate(self._conn)
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        """One write transaction, taking SQLite's write lock up front (no upgrade deadlocks)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def episode_dir(self, episode_id: str) -> Path:
+        return self.episodes_dir / episode_id
+
+    # ---- recording -------------------------------------------------------------------
+    def begin_episode(
+        self, task_id: str | None = None, task_params: dict[str, Any] | None = None,
+        source: str = "agent", policy: str | None = None, model: str | None = None,
+        adapter: str | None = None, tools: list[dict] | None = None, system: str | None = None,
+        prompt: str | None = None, initial_frame: bytes | None = None,
+        tags: Iterable[str] = (), notes: str = "", setup: list[dict[str, Any]] | None = None,
+        initial_scene_hash: str | None = None,
+    ) -> Recorder:
+        """Start recording. `setup` lists the calls ({"tool", "args"}) that built the start
+        state (a task's setup) so `replay` can rebuild it; `initial_scene_hash` is the hash
+        after them."""
+        if source not in SOURCES:
+            raise StoreError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
+        if initial_frame is not None:
+            check_png(initial_frame, "initial frame")
+        episode_id = new_episode_id()
+        folder = self.episode_dir(episode_id)
+        (folder / FRAMES).mkdir(parents=True)
+        lease = Lease(folder)  # held before the row exists: a visible 'running' row is live
+        try:
+            frame_rel = frame_sha = None
+            if initial_frame is not None:
+                frame_rel, frame_sha = f"{FRAMES}/initial.png", sha256(initial_frame)
+                atomic_write_bytes(folder / frame_rel, initial_frame)
+            family, level, seed = parse_task_id(task_id)
+            version, specs = tools_version(tools)
+            with self._write() as db:
+                if version is not None:
+                    db.execute("INSERT OR IGNORE INTO tool_specs VALUES (?, ?)", (version, specs))
+                db.execute(
+                    """INSERT INTO episodes (id, created_at, status, task_id, task_family,
+                    task_level, task_seed, task_params, source, policy, model, adapter,
+                    tools_version, system, prompt, initial_frame, initial_frame_sha256, setup,
+                    initial_scene_hash, versions, tags, notes, writer)
+                    VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                    ?, ?, ?)""",
+                    (episode_id, time.time(), task_id, family, level, seed,
+                     None if task_params is None else dumps(task_params), source, policy, model,
+                     adapter, version, system, prompt, frame_rel, frame_sha,
+                     dumps(list(setup or [])), initial_scene_hash, dumps(software_versions()),
+                     dumps(list(tags)), notes, dumps(writer_identity())),
+                )
+        except BaseException:
+            lease.release()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return Recorder(self, episode_id, folder, lease)
+
+    def _commit_step(self, step: Step) -> None:
+        with self._write() as db:
+            db.execute(
+                """INSERT INTO steps (episode_id, idx, turn, at, tool, args, result, result_text,
+                error_kind, error_message, duration_ms, frame, frame_sha256, scene_hash,
+                model_message, tokens_in, tokens_out, latency_ms, token_ids, logprobs)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (step.episode_id, step.index, step.turn, step.at, step.tool, dumps(step.args),
+                 None if step.result is None else dumps(step.result), step.result_text,
+                 step.error_kind, step.error_message, step.duration_ms, step.frame,
+                 step.frame_sha256, step.scene_hash, step.model_message, step.tokens_in,
+                 step.tokens_out, step.latency_ms,
+                 None if step.token_ids is None else dumps(step.token_ids),
+                 None if step.logprobs is None else dumps(step.logprobs)),
+            )
+            db.execute(
+                """UPDATE episodes SET n_steps = n_steps + 1, n_errors = n_errors + ?,
+                tool_ms = tool_ms + ?, latency_ms = latency_ms + ?, tokens_in = tokens_in + ?,
+                tokens_out = tokens_out + ? WHERE id = ?""",
+                (int(step.error_kind is not None), step.duration_ms, step.latency_ms,
+                 step.tokens_in, step.tokens_out, step.episode_id),
+            )
+
+    def _close_episode(
+        self, episode_id: str, status: str, *, reward: float | None = None,
+        components: dict[str, float] | None = None, success: bool | None = None,
+        artifacts: list[str] | None = None, final_message: str | None = None, note: str = "",
+    ) -> None:
+        with self._write() as db:
+            db.execute(
+                """UPDATE episodes SET status = ?, finished_at = ?, reward = ?, components = ?,
+                success = ?, artifacts = ?, final_message = ?,
+                notes = CASE WHEN ? = '' THEN notes WHEN notes = '' THEN ?
+                             ELSE notes || char(10) || ? END
+                WHERE id = ?""",
+                (status, time.time(), reward, None if components is None else dumps(components),
+                 None if success is None else int(success), dumps(artifacts or []),
+                 final_message, note, note, note, episode_id),
+            )
+
+    # ---- reading ---------------------------------------------------------------------
+    def reap(self) -> list[str]:
+        """Mark episodes whose recording process died as `interrupted`, and clear what the
+        dead writer left half-done (temp files, a frame whose step never committed)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, writer FROM episodes WHERE status = 'running'"
+            ).fetchall()
+        reaped = []
+        for row in rows:
+            folder = self.episode_dir(row["id"])
+            if holder_alive(folder, json.loads(row["writer"])):
+                continue
+            lease = try_take(folder)
+            if lease is None:
+                continue
+            try:
+                with self._write() as db:
+                    changed = db.execute(
+                        "UPDATE episodes SET status = 'interrupted' "
+                        "WHERE id = ? AND status = 'running'", (row["id"],)
+                    ).rowcount
+                if changed:
+                    self._sweep_episode(row["id"])
+                    reaped.append(row["id"])
+            finally:
+                lease.release()
+        return reaped
+
+    def _sweep_episode(self, episode_id: str) -> None:
+        folder = self.episode_dir(episode_id)
+        sweep_temp_files(folder)
+        with self._lock:
+            known = {r[0] for r in self._conn.execute(
+                "SELECT frame FROM steps WHERE episode_id = ? AND frame IS NOT NULL "
+                "UNION SELECT initial_frame FROM episodes WHERE id = ? "
+                "AND initial_frame IS NOT NULL", (episode_id, episode_id))}
+        frames = folder / FRAMES
+        if frames.is_dir():
+            for path in frames.iterdir():
+                if f"{FRAMES}/{path.name}" not in known:
+                    path.unlink(missing_ok=True)  # complete, but its step never committed
+
+    def resolve(self, episode_id: str) -> str:
+        """The full id for an id or a unique prefix of one."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id FROM episodes WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 2",
+                (episode_id, episode_id.replace("\\", "\\\\").replace("%", "\\%")
+                 .replace("_", "\\_") + "%"),
+            ).fetchall()
+        ids = [r[0] for r in rows]
+        if episode_id in ids:
+            return episode_id
+        if not ids or not episode_id:
+            raise EpisodeNotFound(
+                f"no episode {episode_id!r} in {self.data_dir}; `modelwright data list` shows ids"
+            )
+        if len(ids) > 1:
+            raise AmbiguousEpisodeId(f"{episode_id!r} matches several episodes; give more of the id")
+        return ids[0]
+
+    def episode(self, episode_id: str) -> Episode:
+        self.reap()
+        full = self.resolve(episode_id)
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM episodes WHERE id = ?", (full,)).fetchone()
+        return Episode.from_row(row)
+
+    def list_episodes(self, where: EpisodeFilter | None = None) -> list[Episode]:
+        self.reap()
+        clause, params = (where or EpisodeFilter()).where()
+        sql = f"SELECT * FROM episodes{clause} ORDER BY created_at, id"
+        if where is not None and where.limit is not None:
+            sql += f" LIMIT {int(where.limit)}"
+        with self._lock:
+            return [Episode.from_row(r) for r in self._conn.execute(sql, params)]
+
+    def steps(self, episode_id: str) -> list[Step]:
+        full = self.resolve(episode_id)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM steps WHERE episode_id = ? ORDER BY idx", (full,)
+            ).fetchall()
+        return [Step.from_row(r) for r in rows]
+
+    def frame(self, episode_id: str, relpath: str, sha: str | None) -> bytes:
+        """A stored frame, verified against the checksum recorded with it."""
+        return read_frame(self.episode_dir(episode_id) / relpath, sha, f"episode {episode_id}")
+
+    def step_frame(self, step: Step) -> bytes | None:
+        if step.frame is None:
+            return None
+        return read_frame(self.episode_dir(step.episode_id) / step.frame, step.frame_sha256,
+                          f"episode {step.episode_id} step {step.index}")
+
+    def initial_frame(self, episode: Episode) -> bytes | None:
+        if episode.initial_frame is None:
+            return None
+        return self.frame(episode.id, episode.initial_frame, episode.initial_frame_sha256)
+
+    def tool_specs(self, version: str | None) -> list[dict] | None:
+        if version is None:
+            return None
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT specs FROM tool_specs WHERE version = ?", (version,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def integrity_check(self) -> str:
+        with self._lock:
+            return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+    # ---- deleting --------------------------------------------------------------------
+    def delete(self, episode_ids: Iterable[str]) -> list[str]:
+        """Delete episodes (rows, frames, artifacts). All ids are resolved first: an unknown
+        or live one raises before anything is removed."""
+        self.reap()
+        full = [self.resolve(e) for e in episode_ids]
+        for eid in full:
+            ep = self.episode(eid)
+            if ep.status == "running":
+                raise EpisodeBusy(f"episode {eid} is still being recorded (pid "
+                                  f"{ep.writer.get('pid')}); stop it first")
+        for eid in full:
+            with self._write() as db:
+                db.execute("DELETE FROM steps WHERE episode_id = ?", (eid,))
+                db.execute("DELETE FROM episodes WHERE id = ?", (eid,))
+            shutil.rmtree(self.episode_dir(eid), ignore_errors=True)
+        return full
+
+    def orphan_folders(self) -> list[Path]:
+        """Episode folders without a row (a writer killed before its first commit)."""
+        with self._lock:
+            known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
+        return [p for p in self.episodes_dir.iterdir()
+                if p.is_dir() and p.name not in known and not is_temp_name(p.name)
+                and not holder_alive(p, {})]
