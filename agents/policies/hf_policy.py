@@ -1,0 +1,242 @@
+"""The `hf` policy: a transformers vision-language model run in this process from a local path.
+
+It renders the conversation with the model's own chat template (tools included), decodes the
+data-URL images of OpenAI-style messages, generates, and reads the `<tool_call>` blocks of the
+completion with the shared fallback parser. Training uses the same rendering for log-probs
+(`completion_logprobs`), so what a model is scored on is exactly what it saw when acting.
+
+torch, transformers and peft are imported inside functions: importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.policy import PolicyError, PolicyReply
+from agents.toolcall_parser import parse_tool_calls
+
+
+@dataclass
+class HFPolicyConfig:
+    model: str | None = None  # local folder with weights, config and processor
+    adapter: str | None = None  # optional LoRA adapter folder (PEFT)
+    max_tokens: int = 256  # new tokens per turn
+    temperature: float | None = None  # None or 0: greedy
+    top_p: float | None = None
+    seed: int | None = None
+    device: str = "auto"  # "auto": cuda when available, else cpu
+    dtype: str = "auto"  # "auto" | "float32" | "bfloat16" | "float16"
+
+
+class HFPolicy:
+    """In-process model behind the Policy interface."""
+
+    def __init__(self, config: HFPolicyConfig, *, model: Any = None, processor: Any = None) -> None:
+        self.config = config
+        if model is None or processor is None:
+            model, processor = load_model(config)
+        self.model = model
+        self.processor = processor
+        label = (
+            config.model or getattr(getattr(model, "config", None), "_name_or_path", "") or "model"
+        )
+        self.name = f"hf:{Path(str(label)).name}"
+        self._turn = 0
+
+    @classmethod
+    def from_loaded(cls, model: Any, processor: Any, **options: Any) -> HFPolicy:
+        """Wrap a model already in memory (e.g. a PEFT model being trained) without reloading."""
+        return cls(HFPolicyConfig(**options), model=model, processor=processor)
+
+    def reset(self, task_info: dict | None = None) -> None:
+        self._turn = 0
+
+    def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
+        import torch
+
+        inputs = encode_prompt(self.processor, messages, tools, device=self.model.device)
+        prompt_len = int(inputs["input_ids"].shape[1])
+        sample = bool(self.config.temperature)
+        gen: dict[str, Any] = {"max_new_tokens": self.config.max_tokens, "do_sample": sample}
+        if sample:
+            gen["temperature"] = self.config.temperature
+            if self.config.top_p is not None:
+                gen["top_p"] = self.config.top_p
+            if self.config.seed is not None:
+                # Per-turn seed: an episode is reproducible, turns do not repeat each other.
+                torch.manual_seed(self.config.seed * 10_007 + self._turn)
+        tokenizer = _tokenizer(self.processor)
+        start = time.perf_counter()
+        try:
+            with torch.no_grad():
+                out = self.model.generate(
+                    **inputs,
+                    **gen,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
+        except RuntimeError as exc:  # e.g. out of memory, or a context past the model's limit
+            raise PolicyError(f"generation failed in {self.name}: {exc}", fatal=False) from exc
+        latency_ms = (time.perf_counter() - start) * 1e3
+        completion_ids = out[0, prompt_len:].tolist()
+        text = tokenizer.decode(completion_ids, skip_special_tokens=True).strip()
+        names = [t["function"]["name"] for t in tools if "function" in t]
+        parsed = parse_tool_calls(text, known_tools=names, id_prefix=f"t{self._turn}")
+        self._turn += 1
+        return PolicyReply(
+            text=parsed.text if parsed.calls else (text or None),
+            tool_calls=parsed.calls,
+            tokens_in=prompt_len,
+            tokens_out=len(completion_ids),
+            latency_ms=latency_ms,
+            raw={"completion": text, "completion_ids": completion_ids},
+        )
+
+    def completion_logprobs(
+        self, messages: list[dict], tools: list[dict], completion: str
+    ) -> tuple[list[int], list[float]]:
+        """Token ids and log-probs of `completion` as the next assistant turn after `messages`."""
+        return completion_logprobs(self.model, self.processor, messages, tools, completion)
+
+
+# --- rendering shared with training ----------------------------------------------------------
+
+
+def to_template_messages(messages: list[dict]) -> tuple[list[dict], list[Any]]:
+    """OpenAI chat messages -> chat-template messages with image parts, and the PIL images in order.
+
+    Data-URL `image_url` parts become `{"type": "image"}` parts (the template emits one vision
+    placeholder per part; the processor expands it from the decoded images). Assistant turns
+    without text get `content=""`: a list with an empty text part would render an extra newline
+    before the first `<tool_call>` and make training and inference disagree.
+    """
+    out: list[dict] = []
+    images: list[Any] = []
+    for msg in messages:
+        msg = dict(msg)
+        content = msg.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                kind = part.get("type")
+                if kind == "image_url" or kind == "image":
+                    image = decode_image(part)
+                    images.append(image)
+                    parts.append({"type": "image"})
+                elif kind == "text" or "text" in part:
+                    parts.append({"type": "text", "text": part.get("text", "")})
+            if msg.get("role") == "assistant" and all(p["type"] == "text" for p in parts):
+                msg["content"] = "".join(p["text"] for p in parts)
+            else:
+                msg["content"] = parts
+        elif content is None:
+            msg["content"] = ""
+        out.append(msg)
+    return out, images
+
+
+def decode_image(part: dict) -> Any:
+    """A PIL image from an `image_url` data-URL part, an `image` part (PIL, bytes or path)."""
+    from PIL import Image
+
+    if part.get("type") == "image_url":
+        url = part["image_url"]["url"] if isinstance(part["image_url"], dict) else part["image_url"]
+        if not url.startswith("data:"):
+            raise PolicyError(
+                f"the hf policy only reads images given as data URLs, got {url[:60]!r}", fatal=False
+            )
+        raw: Any = base64.b64decode(url.split(",", 1)[1])
+    else:
+        raw = part.get("image")
+    if isinstance(raw, Image.Image):
+        return raw.convert("RGB")
+    if isinstance(raw, bytes | bytearray):
+        return Image.open(io.BytesIO(raw)).convert("RGB")
+    if isinstance(raw, str | Path):
+        return Image.open(raw).convert("RGB")
+    raise PolicyError(f"unreadable image part: {str(part)[:80]}", fatal=False)
+
+
+def encode_prompt(
+    processor: Any, messages: list[dict], tools: list[dict] | None, device: Any = None
+):
+    """Tokenised prompt (with the assistant header) and pixel values for `messages`."""
+    template_messages, images = to_template_messages(messages)
+    text = processor.apply_chat_template(
+        template_messages, tools=tools or None, tokenize=False, add_generation_prompt=True
+    )
+    inputs = processor(text=[text], images=images or None, return_tensors="pt")
+    return inputs.to(device) if device is not None else inputs
+
+
+def completion_logprobs(
+    model: Any, processor: Any, messages: list[dict], tools: list[dict] | None, completion: str
+) -> tuple[list[int], list[float]]:
+    """Log-probs the model assigns to each token of `completion` (closed with the end-of-turn token)."""
+    import torch
+
+    tokenizer = _tokenizer(processor)
+    inputs = encode_prompt(processor, messages, tools, device=model.device)
+    completion_ids = tokenizer(completion + tokenizer.eos_token, add_special_tokens=False)[
+        "input_ids"
+    ]
+    ids = torch.tensor([completion_ids], device=model.device)
+    full = dict(inputs)
+    full["input_ids"] = torch.cat([inputs["input_ids"], ids], dim=1)
+    full["attention_mask"] = torch.ones_like(full["input_ids"])
+    if "mm_token_type_ids" in full:
+        full["mm_token_type_ids"] = torch.cat(
+            [inputs["mm_token_type_ids"], torch.zeros_like(ids)], dim=1
+        )
+    with torch.no_grad():
+        logits = model(**full).logits[0].float()
+    prompt_len = inputs["input_ids"].shape[1]
+    # Position p predicts token p + 1: the completion's logits start one before it.
+    step = torch.log_softmax(logits[prompt_len - 1 : -1], dim=-1)
+    picked = step.gather(1, ids[0].unsqueeze(1)).squeeze(1)
+    return completion_ids, picked.tolist()
+
+
+def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
+    """Load processor and model (plus LoRA adapter) from local folders; nothing is downloaded."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    if not config.model:
+        raise PolicyError("the hf policy needs --model PATH (a local model folder)")
+    path = Path(config.model).expanduser()
+    if not (path / "config.json").is_file():
+        raise PolicyError(
+            f"no model at {path} (no config.json); build a tiny one with "
+            f"`modelwright dev tiny-model {path}` or point --model at a downloaded checkpoint"
+        )
+    device = config.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = "auto" if config.dtype == "auto" else getattr(torch, config.dtype)
+    processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, local_files_only=True)
+    if config.adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, config.adapter)
+    model.to(device).eval()
+    return model, processor
+
+
+def _tokenizer(processor: Any) -> Any:
+    return getattr(processor, "tokenizer", processor)
+
+
+def make_hf(arg: str | None = None, **options: Any) -> HFPolicy:
+    """`--policy hf --model PATH` or `hf:PATH`; options are HFPolicyConfig fields."""
+    fields = set(HFPolicyConfig.__dataclass_fields__)
+    config = HFPolicyConfig(**{k: v for k, v in options.items() if k in fields})
+    if arg:
+        config.model = arg
+    return HFPolicy(config)
