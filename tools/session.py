@@ -1,0 +1,154 @@
+"""A tool session: one scene, one worker at a time, every call validated and deadline-bound."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from tools.errors import ErrorKind, ToolError
+from tools.specs import validate_call
+from tools.supervisor import ToolResult, WorkerPool, WorkerProcess, _Died, _TimedOut, default_pool
+
+DEFAULT_DEADLINE_S = 30.0
+
+
+class ToolSession:
+    """Holds one worker (from a pool, or dedicated when a host `workspace` folder is given)."""
+
+    def __init__(self, pool: WorkerPool | None = None, deadline_s: float = DEFAULT_DEADLINE_S,
+                 workspace: str | os.PathLike | None = None):
+        self.pool = pool or default_pool()
+        self.deadline_s = deadline_s
+        self._lock = threading.RLock()
+        self._dedicated = workspace is not None
+        if workspace is not None:
+            ws = os.path.realpath(os.fspath(workspace))
+            os.makedirs(ws, exist_ok=True)
+            self.worker: WorkerProcess | None = self.pool.spawn(workspace=ws)
+        else:
+            self.worker = self.pool.acquire()
+        self.restarts = 0
+        self.closed = False
+
+    # -- context manager -------------------------------------------------------------------------
+    def __enter__(self) -> ToolSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed or self.worker is None:
+                return
+            self.closed = True
+            w, self.worker = self.worker, None
+            if self._dedicated:
+                w.kill()
+            else:
+                self.pool.release(w)
+
+    @property
+    def workspace(self) -> Path:
+        return Path(self._w().workspace)
+
+    @property
+    def versions(self) -> dict:
+        return dict(self._w().versions)
+
+    def _w(self) -> WorkerProcess:
+        if self.closed or self.worker is None:
+            raise ToolError(ErrorKind.VALIDATION, "the session is closed")
+        return self.worker
+
+    # -- calls ------------------------------------------------------------------------------------
+    def call(self, tool, args=None, deadline_s: float | None = None) -> ToolResult:
+        """Run one tool call. Never raises for a failed call: the error is in the result."""
+        t0 = time.perf_counter()
+        shown_args = args if isinstance(args, dict) else {"_invalid": repr(args)[:200]}
+        try:
+            spec, norm = validate_call(tool, args)
+        except ToolError as e:
+            return ToolResult(str(tool)[:64], shown_args, False, error=e,
+                              duration_ms=(time.perf_counter() - t0) * 1000)
+        with self._lock:
+            reply, blobs, error = self._send({"op": "call", "tool": spec.name, "args": norm,
+                                              "mutating": spec.mutating}, deadline_s or self.deadline_s, spec.name)
+        ms = (time.perf_counter() - t0) * 1000
+        if error is not None:
+            return ToolResult(spec.name, norm, False, error=error, duration_ms=ms, scene_hash=reply.get("scene_hash"))
+        if not reply.get("ok"):
+            return ToolResult(spec.name, norm, False, error=ToolError.from_dict(reply["error"]),
+                              duration_ms=ms, scene_hash=reply.get("scene_hash"))
+        return ToolResult(spec.name, norm, True, output=reply.get("output", {}), images=blobs,
+                          duration_ms=ms, scene_hash=reply.get("scene_hash"))
+
+    def _send(self, payload: dict, deadline_s: float, what: str) -> tuple[dict, list[bytes], ToolError | None]:
+        w = self._w()
+        try:
+            reply, blobs = w.request(payload, deadline_s)
+            return reply, blobs, None
+        except _TimedOut:
+            w.kill()
+            err = ToolError(ErrorKind.TIMEOUT, f"{what} ran past its {deadline_s:g} s deadline and was stopped; "
+                            "the scene is as before the call. Simplify the operation or split it up.")
+        except _Died:
+            code = w.proc.poll()
+            w.kill()
+            err = ToolError(ErrorKind.CRASH, f"the worker died during {what} (exit {code}); it was restarted "
+                            "and the scene is as before the call.")
+        reply = self._recover(w)
+        return reply, [], err
+
+    def _recover(self, dead: WorkerProcess) -> dict:
+        """Replace a dead worker with a fresh one restored from the session's last commit."""
+        self.restarts += 1
+        ws = dead.workspace if self._dedicated else None
+        self.worker = self.pool.spawn(workspace=ws, restore_from=dead.scratch)
+        self.worker.sessions_served = dead.sessions_served
+        reply, _ = self.worker.request({"op": "hash"}, 60)
+        return reply
+
+    # -- conveniences -------------------------------------------------------------------------------
+    def scene(self) -> dict:
+        r = self.call("get_scene", {})
+        if not r.ok:
+            raise r.error  # type: ignore[misc]
+        return r.output
+
+    def render(self, views: list[str] | None = None, size: int = 256, **kw) -> ToolResult:
+        args = {"size": size, **kw}
+        if views:
+            args["views"] = views
+        return self.call("render", args)
+
+    def scene_hash(self) -> str:
+        with self._lock:
+            reply, _, err = self._send({"op": "hash"}, self.deadline_s, "hash")
+        return reply.get("scene_hash", "")
+
+    def reset(self) -> None:
+        """Empty scene, undo stack and snapshots cleared."""
+        with self._lock:
+            reply, _, err = self._send({"op": "reset"}, 60, "reset")
+        if err is not None:
+            with self._lock:
+                self._send({"op": "reset"}, 60, "reset")
+
+    def status(self) -> dict:
+        with self._lock:
+            reply, _, _ = self._send({"op": "status"}, 30, "status")
+        return reply.get("output", {})
+
+    def _fault(self, kind: str, deadline_s: float | None = None) -> ToolResult:
+        """Test-only: make the worker abort, segfault, exit or hang (needs test hooks)."""
+        t0 = time.perf_counter()
+        with self._lock:
+            reply, _, err = self._send({"op": "fault", "kind": kind}, deadline_s or self.deadline_s, f"fault:{kind}")
+        ms = (time.perf_counter() - t0) * 1000
+        if err is None and not reply.get("ok"):
+            err = ToolError.from_dict(reply["error"])
+        return ToolResult("_fault", {"kind": kind}, err is None, error=err, duration_ms=ms,
+                          scene_hash=reply.get("scene_hash"))

@@ -1,0 +1,307 @@
+"""The trusted side of the tool runtime: worker processes, the warm pool and sessions.
+
+The supervisor never imports bpy or OCP. It validates every call against its spec, sends it
+to a jailed worker, and enforces the call's deadline from outside with SIGKILL (a hung OCCT
+boolean runs in C where no signal handler ever runs). A worker that dies or is killed is
+replaced by a fresh one that loads the session's last commit from disk, so the caller gets
+a typed error and the scene as it was before the failed call.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import logging
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from tools import sandbox
+from tools.errors import ErrorKind, ToolError
+from tools.protocol import HEADER, MAGIC, MAX_BLOB, MAX_JSON, ProtocolError, write_message
+
+log = logging.getLogger("modelwright.tools")
+STARTUP_DEADLINE_S = 120.0
+# Workers are started from one long-lived thread: PR_SET_PDEATHSIG (bubblewrap's
+# --die-with-parent) fires when the *thread* that forked the worker exits, not the process.
+_KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-worker-keeper")
+
+
+class _Died(Exception):
+    pass
+
+
+class _TimedOut(Exception):
+    pass
+
+
+@dataclass
+class ToolResult:
+    tool: str
+    args: dict
+    ok: bool
+    output: dict = field(default_factory=dict)
+    error: ToolError | None = None
+    images: list[bytes] = field(default_factory=list)
+    duration_ms: float = 0.0
+    scene_hash: str | None = None
+
+    def to_dict(self) -> dict:
+        """The JSON record of the call (images left out)."""
+        return {"tool": self.tool, "args": self.args, "ok": self.ok,
+                "error": self.error.to_dict() if self.error else None,
+                "duration_ms": round(self.duration_ms, 3), "scene_hash": self.scene_hash,
+                "output": self.output}
+
+    def to_text(self, limit: int = 4000) -> str:
+        """What a model reads back: the output as compact JSON, or the error and what to do."""
+        import json
+
+        if not self.ok and self.error is not None:
+            return f"ERROR ({self.error.kind.value}): {self.error.message}"
+        text = json.dumps(self.output, separators=(",", ":"))
+        return text if len(text) <= limit else text[: limit - 20] + "...(truncated)"
+
+
+class WorkerProcess:
+    """One jailed worker holding Blender and CadQuery, with its own scratch dir."""
+
+    def __init__(self, scratch: str, workspace: str | None = None, restore: bool = False,
+                 test_hooks: bool = False):
+        self.scratch = scratch
+        self.workspace = workspace or os.path.join(scratch, "workspace")
+        for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
+            os.makedirs(d, exist_ok=True)
+        self.sessions_served = 0
+        self.rss_mb = 0.0
+        self.versions: dict = {}
+        argv = [sys.executable, "-m", "tools.worker", "--scratch", scratch, "--workspace", self.workspace]
+        if restore:
+            argv.append("--restore")
+        if test_hooks:
+            argv.append("--test-hooks")
+        writable = [] if self.workspace.startswith(scratch + os.sep) else [self.workspace]
+        cmd = sandbox.wrap(argv, scratch, writable)
+        self._log = open(os.path.join(scratch, "worker.log"), "ab")
+        self.proc: subprocess.Popen = _KEEPER.submit(
+            subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            env=sandbox.worker_env(scratch), cwd=scratch, start_new_session=True, close_fds=True,
+        ).result()
+        try:
+            ready, _ = self._read(time.monotonic() + STARTUP_DEADLINE_S)
+        except (_Died, _TimedOut) as e:
+            self.kill()
+            raise ToolError(ErrorKind.CRASH, f"the worker failed to start ({type(e).__name__}); see {scratch}/worker.log") from None
+        if not ready.get("ready"):
+            self.kill()
+            raise ToolError(ErrorKind.CRASH, f"the worker failed to start: {ready.get('error', '')[-800:]}")
+        self.versions = ready.get("versions", {})
+        self.startup_s = ready.get("startup_s", 0.0)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def host_pids(self) -> list[int]:
+        """The wrapper's pid and every descendant's, as the host sees them."""
+        pids, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            pids.append(pid)
+            try:
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/children") as f:
+                        todo += [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+        return pids
+
+    def request(self, payload: dict, deadline_s: float) -> tuple[dict, list[bytes]]:
+        if not self.alive:
+            raise _Died()
+        try:
+            write_message(self.proc.stdin, payload)
+        except (BrokenPipeError, OSError, ValueError):
+            raise _Died() from None
+        reply, blobs = self._read(time.monotonic() + deadline_s)
+        self.rss_mb = reply.get("rss_mb", self.rss_mb)
+        return reply, blobs
+
+    def _read(self, deadline: float) -> tuple[dict, list[bytes]]:
+        import json
+
+        fd = self.proc.stdout.fileno()
+        magic, n = HEADER.unpack(self._read_exact(fd, HEADER.size, deadline))
+        if magic != MAGIC or n > MAX_JSON:
+            self.kill()
+            raise _Died()
+        try:
+            payload = json.loads(self._read_exact(fd, n, deadline))
+        except ValueError:
+            self.kill()
+            raise _Died() from None
+        sizes = payload.pop("_blobs", [])
+        if not isinstance(sizes, list) or any(not isinstance(s, int) or not 0 <= s <= MAX_BLOB for s in sizes):
+            self.kill()
+            raise _Died()
+        return payload, [self._read_exact(fd, s, deadline) for s in sizes]
+
+    def _read_exact(self, fd: int, n: int, deadline: float) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _TimedOut()
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if not ready:
+                if not self.alive:
+                    raise _Died()
+                continue
+            chunk = os.read(fd, min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise _Died()
+            buf += chunk
+        return bytes(buf)
+
+    def kill(self) -> None:
+        pids = self.host_pids() if self.alive else []
+        for pid in reversed(pids):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self._log.close()
+
+
+class WorkerPool:
+    """Keeps `size` workers warm; recycles a worker after `max_sessions` or past `max_rss_mb`."""
+
+    def __init__(self, size: int = 1, max_sessions: int = 50, max_rss_mb: float = 2500.0,
+                 root: str | None = None, test_hooks: bool | None = None, prewarm: bool = True):
+        self.size = size
+        self.max_sessions = max_sessions
+        self.max_rss_mb = max_rss_mb
+        self.root = root or tempfile.mkdtemp(prefix="modelwright-")
+        self.test_hooks = os.environ.get("MODELWRIGHT_TEST_HOOKS") == "1" if test_hooks is None else test_hooks
+        self._idle: list[WorkerProcess] = []
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._closed = False
+        self._warming = 0
+        self.recycled = 0
+        if prewarm:
+            self.warm()
+        atexit.register(self.close)
+
+    def _new_scratch(self) -> str:
+        with self._lock:
+            self._counter += 1
+            return os.path.join(self.root, f"w{self._counter:04d}")
+
+    def spawn(self, workspace: str | None = None, restore_from: str | None = None) -> WorkerProcess:
+        scratch = restore_from or self._new_scratch()
+        return WorkerProcess(scratch, workspace, restore=restore_from is not None, test_hooks=self.test_hooks)
+
+    def warm(self) -> None:
+        """Start workers in the background until `size` are idle."""
+        with self._lock:
+            need = self.size - len(self._idle) - self._warming
+            self._warming += max(0, need)
+        for _ in range(max(0, need)):
+            threading.Thread(target=self._warm_one, daemon=True, name="mw-warm").start()
+
+    def _warm_one(self) -> None:
+        try:
+            w = self.spawn()
+        except ToolError as e:
+            log.error("could not warm a worker: %s", e)
+            w = None
+        with self._lock:
+            self._warming -= 1
+            if w is not None and not self._closed:
+                self._idle.append(w)
+                return
+        if w is not None:
+            w.kill()
+
+    def acquire(self, timeout: float = STARTUP_DEADLINE_S) -> WorkerProcess:
+        end = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                w = self._idle.pop() if self._idle else None
+                warming = self._warming
+            if w is not None:
+                if w.alive:
+                    self.warm()  # start the next one while this one works
+                    return w
+                w.kill()
+                continue
+            if not warming or time.monotonic() > end:
+                w = self.spawn()
+                self.warm()
+                return w
+            time.sleep(0.05)
+
+    def release(self, worker: WorkerProcess) -> None:
+        worker.sessions_served += 1
+        keep = (worker.alive and not self._closed and worker.sessions_served < self.max_sessions
+                and worker.rss_mb < self.max_rss_mb)
+        if keep:
+            try:
+                reply, _ = worker.request({"op": "reset"}, 60)
+                keep = reply.get("ok", False)
+                shutil.rmtree(worker.workspace, ignore_errors=True)
+                os.makedirs(worker.workspace, exist_ok=True)
+            except (_Died, _TimedOut):
+                keep = False
+        with self._lock:
+            if keep and len(self._idle) < self.size:
+                self._idle.append(worker)
+                return
+        if not keep:
+            self.recycled += 1
+        worker.kill()
+        shutil.rmtree(worker.scratch, ignore_errors=True)
+        self.warm()
+
+    def session(self, **kwargs):
+        """A ToolSession on this pool."""
+        from tools.session import ToolSession
+
+        return ToolSession(pool=self, **kwargs)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for w in idle:
+            w.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+_default_pool: WorkerPool | None = None
+_default_lock = threading.Lock()
+
+
+def default_pool() -> WorkerPool:
+    global _default_pool
+    with _default_lock:
+        if _default_pool is None or _default_pool._closed:
+            _default_pool = WorkerPool(size=int(os.environ.get("MODELWRIGHT_POOL_SIZE", "1")))
+        return _default_pool

@@ -1,0 +1,3 @@
+from tools.worker.main import main
+
+main()

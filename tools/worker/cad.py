@@ -1,0 +1,251 @@
+"""CAD parts: exact B-reps kept in the worker, shown in Blender as tessellated meshes.
+
+A part and its Blender object share a name. The object's matrix places the part; the B-rep
+stays in part coordinates, and world-space geometry (STEP export, booleans, queries) applies
+the object's matrix to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import tempfile
+
+import bpy
+import cadquery as cq
+
+from tools.errors import ErrorKind, ToolError
+from tools.worker import jail
+
+
+class PartStore:
+    def __init__(self) -> None:
+        self._shapes: dict[str, cq.Shape] = {}
+        self._files: dict[str, str] = {}  # name -> brep file name in the pool (content hash)
+        self._pool: str | None = None
+
+    def clear(self) -> None:
+        self._shapes.clear()
+        self._files.clear()
+
+    def names(self) -> list[str]:
+        # a part whose Blender object was deleted is gone too
+        for name in [n for n in self._shapes if n not in bpy.data.objects]:
+            self.drop(name)
+        return sorted(self._shapes)
+
+    def has(self, name: str) -> bool:
+        return name in self._shapes and name in bpy.data.objects
+
+    def get(self, name: str) -> cq.Shape:
+        if not self.has(name):
+            kind = "a Blender mesh, not a CAD part" if name in bpy.data.objects else "not in the scene"
+            raise ToolError(ErrorKind.VALIDATION, f"{name!r} is {kind}; CAD parts: {self.names() or 'none'}")
+        return self._shapes[name]
+
+    def world(self, name: str) -> cq.Shape:
+        """The part with its Blender object's transform applied."""
+        shape, ob = self.get(name), bpy.data.objects[name]
+        m = [list(row) for row in ob.matrix_world]
+        if all(abs(m[i][j] - (1.0 if i == j else 0.0)) < 1e-12 for i in range(4) for j in range(4)):
+            return shape
+        sx, sy, sz = ob.matrix_world.to_scale()
+        matrix = cq.Matrix([row for row in m[:3]])
+        if max(abs(sx - 1), abs(sy - 1), abs(sz - 1)) < 1e-9:
+            return shape.transformShape(matrix)
+        return shape.transformGeometry(matrix)
+
+    def set(self, name: str, shape: cq.Shape, keep_transform: bool = True) -> dict:
+        if not isinstance(shape, cq.Shape) or shape.isNull():
+            raise ToolError(ErrorKind.KERNEL, f"{name}: the CAD result is empty")
+        if not shape.isValid():
+            raise ToolError(ErrorKind.KERNEL, f"{name}: the CAD result is not a valid solid")
+        self._shapes[name] = shape
+        self._files.pop(name, None)
+        _sync_mesh(name, shape, keep_transform)
+        return describe(name, shape)
+
+    def drop(self, name: str) -> None:
+        self._shapes.pop(name, None)
+        self._files.pop(name, None)
+
+    def copy(self, old: str, new: str) -> None:
+        self._shapes[new] = self._shapes[old]
+        if old in self._files:
+            self._files[new] = self._files[old]
+
+    def rename(self, old: str, new: str) -> None:
+        if old in self._shapes:
+            self._shapes[new] = self._shapes.pop(old)
+            if old in self._files:
+                self._files[new] = self._files.pop(old)
+
+    def save(self, name: str, pool: str) -> str:
+        if name not in self._files:
+            fd, tmp = tempfile.mkstemp(suffix=".brep", dir=pool)
+            os.close(fd)
+            self._shapes[name].exportBrep(tmp)
+            with open(tmp, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()[:24]
+            final = os.path.join(pool, digest + ".brep")
+            os.replace(tmp, final)
+            self._files[name] = digest + ".brep"
+        return self._files[name]
+
+    def load_manifest(self, manifest: dict[str, str], pool: str) -> None:
+        shapes = {}
+        for name, fname in manifest.items():
+            if self._files.get(name) == fname:
+                shapes[name] = self._shapes[name]
+            else:
+                shapes[name] = cq.Shape.importBrep(os.path.join(pool, fname))
+        self._shapes, self._files = shapes, dict(manifest)
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for name in sorted(self._shapes):
+            h.update(name.encode() + b"\0")
+            fname = self._files.get(name)
+            if fname is None:
+                bb = self._shapes[name].BoundingBox()
+                fname = f"{self._shapes[name].Volume():.9g}:{bb.xmin:.9g}:{bb.ymax:.9g}:{bb.zmax:.9g}"
+            h.update(fname.encode())
+        return h.hexdigest()
+
+
+def describe(name: str, shape: cq.Shape) -> dict:
+    bb = shape.BoundingBox()
+    return {"name": name, "volume": round(shape.Volume(), 9), "area": round(shape.Area(), 9),
+            "bbox_min": [round(bb.xmin, 6), round(bb.ymin, 6), round(bb.zmin, 6)],
+            "bbox_max": [round(bb.xmax, 6), round(bb.ymax, 6), round(bb.zmax, 6)],
+            "valid": shape.isValid(), "solids": len(shape.Solids()), "faces": len(shape.Faces()),
+            "edges": len(shape.Edges())}
+
+
+def _sync_mesh(name: str, shape: cq.Shape, keep_transform: bool) -> None:
+    bb = shape.BoundingBox()
+    tol = max(1e-4, 0.002 * max(bb.xlen, bb.ylen, bb.zlen, 1e-6))
+    verts, tris = shape.tessellate(tol, 0.3)
+    me = bpy.data.meshes.new(name)
+    me.from_pydata([tuple(v) for v in verts], [], [tuple(t) for t in tris])
+    me.validate()
+    ob = bpy.data.objects.get(name)
+    if ob is None:
+        ob = bpy.data.objects.new(name, me)
+        bpy.context.scene.collection.objects.link(ob)
+    else:
+        old = ob.data
+        ob.data = me
+        if old is not None and old.users == 0:
+            bpy.data.meshes.remove(old)
+        if not keep_transform:
+            ob.matrix_world.identity()
+    me.name = name
+    ob["mw_source"] = "cad"
+
+
+def _wp(shape: cq.Shape) -> cq.Workplane:
+    return cq.Workplane("XY").add(shape)
+
+
+def _solid(wp: cq.Workplane) -> cq.Shape:
+    vals = [v for v in wp.vals() if isinstance(v, cq.Shape)]
+    if not vals:
+        raise ToolError(ErrorKind.KERNEL, "the operation produced no shape")
+    return vals[0] if len(vals) == 1 else cq.Compound.makeCompound(vals)
+
+
+def _select(wp: cq.Workplane, what: str, selector: str) -> cq.Workplane:
+    try:
+        sel = getattr(wp, what)(selector)
+    except Exception as e:  # bad selector grammar
+        raise ToolError(ErrorKind.VALIDATION, f"bad selector {selector!r}: {e}") from None
+    if not sel.vals():
+        raise ToolError(ErrorKind.VALIDATION, f"selector {selector!r} matched no {what}")
+    return sel
+
+
+def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
+    def box(a):
+        return parts.set(a["name"], cq.Workplane().box(a["length"], a["width"], a["height"],
+                                                        centered=(True, True, False)).val())
+
+    def cylinder(a):
+        return parts.set(a["name"], cq.Workplane().circle(a["radius"]).extrude(a["height"]).val())
+
+    def sketch_extrude(a):
+        p = a["profile"]
+        wp = cq.Workplane("XY", origin=(0, 0, a["at_z"]))
+        need = {"rect": ("width", "height"), "circle": ("radius",), "slot": ("width", "height"),
+                "polygon": ("points",)}[p["kind"]]
+        missing = [k for k in need if p.get(k) is None]
+        if missing:
+            raise ToolError(ErrorKind.VALIDATION, f"profile {p['kind']} needs {', '.join(missing)}")
+        if p["kind"] == "rect":
+            wp = wp.rect(p["width"], p["height"])
+        elif p["kind"] == "circle":
+            wp = wp.circle(p["radius"])
+        elif p["kind"] == "slot":
+            wp = wp.slot2D(p["width"], p["height"])
+        else:
+            wp = wp.polyline([tuple(q) for q in p["points"]]).close()
+        shape = wp.extrude(a["distance"]).val()
+        if parts.has(a["name"]):
+            shape = parts.get(a["name"]).fuse(shape).clean()
+        return parts.set(a["name"], shape)
+
+    def revolve(a):
+        pts = [tuple(q) for q in a["points"]]
+        if any(r < -1e-9 for r, _ in pts):
+            raise ToolError(ErrorKind.VALIDATION, "revolve: every point needs r >= 0 (r is the distance from the Z axis)")
+        wp = cq.Workplane("XZ").polyline(pts).close().revolve(a["angle_deg"], (0, 0, 0), (0, 1, 0))
+        return parts.set(a["name"], wp.val())
+
+    def hole(a):
+        shape = parts.get(a["name"])
+        face = _select(_wp(shape), "faces", a["face"])
+        wp = face.workplane(centerOption="ProjectedOrigin", origin=(0, 0, 0)).pushPoints([tuple(p) for p in a["positions"]])
+        if a.get("counterbore_diameter"):
+            if not a.get("counterbore_depth"):
+                raise ToolError(ErrorKind.VALIDATION, "counterbore_diameter needs counterbore_depth")
+            if a["counterbore_diameter"] <= a["diameter"]:
+                raise ToolError(ErrorKind.VALIDATION, "counterbore_diameter must exceed diameter")
+            wp = wp.cboreHole(a["diameter"], a["counterbore_diameter"], a["counterbore_depth"], a.get("depth"))
+        else:
+            wp = wp.hole(a["diameter"], a.get("depth"))
+        return parts.set(a["name"], _solid(wp))
+
+    def fillet(a):
+        sel = _select(_wp(parts.get(a["name"])), "edges", a["edges"])
+        return parts.set(a["name"], _solid(sel.fillet(a["radius"])))
+
+    def chamfer(a):
+        sel = _select(_wp(parts.get(a["name"])), "edges", a["edges"])
+        return parts.set(a["name"], _solid(sel.chamfer(a["length"])))
+
+    def shell(a):
+        sel = _select(_wp(parts.get(a["name"])), "faces", a["faces"])
+        return parts.set(a["name"], _solid(sel.shell(-a["thickness"])))
+
+    def pattern(a):
+        if a["kind"] == "grid":
+            pts = [[round((i - (a["count_x"] - 1) / 2) * a["spacing_x"], 9),
+                    round((j - (a["count_y"] - 1) / 2) * a["spacing_y"], 9)]
+                   for j in range(a["count_y"]) for i in range(a["count_x"])]
+        else:
+            pts = [[round(a["radius"] * math.cos(math.radians(a["start_deg"] + 360 * k / a["count"])), 9),
+                    round(a["radius"] * math.sin(math.radians(a["start_deg"] + 360 * k / a["count"])), 9)]
+                   for k in range(a["count"])]
+        return {"positions": pts}
+
+    def query(a):
+        return describe(a["name"], parts.world(a["name"]))
+
+    def script(a):
+        shape = jail.run_cadquery_script(a["code"], os.path.join(scratch, "script"))
+        return parts.set(a["name"], shape)
+
+    return {"cad_box": box, "cad_cylinder": cylinder, "cad_sketch_extrude": sketch_extrude,
+            "cad_revolve": revolve, "cad_hole": hole, "cad_fillet": fillet, "cad_chamfer": chamfer,
+            "cad_shell": shell, "cad_pattern": pattern, "cad_query": query, "cadquery_script": script}

@@ -1,0 +1,218 @@
+"""The one renderer: Workbench (headless through EGL), auto-framed cameras, a ground grid and
+axes for scale, fixed views tiled as a montage, or any user camera. Same input, same pixels."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+
+import bmesh
+import bpy
+from mathutils import Vector
+from PIL import Image, ImageDraw
+
+from tools.worker import safety
+from tools.worker.scene import user_objects, world_bbox
+
+DEFAULT_VIEWS = ["iso", "front", "top", "right"]
+DIRECTIONS = {  # from the scene centre towards the camera
+    "iso": Vector((1.0, -1.0, 0.8)).normalized(), "front": Vector((0, -1, 0)), "back": Vector((0, 1, 0)),
+    "right": Vector((1, 0, 0)), "left": Vector((-1, 0, 0)), "top": Vector((0, 0, 1)), "bottom": Vector((0, 0, -1)),
+}
+BACKGROUND = (0.13, 0.14, 0.16)
+GRID = (0.36, 0.38, 0.42, 1.0)
+AXES = {"x": (0.85, 0.2, 0.2, 1.0), "y": (0.25, 0.75, 0.25, 1.0), "z": (0.25, 0.4, 0.9, 1.0)}
+
+
+def scene_bounds() -> tuple[Vector, Vector]:
+    boxes = [world_bbox(o) for o in user_objects() if o.type == "MESH" and max(o.dimensions) > 0]
+    if not boxes:
+        return Vector((-1, -1, 0)), Vector((1, 1, 1))
+    lo = Vector((min(b[0].x for b in boxes), min(b[0].y for b in boxes), min(b[0].z for b in boxes)))
+    hi = Vector((max(b[1].x for b in boxes), max(b[1].y for b in boxes), max(b[1].z for b in boxes)))
+    return lo, hi
+
+
+def _nice_step(extent: float) -> float:
+    raw = extent / 8
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+
+
+class Renderer:
+    def __init__(self, out_dir: str):
+        self.out_dir = out_dir
+        os.makedirs(out_dir, exist_ok=True)
+
+    # -- public -----------------------------------------------------------------------------------
+    def render_call(self, a: dict) -> tuple[dict, list[bytes]]:
+        size = a.get("size", 256)
+        if a.get("camera"):
+            cam = a["camera"]
+            images = [self._render_user(cam["location"], cam["target"], cam["lens_mm"], size)]
+            names = ["camera"]
+        else:
+            names = a.get("views") or DEFAULT_VIEWS
+            images = self.render_views(names, size)
+        if a.get("tiled", True) and len(images) > 1:
+            blobs = [_png(montage(images, names))]
+        else:
+            blobs = [_png(im) for im in images]
+        w, h = Image.open(io.BytesIO(blobs[0])).size
+        return {"views": names, "size": size, "image_size": [w, h], "images": len(blobs)}, blobs
+
+    def render_views(self, names: list[str], size: int) -> list[Image.Image]:
+        lo, hi = scene_bounds()
+        helpers = self._add_helpers(lo, hi)
+        try:
+            return [self._render_view(n, lo, hi, size) for n in names]
+        finally:
+            self._remove(helpers)
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _setup(self, size: int) -> None:
+        sc = bpy.context.scene
+        sc.render.engine = "BLENDER_WORKBENCH"
+        sc.render.resolution_x = sc.render.resolution_y = size
+        sc.render.resolution_percentage = 100
+        sc.render.film_transparent = False
+        sc.render.image_settings.file_format = "PNG"
+        sc.display.render_aa = "FXAA"
+        sh = sc.display.shading
+        sh.light = "STUDIO"
+        sh.color_type = "MATERIAL"
+        sh.show_object_outline = True
+        sh.show_cavity = False
+        sh.show_shadows = False
+        if sc.world is None:
+            sc.world = bpy.data.worlds.get("mw_world") or bpy.data.worlds.new("mw_world")
+        sc.world.color = BACKGROUND
+
+    def _camera(self):
+        ob = bpy.data.objects.get("_mw_camera")
+        if ob is None:
+            ob = bpy.data.objects.new("_mw_camera", bpy.data.cameras.new("_mw_camera"))
+            ob["mw_helper"] = 1
+            bpy.context.scene.collection.objects.link(ob)
+        bpy.context.scene.camera = ob
+        return ob
+
+    def _shoot(self, size: int) -> Image.Image:
+        self._setup(size)
+        path = os.path.join(self.out_dir, "view.png")
+        bpy.context.scene.render.filepath = path
+        safety.run_operator("render.render", write_still=True)
+        with Image.open(path) as im:
+            return im.convert("RGB")
+
+    def _render_view(self, name: str, lo: Vector, hi: Vector, size: int) -> Image.Image:
+        cam = self._camera()
+        centre, ext = (lo + hi) / 2, hi - lo
+        radius = max(ext.length / 2, 1e-3)
+        d = DIRECTIONS[name]
+        if name == "iso":
+            cam.data.type = "PERSP"
+            cam.data.lens, cam.data.sensor_width = 50.0, 36.0
+            half_fov = math.atan(18 / 50)
+            dist = radius / math.sin(half_fov) * 1.08
+        else:
+            cam.data.type = "ORTHO"
+            span = {"front": (ext.x, ext.z), "back": (ext.x, ext.z), "right": (ext.y, ext.z),
+                    "left": (ext.y, ext.z), "top": (ext.x, ext.y), "bottom": (ext.x, ext.y)}[name]
+            cam.data.ortho_scale = max(max(span) * 1.2, 1e-3)
+            dist = radius * 3 + 1
+        cam.location = centre + d * dist
+        if name == "top":
+            cam.rotation_euler = (0.0, 0.0, 0.0)
+        elif name == "bottom":
+            cam.rotation_euler = (math.pi, 0.0, 0.0)
+        else:
+            cam.rotation_euler = (-d).to_track_quat("-Z", "Y").to_euler()
+        cam.data.clip_start = max(dist - radius * 4, dist * 1e-3, 1e-4)
+        cam.data.clip_end = dist + radius * 4 + 10
+        return self._shoot(size)
+
+    def _render_user(self, location, target, lens, size) -> Image.Image:
+        lo, hi = scene_bounds()
+        helpers = self._add_helpers(lo, hi)
+        try:
+            cam = self._camera()
+            cam.data.type = "PERSP"
+            cam.data.lens, cam.data.sensor_width = lens, 36.0
+            cam.location = location
+            d = Vector(target) - Vector(location)
+            if d.length < 1e-9:
+                d = Vector((0, 0, -1))
+            cam.rotation_euler = d.to_track_quat("-Z", "Y" if abs(d.normalized().z) < 0.999 else "X").to_euler()
+            reach = (Vector(location) - (lo + hi) / 2).length + (hi - lo).length * 2 + 10
+            cam.data.clip_start, cam.data.clip_end = 1e-3 * reach, reach
+            return self._shoot(size)
+        finally:
+            self._remove(helpers)
+
+    def _add_helpers(self, lo: Vector, hi: Vector) -> list:
+        extent = max(hi.x - lo.x, hi.y - lo.y, 1e-3) * 1.6
+        step = _nice_step(extent)
+        n = max(2, math.ceil(extent / step / 2))
+        half = n * step
+        cx, cy = round(((lo.x + hi.x) / 2) / step) * step, round(((lo.y + hi.y) / 2) / step) * step
+        z = min(0.0, lo.z) - 1e-4 * extent
+        t = step * 0.015
+        grid = [((cx + i * step - t, cy - half, z), (cx + i * step + t, cy + half, z)) for i in range(-n, n + 1)]
+        grid += [((cx - half, cy + j * step - t, z), (cx + half, cy + j * step + t, z)) for j in range(-n, n + 1)]
+        axis_len, w = step * 2, step * 0.03
+        helpers = [self._slabs("_mw_grid", grid, GRID)]
+        helpers.append(self._slabs("_mw_axis_x", [((0, -w, z), (axis_len, w, z + w))], AXES["x"]))
+        helpers.append(self._slabs("_mw_axis_y", [((-w, 0, z), (w, axis_len, z + w))], AXES["y"]))
+        helpers.append(self._slabs("_mw_axis_z", [((-w, -w, z), (w, w, z + axis_len))], AXES["z"]))
+        return helpers
+
+    def _slabs(self, name: str, boxes, color) -> bpy.types.Object:
+        bm = bmesh.new()
+        for (x0, y0, z0), (x1, y1, z1) in boxes:
+            vs = [bm.verts.new((x, y, zz)) for zz in (z0, z1 if z1 > z0 else z0) for y in (y0, y1) for x in (x0, x1)]
+            bm.faces.new((vs[0], vs[1], vs[3], vs[2]))
+            if z1 > z0:
+                for f in ((4, 5, 7, 6), (0, 1, 5, 4), (2, 3, 7, 6), (0, 2, 6, 4), (1, 3, 7, 5)):
+                    bm.faces.new([vs[i] for i in f])
+        me = bpy.data.meshes.new(name)
+        bm.to_mesh(me)
+        bm.free()
+        mat = bpy.data.materials.new(name)
+        mat.diffuse_color = color
+        me.materials.append(mat)
+        ob = bpy.data.objects.new(name, me)
+        ob["mw_helper"] = 1
+        bpy.context.scene.collection.objects.link(ob)
+        return ob
+
+    def _remove(self, helpers) -> None:
+        for ob in helpers:
+            me = ob.data
+            mats = list(me.materials)
+            bpy.data.objects.remove(ob)
+            bpy.data.meshes.remove(me)
+            for m in mats:
+                if m is not None and m.users == 0:
+                    bpy.data.materials.remove(m)
+
+
+def montage(images: list[Image.Image], labels: list[str]) -> Image.Image:
+    cols = math.ceil(math.sqrt(len(images)))
+    rows = math.ceil(len(images) / cols)
+    w, h = images[0].size
+    out = Image.new("RGB", (cols * w, rows * h), tuple(int(c * 255) for c in BACKGROUND))
+    draw = ImageDraw.Draw(out)
+    for i, (im, label) in enumerate(zip(images, labels, strict=True)):
+        x, y = (i % cols) * w, (i // cols) * h
+        out.paste(im, (x, y))
+        draw.rectangle([x, y, x + w - 1, y + h - 1], outline=(70, 74, 82))
+        draw.text((x + 6, y + 4), label, fill=(235, 235, 235))
+    return out
+
+
+def _png(im: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, format="PNG", optimize=False, compress_level=6)
+    return buf.getvalue()

@@ -1,0 +1,125 @@
+"""Dispatch of tool calls inside the worker, with all-or-nothing semantics.
+
+A mutating call that succeeds is committed (an undo point on disk); one that fails in any way
+rolls the scene back to the last commit, so a failed call never leaves a half-done scene.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable
+
+import bpy
+
+from tools.errors import ErrorKind, ToolError
+from tools.worker import cad, io, render, safety, scene
+from tools.worker.state import SceneState
+
+
+class WorkerRuntime:
+    def __init__(self, scratch: str, workspace: str, test_hooks: bool = False):
+        self.scratch = scratch
+        self.workspace = workspace
+        self.test_hooks = test_hooks
+        safety.harden_blender()
+        self.parts = cad.PartStore()
+        self.state = SceneState(os.path.join(scratch, "state"), self.parts)
+        self.renderer = render.Renderer(os.path.join(scratch, "render"))
+        self.state.reset()
+        self.handlers: dict[str, Callable[[dict], dict | tuple[dict, list[bytes]]]] = {
+            **scene.handlers(self.parts),
+            **cad.handlers(self.parts, scratch, workspace),
+            **io.handlers(self.parts, scratch, workspace),
+            "render": self.renderer.render_call,
+            "undo": lambda a: self.state.undo(a["steps"]),
+            "snapshot": lambda a: self.state.snapshot(a["name"]),
+            "restore": lambda a: self.state.restore(a["name"]),
+        }
+
+    def versions(self) -> dict:
+        import cadquery
+
+        return {"blender": bpy.app.version_string, "cadquery": cadquery.__version__}
+
+    def handle(self, request: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+        op = request.get("op")
+        try:
+            if op == "call":
+                return self._call(request["tool"], request["args"], bool(request.get("mutating")))
+            if op == "reset":
+                self.state.reset()
+                return self._ok({})
+            if op == "hash":
+                return self._ok({})
+            if op == "status":
+                return self._ok({"rss_mb": _rss_mb(), "undo_depth": self.state.depth})
+            if op == "fault" and self.test_hooks:
+                _fault(request["kind"])
+            raise ToolError(ErrorKind.VALIDATION, f"unknown worker op {op!r}")
+        except ToolError as e:
+            return {"ok": False, "error": e.to_dict(), "scene_hash": self.state.scene_hash()}, []
+
+    def _ok(self, output: dict, images: list[bytes] | None = None) -> tuple[dict, list[bytes]]:
+        return {"ok": True, "output": output, "scene_hash": self.state.scene_hash(), "rss_mb": _rss_mb()}, images or []
+
+    def _call(self, tool: str, args: dict, mutating: bool) -> tuple[dict, list[bytes]]:
+        handler = self.handlers.get(tool)
+        if handler is None:
+            raise ToolError(ErrorKind.VALIDATION, f"unknown tool {tool!r}")
+        try:
+            out = handler(args)
+        except ToolError:
+            if mutating:
+                self.state.rollback()
+            raise
+        except (ValueError, RuntimeError, TypeError, KeyError, IndexError, AttributeError,
+                ArithmeticError, AssertionError, OSError, MemoryError, RecursionError) as e:
+            if mutating:
+                self.state.rollback()
+            raise ToolError(ErrorKind.KERNEL, f"{tool} failed: {_short(e)}") from None
+        except Exception as e:  # OCCT raises its own Standard_Failure types
+            if mutating:
+                self.state.rollback()
+            raise ToolError(ErrorKind.KERNEL, f"{tool} failed: {_short(e)}") from None
+        output, images = out if isinstance(out, tuple) else (out, [])
+        if mutating and tool not in ("undo", "restore"):
+            self.state.commit()
+        return self._ok(output, images)
+
+
+def _short(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if os.environ.get("MW_WORKER_DEBUG"):
+        traceback.print_exc()
+    return msg[:500]
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _fault(kind: str) -> None:
+    """Test-only ways to break the worker, to prove the supervisor recovers."""
+    import ctypes
+    import sys
+
+    if kind == "abort":
+        os.abort()
+    if kind == "segfault":
+        ctypes.string_at(0)
+    if kind == "exit":
+        sys.exit(3)
+    if kind == "hang":
+        while True:
+            pass
+    if kind == "hang_c":  # deadlock inside C: no Python signal handler can ever run
+        mutex = ctypes.create_string_buffer(64)
+        libc = ctypes.CDLL(None)
+        libc.pthread_mutex_lock(mutex)
+        libc.pthread_mutex_lock(mutex)
+    raise ToolError(ErrorKind.VALIDATION, f"unknown fault {kind!r}")

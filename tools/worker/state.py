@@ -1,0 +1,146 @@
+"""Undo points, named snapshots and the scene hash, all on disk in the session's scratch dir.
+
+A commit is a folder holding the Blender main file and a manifest of CAD parts (B-rep files
+in a content-addressed pool). Commits survive a worker crash: a fresh worker started on the
+same scratch dir loads the latest one, which is exactly the state before the failed call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+
+import bpy
+import numpy as np
+
+from tools.errors import ErrorKind, ToolError
+from tools.worker.cad import PartStore
+
+MAX_UNDO = 64
+
+
+class SceneState:
+    def __init__(self, root: str, parts: PartStore):
+        self.root = root
+        self.parts = parts
+        self.commits_dir = os.path.join(root, "commits")
+        self.snap_dir = os.path.join(root, "snapshots")
+        self.brep_dir = os.path.join(root, "breps")
+        self.commits: list[str] = []
+        self._seq = 0
+
+    @property
+    def depth(self) -> int:
+        return max(0, len(self.commits) - 1)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def reset(self) -> None:
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        from tools.worker import safety
+
+        safety.harden_blender()
+        self.parts.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+        for d in (self.commits_dir, self.snap_dir, self.brep_dir):
+            os.makedirs(d, exist_ok=True)
+        self.commits, self._seq = [], 0
+        self.commit()
+
+    def commit(self) -> None:
+        self._seq += 1
+        path = os.path.join(self.commits_dir, f"{self._seq:06d}")
+        self._write(path)
+        self.commits.append(path)
+        while len(self.commits) > MAX_UNDO + 1:
+            shutil.rmtree(self.commits.pop(0), ignore_errors=True)
+
+    def rollback(self) -> None:
+        """Return to the last commit (after a failed mutating call)."""
+        self._read(self.commits[-1])
+
+    def undo(self, steps: int) -> dict:
+        if self.depth == 0:
+            raise ToolError(ErrorKind.VALIDATION, "nothing to undo")
+        steps = min(steps, self.depth)
+        for _ in range(steps):
+            shutil.rmtree(self.commits.pop(), ignore_errors=True)
+        self._read(self.commits[-1])
+        return {"undone": steps, "remaining": self.depth}
+
+    def snapshot(self, name: str) -> dict:
+        dst = os.path.join(self.snap_dir, name)
+        tmp = dst + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self._write(tmp)
+        shutil.rmtree(dst, ignore_errors=True)
+        os.rename(tmp, dst)
+        return {"snapshot": name, "scene_hash": self.scene_hash()}
+
+    def restore(self, name: str) -> dict:
+        src = os.path.join(self.snap_dir, name)
+        if not os.path.isdir(src):
+            known = sorted(os.listdir(self.snap_dir))
+            raise ToolError(ErrorKind.VALIDATION, f"no snapshot {name!r}; snapshots: {known or 'none'}")
+        self._read(src)
+        self.commit()
+        return {"restored": name, "scene_hash": self.scene_hash()}
+
+    def load_latest(self) -> None:
+        """After a crash: adopt the commits on disk and load the newest."""
+        names = sorted(n for n in os.listdir(self.commits_dir) if n.isdigit()) if os.path.isdir(self.commits_dir) else []
+        if not names:
+            self.reset()
+            return
+        self.commits = [os.path.join(self.commits_dir, n) for n in names]
+        self._seq = int(names[-1])
+        self._read(self.commits[-1])
+
+    # -- files ----------------------------------------------------------------------------------
+    def _write(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+        bpy.ops.wm.save_as_mainfile(filepath=os.path.join(path, "scene.blend"), copy=True,
+                                    compress=False, check_existing=False)
+        manifest = {name: self.parts.save(name, self.brep_dir) for name in self.parts.names()}
+        with open(os.path.join(path, "parts.json"), "w") as f:
+            json.dump(manifest, f, sort_keys=True)
+
+    def _read(self, path: str) -> None:
+        blend = os.path.join(path, "scene.blend")
+        bpy.ops.wm.open_mainfile(filepath=blend, load_ui=False, use_scripts=False)
+        with open(os.path.join(path, "parts.json")) as f:
+            manifest = json.load(f)
+        self.parts.load_manifest(manifest, self.brep_dir)
+
+    # -- hash ------------------------------------------------------------------------------------
+    def scene_hash(self) -> str:
+        """A deterministic digest of names, transforms, mesh data, materials and CAD parts."""
+        h = hashlib.sha256()
+        for ob in sorted(bpy.data.objects, key=lambda o: o.name):
+            if ob.get("mw_helper"):
+                continue
+            h.update(ob.name.encode() + b"\0" + ob.type.encode())
+            h.update((ob.parent.name if ob.parent else "").encode())
+            h.update(np.array(ob.matrix_world, dtype=np.float64).round(9).tobytes())
+            h.update(str(ob.get("mw_source", "blender")).encode())
+            if ob.type == "MESH":
+                me = ob.data
+                co = np.empty(len(me.vertices) * 3, dtype=np.float32)
+                me.vertices.foreach_get("co", co)
+                h.update(co.tobytes())
+                loops = np.empty(len(me.loops), dtype=np.int32)
+                me.loops.foreach_get("vertex_index", loops)
+                h.update(loops.tobytes())
+                for mod in ob.modifiers:
+                    h.update(mod.type.encode())
+            for slot in ob.material_slots:
+                mat = slot.material
+                if mat is not None:
+                    h.update(mat.name.encode())
+                    h.update(struct.pack("<6d", *mat.diffuse_color[:4], mat.metallic, mat.roughness))
+            if ob.type == "LIGHT":
+                h.update(struct.pack("<4d", ob.data.energy, *ob.data.color))
+        h.update(self.parts.digest().encode())
+        return h.hexdigest()[:32]
