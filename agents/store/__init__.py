@@ -1,9 +1,9 @@
 """The trajectory store: crash-safe recording of every episode, export for training, replay.
 
-    store = Store(data_dir=None)     # explicit > MODELWRIGHT_DATA_DIR > platformdirs default
-    rec = store.begin_episode(task_id=..., source="agent", tools=catalogue(), ...)
-    rec.add_step(tool=..., args=..., result=..., frame=png, scene_hash=...)
-    rec.finish(reward=..., components=..., success=..., artifacts={...})
+store = Store(data_dir=None)     # explicit > MODELWRIGHT_DATA_DIR > platformdirs default
+rec = store.begin_episode(task_id=..., source="agent", tools=catalogue(), ...)
+rec.add_step(tool=..., args=..., result=..., frame=png, scene_hash=...)
+rec.finish(reward=..., components=..., success=..., artifacts={...})
 """
 
 from agents.store import models

@@ -10,7 +10,7 @@
 
 Every message has the same keys and every content part the same keys (`type`, `text`), so
 the Parquet columns have one type each. TRL's stock vision collator fills placeholders only
-outside `tool` turns; `inline_tool_images` moves tool-turn images into their parts so the
+outside `tool` turns; `inline_images` moves tool-turn images into their parts so the
 stock collator and processor accept the row unchanged.
 """
 
@@ -41,11 +41,16 @@ def openai_tools(specs: list[dict] | None) -> list[dict]:
         if spec.get("type") == "function" and "function" in spec:
             out.append(spec)
             continue
-        out.append({"type": "function", "function": {
-            "name": spec["name"],
-            "description": spec.get("description", ""),
-            "parameters": spec.get("parameters", {"type": "object", "properties": {}}),
-        }})
+        out.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": spec["name"],
+                    "description": spec.get("description", ""),
+                    "parameters": spec.get("parameters", {"type": "object", "properties": {}}),
+                },
+            }
+        )
     return out
 
 
@@ -61,7 +66,9 @@ def step_text(step: Step) -> str:
 
 
 def episode_conversation(
-    episode: Episode, steps: list[Step], frame: Callable[[str, str | None], bytes],
+    episode: Episode,
+    steps: list[Step],
+    frame: Callable[[str, str | None], bytes],
 ) -> tuple[list[dict], list[bytes]]:
     """(messages, images) for one episode; `frame(relpath, sha)` reads a verified frame."""
     messages: list[dict] = []
@@ -79,8 +86,13 @@ def episode_conversation(
         while i + len(turn) < len(steps) and steps[i + len(turn)].turn == steps[i].turn:
             turn.append(steps[i + len(turn)])
         said = next((s.model_message for s in turn if s.model_message), None)
-        calls = [{"type": "function", "function": {
-            "name": s.tool, "arguments": json.dumps(s.args, ensure_ascii=False)}} for s in turn]
+        calls = [
+            {
+                "type": "function",
+                "function": {"name": s.tool, "arguments": json.dumps(s.args, ensure_ascii=False)},
+            }
+            for s in turn
+        ]
         messages.append(message("assistant", [text_part(said)] if said else None, calls))
         for s in turn:
             content = [text_part(step_text(s))]
@@ -94,10 +106,17 @@ def episode_conversation(
     return messages, images
 
 
-def inline_tool_images(messages: list[dict], images: list[Any]) -> tuple[list[dict], list[Any]]:
-    """Put the images of `tool` turns into their parts (`{"type": "image", "image": img}`)
-    and return the images left for the other placeholders, in order. Use on a loaded row
-    before TRL's `DataCollatorForVisionLanguageModeling`, which fills only non-tool turns."""
+ALL_ROLES = ("system", "user", "assistant", "tool")
+
+
+def inline_images(
+    messages: list[dict], images: list[Any], roles: tuple[str, ...] = ("tool",)
+) -> tuple[list[dict], list[Any]]:
+    """Put the images of the turns of `roles` into their parts (`{"type": "image", "image":
+    img}`), drop null keys, and return the images left for the other placeholders, in order.
+    With the default (`tool` turns) a loaded row is ready for TRL's stock
+    `DataCollatorForVisionLanguageModeling`, which fills placeholders only outside tool turns;
+    with ALL_ROLES it is ready for `processor.apply_chat_template(messages, tools=...)`."""
     left: list[Any] = []
     out: list[dict] = []
     k = 0
@@ -111,7 +130,7 @@ def inline_tool_images(messages: list[dict], images: list[Any]) -> tuple[list[di
             if part.get("type") == "image" and "image" not in part:
                 img = images[k]
                 k += 1
-                if m["role"] == "tool":
+                if m["role"] in roles:
                     parts.append({"type": "image", "image": img})
                     continue
                 left.append(img)

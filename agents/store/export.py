@@ -54,21 +54,56 @@ def _schemas():
     part = pa.struct([("type", s), ("text", s)])
     call = pa.struct([("type", s), ("function", pa.struct([("name", s), ("arguments", s)]))])
     msg = pa.struct([("role", s), ("content", pa.list_(part)), ("tool_calls", pa.list_(call))])
-    episodes = pa.schema([
-        ("episode_id", s), ("messages", pa.list_(msg)), ("images", pa.list_(image)),
-        ("tools", s), ("reward", f64), ("components", s), ("success", pa.bool_()),
-        ("task", s), ("task_family", s), ("task_level", i64), ("task_seed", i64),
-        ("task_params", s), ("source", s), ("policy", s), ("model", s), ("adapter", s),
-        ("status", s), ("created_at", f64), ("n_steps", i64), ("n_errors", i64),
-        ("tokens_in", i64), ("tokens_out", i64), ("meta", s),
-    ])
-    steps = pa.schema([
-        ("episode_id", s), ("index", i64), ("turn", i64), ("at", f64), ("tool", s),
-        ("arguments", s), ("result", s), ("result_text", s), ("error_kind", s),
-        ("error_message", s), ("duration_ms", f64), ("frame", image), ("scene_hash", s),
-        ("model_message", s), ("tokens_in", i64), ("tokens_out", i64), ("latency_ms", f64),
-        ("token_ids", pa.list_(i64)), ("logprobs", pa.list_(f64)),
-    ])
+    episodes = pa.schema(
+        [
+            ("episode_id", s),
+            ("messages", pa.list_(msg)),
+            ("images", pa.list_(image)),
+            ("tools", s),
+            ("reward", f64),
+            ("components", s),
+            ("success", pa.bool_()),
+            ("task", s),
+            ("task_family", s),
+            ("task_level", i64),
+            ("task_seed", i64),
+            ("task_params", s),
+            ("source", s),
+            ("policy", s),
+            ("model", s),
+            ("adapter", s),
+            ("status", s),
+            ("created_at", f64),
+            ("n_steps", i64),
+            ("n_errors", i64),
+            ("tokens_in", i64),
+            ("tokens_out", i64),
+            ("meta", s),
+        ]
+    )
+    steps = pa.schema(
+        [
+            ("episode_id", s),
+            ("index", i64),
+            ("turn", i64),
+            ("at", f64),
+            ("tool", s),
+            ("arguments", s),
+            ("result", s),
+            ("result_text", s),
+            ("error_kind", s),
+            ("error_message", s),
+            ("duration_ms", f64),
+            ("frame", image),
+            ("scene_hash", s),
+            ("model_message", s),
+            ("tokens_in", i64),
+            ("tokens_out", i64),
+            ("latency_ms", f64),
+            ("token_ids", pa.list_(i64)),
+            ("logprobs", pa.list_(f64)),
+        ]
+    )
     return _with_hf_features(episodes), _with_hf_features(steps)
 
 
@@ -97,8 +132,12 @@ def _image(data: bytes | None) -> dict | None:
 
 
 def export_parquet(
-    store: Store, out: Path, where: EpisodeFilter | None = None, *,
-    include_interrupted: bool = False, progress: Callable[[int, int], None] | None = None,
+    store: Store,
+    out: Path,
+    where: EpisodeFilter | None = None,
+    *,
+    include_interrupted: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ExportReport:
     """Export the finished episodes matching `where` (and interrupted ones if asked) to `out`."""
     import pyarrow as pa
@@ -106,22 +145,29 @@ def export_parquet(
 
     t0 = time.perf_counter()
     where = where or EpisodeFilter()
-    episodes = [e for e in store.list_episodes(where)
-                if e.status == "finished" or (include_interrupted and e.status == "interrupted")]
+    episodes = [
+        e
+        for e in store.list_episodes(where)
+        if e.status == "finished" or (include_interrupted and e.status == "interrupted")
+    ]
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / f"{TEMP_MARK}export-{os.getpid()}-{time.time_ns()}"
         tmp.mkdir()
     except OSError as exc:
-        raise ExportError(f"cannot write the export to {out}: {exc.strerror or exc}; choose a "
-                          f"folder you can write to with --out") from exc
+        raise ExportError(
+            f"cannot write the export to {out}: {exc.strerror or exc}; choose a "
+            f"folder you can write to with --out"
+        ) from exc
     ep_schema, step_schema = _schemas()
     n_steps = n_images = 0
     specs: dict[str, list[dict] | None] = {}
     try:
-        with pq.ParquetWriter(tmp / "episodes.parquet", ep_schema) as ep_writer, \
-                pq.ParquetWriter(tmp / "steps.parquet", step_schema) as step_writer:
+        with (
+            pq.ParquetWriter(tmp / "episodes.parquet", ep_schema) as ep_writer,
+            pq.ParquetWriter(tmp / "steps.parquet", step_schema) as step_writer,
+        ):
             ep_rows: list[dict] = []
             step_rows: list[dict] = []
             for k, ep in enumerate(episodes):
@@ -129,22 +175,38 @@ def export_parquet(
                 if ep.tools_version not in specs:
                     specs[ep.tools_version] = store.tool_specs(ep.tools_version)
                 messages, images = episode_conversation(
-                    ep, steps, lambda rel, sha, eid=ep.id: store.frame(eid, rel, sha))
+                    ep, steps, lambda rel, sha, eid=ep.id: store.frame(eid, rel, sha)
+                )
                 n_images += len(images)
-                ep_rows.append({
-                    "episode_id": ep.id, "messages": messages,
-                    "images": [_image(b) for b in images],
-                    "tools": json.dumps(openai_tools(specs[ep.tools_version])),
-                    "reward": ep.reward,
-                    "components": None if ep.components is None else json.dumps(ep.components),
-                    "success": ep.success, "task": ep.task_id, "task_family": ep.task_family,
-                    "task_level": ep.task_level, "task_seed": ep.task_seed,
-                    "task_params": None if ep.task_params is None else json.dumps(ep.task_params),
-                    "source": ep.source, "policy": ep.policy, "model": ep.model,
-                    "adapter": ep.adapter, "status": ep.status, "created_at": ep.created_at,
-                    "n_steps": ep.n_steps, "n_errors": ep.n_errors, "tokens_in": ep.tokens_in,
-                    "tokens_out": ep.tokens_out, "meta": json.dumps(ep.to_dict()),
-                })
+                ep_rows.append(
+                    {
+                        "episode_id": ep.id,
+                        "messages": messages,
+                        "images": [_image(b) for b in images],
+                        "tools": json.dumps(openai_tools(specs[ep.tools_version])),
+                        "reward": ep.reward,
+                        "components": None if ep.components is None else json.dumps(ep.components),
+                        "success": ep.success,
+                        "task": ep.task_id,
+                        "task_family": ep.task_family,
+                        "task_level": ep.task_level,
+                        "task_seed": ep.task_seed,
+                        "task_params": None
+                        if ep.task_params is None
+                        else json.dumps(ep.task_params),
+                        "source": ep.source,
+                        "policy": ep.policy,
+                        "model": ep.model,
+                        "adapter": ep.adapter,
+                        "status": ep.status,
+                        "created_at": ep.created_at,
+                        "n_steps": ep.n_steps,
+                        "n_errors": ep.n_errors,
+                        "tokens_in": ep.tokens_in,
+                        "tokens_out": ep.tokens_out,
+                        "meta": json.dumps(ep.to_dict()),
+                    }
+                )
                 for st in steps:
                     row = asdict(st)
                     row["arguments"] = json.dumps(row.pop("args"), ensure_ascii=False)
@@ -160,10 +222,16 @@ def export_parquet(
                 if progress is not None:
                     progress(k + 1, len(episodes))
         manifest = {
-            "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "created_at": time.time(),
-            "store": str(store.data_dir), "filter": asdict(where),
-            "include_interrupted": include_interrupted, "episodes": len(episodes),
-            "steps": n_steps, "images": n_images, "tool_specs": specs,
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "created_at": time.time(),
+            "store": str(store.data_dir),
+            "filter": asdict(where),
+            "include_interrupted": include_interrupted,
+            "episodes": len(episodes),
+            "steps": n_steps,
+            "images": n_images,
+            "tool_specs": specs,
             "files": {"episodes": "episodes.parquet", "steps": "steps.parquet"},
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
@@ -176,6 +244,11 @@ def export_parquet(
         raise ExportError(f"writing the export to {out} failed: {exc}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return ExportReport(out=str(out), episodes=len(episodes), steps=n_steps, images=n_images,
-                        seconds=time.perf_counter() - t0,
-                        files=["episodes.parquet", "steps.parquet", "manifest.json"])
+    return ExportReport(
+        out=str(out),
+        episodes=len(episodes),
+        steps=n_steps,
+        images=n_images,
+        seconds=time.perf_counter() - t0,
+        files=["episodes.parquet", "steps.parquet", "manifest.json"],
+    )

@@ -28,8 +28,12 @@ LEASE_NAME = "lease"
 
 
 def writer_identity() -> dict:
-    return {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
-            "proc_start": _process_start(os.getpid())}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": time.time(),
+        "proc_start": _process_start(os.getpid()),
+    }
 
 
 def _process_start(pid: int) -> float | None:

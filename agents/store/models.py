@@ -47,14 +47,26 @@ class Step:
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Step:
         return cls(
-            episode_id=row["episode_id"], index=row["idx"], turn=row["turn"], at=row["at"],
-            tool=row["tool"], args=json.loads(row["args"]), result=_load(row["result"]),
-            result_text=row["result_text"], error_kind=row["error_kind"],
-            error_message=row["error_message"], duration_ms=row["duration_ms"],
-            frame=row["frame"], frame_sha256=row["frame_sha256"], scene_hash=row["scene_hash"],
-            model_message=row["model_message"], tokens_in=row["tokens_in"],
-            tokens_out=row["tokens_out"], latency_ms=row["latency_ms"],
-            token_ids=_load(row["token_ids"]), logprobs=_load(row["logprobs"]),
+            episode_id=row["episode_id"],
+            index=row["idx"],
+            turn=row["turn"],
+            at=row["at"],
+            tool=row["tool"],
+            args=json.loads(row["args"]),
+            result=_load(row["result"]),
+            result_text=row["result_text"],
+            error_kind=row["error_kind"],
+            error_message=row["error_message"],
+            duration_ms=row["duration_ms"],
+            frame=row["frame"],
+            frame_sha256=row["frame_sha256"],
+            scene_hash=row["scene_hash"],
+            model_message=row["model_message"],
+            tokens_in=row["tokens_in"],
+            tokens_out=row["tokens_out"],
+            latency_ms=row["latency_ms"],
+            token_ids=_load(row["token_ids"]),
+            logprobs=_load(row["logprobs"]),
         )
 
 
@@ -109,20 +121,40 @@ class Episode:
     def from_row(cls, row: sqlite3.Row) -> Episode:
         success = row["success"]
         return cls(
-            id=row["id"], created_at=row["created_at"], finished_at=row["finished_at"],
-            status=row["status"], task_id=row["task_id"], task_family=row["task_family"],
-            task_level=row["task_level"], task_seed=row["task_seed"],
-            task_params=_load(row["task_params"]), source=row["source"], policy=row["policy"],
-            model=row["model"], adapter=row["adapter"], tools_version=row["tools_version"],
-            system=row["system"], prompt=row["prompt"], initial_frame=row["initial_frame"],
-            initial_frame_sha256=row["initial_frame_sha256"], setup=json.loads(row["setup"]),
-            initial_scene_hash=row["initial_scene_hash"], final_message=row["final_message"],
-            reward=row["reward"], components=_load(row["components"]),
-            success=None if success is None else bool(success), n_steps=row["n_steps"],
-            n_errors=row["n_errors"], tool_ms=row["tool_ms"], latency_ms=row["latency_ms"],
-            tokens_in=row["tokens_in"], tokens_out=row["tokens_out"],
-            versions=json.loads(row["versions"]), tags=json.loads(row["tags"]),
-            notes=row["notes"], artifacts=json.loads(row["artifacts"]),
+            id=row["id"],
+            created_at=row["created_at"],
+            finished_at=row["finished_at"],
+            status=row["status"],
+            task_id=row["task_id"],
+            task_family=row["task_family"],
+            task_level=row["task_level"],
+            task_seed=row["task_seed"],
+            task_params=_load(row["task_params"]),
+            source=row["source"],
+            policy=row["policy"],
+            model=row["model"],
+            adapter=row["adapter"],
+            tools_version=row["tools_version"],
+            system=row["system"],
+            prompt=row["prompt"],
+            initial_frame=row["initial_frame"],
+            initial_frame_sha256=row["initial_frame_sha256"],
+            setup=json.loads(row["setup"]),
+            initial_scene_hash=row["initial_scene_hash"],
+            final_message=row["final_message"],
+            reward=row["reward"],
+            components=_load(row["components"]),
+            success=None if success is None else bool(success),
+            n_steps=row["n_steps"],
+            n_errors=row["n_errors"],
+            tool_ms=row["tool_ms"],
+            latency_ms=row["latency_ms"],
+            tokens_in=row["tokens_in"],
+            tokens_out=row["tokens_out"],
+            versions=json.loads(row["versions"]),
+            tags=json.loads(row["tags"]),
+            notes=row["notes"],
+            artifacts=json.loads(row["artifacts"]),
             writer=json.loads(row["writer"]),
         )
 
@@ -144,9 +176,13 @@ class EpisodeFilter:
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
-        for column, value in (("source", self.source), ("task_family", self.task_family),
-                              ("status", self.status), ("model", self.model),
-                              ("policy", self.policy)):
+        for column, value in (
+            ("source", self.source),
+            ("task_family", self.task_family),
+            ("status", self.status),
+            ("model", self.model),
+            ("policy", self.policy),
+        ):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)

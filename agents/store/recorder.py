@@ -63,12 +63,23 @@ class Recorder:
         return self._next_index
 
     def add_step(
-        self, *, tool: str, args: dict[str, Any] | None = None, result: Any = None,
-        error_kind: str | None = None, error_message: str | None = None,
-        duration_ms: float | None = None, frame: bytes | Path | None = None,
-        scene_hash: str | None = None, model_message: str | None = None, tokens_in: int = 0,
-        tokens_out: int = 0, latency_ms: float = 0.0, token_ids: list[int] | None = None,
-        logprobs: list[float] | None = None, turn: int | None = None,
+        self,
+        *,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        result: Any = None,
+        error_kind: str | None = None,
+        error_message: str | None = None,
+        duration_ms: float | None = None,
+        frame: bytes | Path | None = None,
+        scene_hash: str | None = None,
+        model_message: str | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        latency_ms: float = 0.0,
+        token_ids: list[int] | None = None,
+        logprobs: list[float] | None = None,
+        turn: int | None = None,
     ) -> Step:
         """Record one tool call. `turn`: steps from one assistant reply share a turn number
         (export makes them one message with several tool_calls); None starts a new turn.
@@ -100,12 +111,24 @@ class Recorder:
                 frame_sha = sha256(frame_bytes)
                 atomic_write_bytes(self.folder / frame_rel, frame_bytes)
             step = Step(
-                episode_id=self.episode_id, index=index, turn=turn, at=time.time(), tool=tool,
-                args=dict(args or {}), result=output, result_text=text, error_kind=error_kind,
-                error_message=error_message, duration_ms=float(duration_ms or 0.0),
-                frame=frame_rel, frame_sha256=frame_sha, scene_hash=scene_hash,
-                model_message=model_message, tokens_in=int(tokens_in),
-                tokens_out=int(tokens_out), latency_ms=float(latency_ms),
+                episode_id=self.episode_id,
+                index=index,
+                turn=turn,
+                at=time.time(),
+                tool=tool,
+                args=dict(args or {}),
+                result=output,
+                result_text=text,
+                error_kind=error_kind,
+                error_message=error_message,
+                duration_ms=float(duration_ms or 0.0),
+                frame=frame_rel,
+                frame_sha256=frame_sha,
+                scene_hash=scene_hash,
+                model_message=model_message,
+                tokens_in=int(tokens_in),
+                tokens_out=int(tokens_out),
+                latency_ms=float(latency_ms),
                 token_ids=None if token_ids is None else [int(t) for t in token_ids],
                 logprobs=None if logprobs is None else [float(p) for p in logprobs],
             )
@@ -115,8 +138,11 @@ class Recorder:
             return step
 
     def finish(
-        self, reward: float | None = None, components: dict[str, float] | None = None,
-        success: bool | None = None, artifacts: dict[str, bytes | Path] | None = None,
+        self,
+        reward: float | None = None,
+        components: dict[str, float] | None = None,
+        success: bool | None = None,
+        artifacts: dict[str, bytes | Path] | None = None,
         final_message: str | None = None,
     ) -> Episode:
         """Close the episode as `finished` with its outcome; artifacts (final .blend, .step,
@@ -136,8 +162,13 @@ class Recorder:
                     atomic_copy_file(Path(content), target)
                 names.append(name)
             self._store._close_episode(
-                self.episode_id, "finished", reward=reward, components=components,
-                success=success, artifacts=names, final_message=final_message,
+                self.episode_id,
+                "finished",
+                reward=reward,
+                components=components,
+                success=success,
+                artifacts=names,
+                final_message=final_message,
             )
             self._release()
         return self._store.episode(self.episode_id)

@@ -118,11 +118,20 @@ class Store:
 
     # ---- recording -------------------------------------------------------------------
     def begin_episode(
-        self, task_id: str | None = None, task_params: dict[str, Any] | None = None,
-        source: str = "agent", policy: str | None = None, model: str | None = None,
-        adapter: str | None = None, tools: list[dict] | None = None, system: str | None = None,
-        prompt: str | None = None, initial_frame: bytes | None = None,
-        tags: Iterable[str] = (), notes: str = "", setup: list[dict[str, Any]] | None = None,
+        self,
+        task_id: str | None = None,
+        task_params: dict[str, Any] | None = None,
+        source: str = "agent",
+        policy: str | None = None,
+        model: str | None = None,
+        adapter: str | None = None,
+        tools: list[dict] | None = None,
+        system: str | None = None,
+        prompt: str | None = None,
+        initial_frame: bytes | None = None,
+        tags: Iterable[str] = (),
+        notes: str = "",
+        setup: list[dict[str, Any]] | None = None,
         initial_scene_hash: str | None = None,
     ) -> Recorder:
         """Start recording. `setup` lists the calls ({"tool", "args"}) that built the start
@@ -153,11 +162,30 @@ class Store:
                     initial_scene_hash, versions, tags, notes, writer)
                     VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
                     ?, ?, ?)""",
-                    (episode_id, time.time(), task_id, family, level, seed,
-                     None if task_params is None else dumps(task_params), source, policy, model,
-                     adapter, version, system, prompt, frame_rel, frame_sha,
-                     dumps(list(setup or [])), initial_scene_hash, dumps(software_versions()),
-                     dumps(list(tags)), notes, dumps(writer_identity())),
+                    (
+                        episode_id,
+                        time.time(),
+                        task_id,
+                        family,
+                        level,
+                        seed,
+                        None if task_params is None else dumps(task_params),
+                        source,
+                        policy,
+                        model,
+                        adapter,
+                        version,
+                        system,
+                        prompt,
+                        frame_rel,
+                        frame_sha,
+                        dumps(list(setup or [])),
+                        initial_scene_hash,
+                        dumps(software_versions()),
+                        dumps(list(tags)),
+                        notes,
+                        dumps(writer_identity()),
+                    ),
                 )
         except BaseException:
             lease.release()
@@ -172,26 +200,54 @@ class Store:
                 error_kind, error_message, duration_ms, frame, frame_sha256, scene_hash,
                 model_message, tokens_in, tokens_out, latency_ms, token_ids, logprobs)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (step.episode_id, step.index, step.turn, step.at, step.tool, dumps(step.args),
-                 None if step.result is None else dumps(step.result), step.result_text,
-                 step.error_kind, step.error_message, step.duration_ms, step.frame,
-                 step.frame_sha256, step.scene_hash, step.model_message, step.tokens_in,
-                 step.tokens_out, step.latency_ms,
-                 None if step.token_ids is None else dumps(step.token_ids),
-                 None if step.logprobs is None else dumps(step.logprobs)),
+                (
+                    step.episode_id,
+                    step.index,
+                    step.turn,
+                    step.at,
+                    step.tool,
+                    dumps(step.args),
+                    None if step.result is None else dumps(step.result),
+                    step.result_text,
+                    step.error_kind,
+                    step.error_message,
+                    step.duration_ms,
+                    step.frame,
+                    step.frame_sha256,
+                    step.scene_hash,
+                    step.model_message,
+                    step.tokens_in,
+                    step.tokens_out,
+                    step.latency_ms,
+                    None if step.token_ids is None else dumps(step.token_ids),
+                    None if step.logprobs is None else dumps(step.logprobs),
+                ),
             )
             db.execute(
                 """UPDATE episodes SET n_steps = n_steps + 1, n_errors = n_errors + ?,
                 tool_ms = tool_ms + ?, latency_ms = latency_ms + ?, tokens_in = tokens_in + ?,
                 tokens_out = tokens_out + ? WHERE id = ?""",
-                (int(step.error_kind is not None), step.duration_ms, step.latency_ms,
-                 step.tokens_in, step.tokens_out, step.episode_id),
+                (
+                    int(step.error_kind is not None),
+                    step.duration_ms,
+                    step.latency_ms,
+                    step.tokens_in,
+                    step.tokens_out,
+                    step.episode_id,
+                ),
             )
 
     def _close_episode(
-        self, episode_id: str, status: str, *, reward: float | None = None,
-        components: dict[str, float] | None = None, success: bool | None = None,
-        artifacts: list[str] | None = None, final_message: str | None = None, note: str = "",
+        self,
+        episode_id: str,
+        status: str,
+        *,
+        reward: float | None = None,
+        components: dict[str, float] | None = None,
+        success: bool | None = None,
+        artifacts: list[str] | None = None,
+        final_message: str | None = None,
+        note: str = "",
     ) -> None:
         with self._write() as db:
             db.execute(
@@ -200,9 +256,19 @@ class Store:
                 notes = CASE WHEN ? = '' THEN notes WHEN notes = '' THEN ?
                              ELSE notes || char(10) || ? END
                 WHERE id = ?""",
-                (status, time.time(), reward, None if components is None else dumps(components),
-                 None if success is None else int(success), dumps(artifacts or []),
-                 final_message, note, note, note, episode_id),
+                (
+                    status,
+                    time.time(),
+                    reward,
+                    None if components is None else dumps(components),
+                    None if success is None else int(success),
+                    dumps(artifacts or []),
+                    final_message,
+                    note,
+                    note,
+                    note,
+                    episode_id,
+                ),
             )
 
     # ---- reading ---------------------------------------------------------------------
@@ -225,7 +291,8 @@ class Store:
                 with self._write() as db:
                     changed = db.execute(
                         "UPDATE episodes SET status = 'interrupted' "
-                        "WHERE id = ? AND status = 'running'", (row["id"],)
+                        "WHERE id = ? AND status = 'running'",
+                        (row["id"],),
                     ).rowcount
                 if changed:
                     self._sweep_episode(row["id"])
@@ -238,10 +305,15 @@ class Store:
         folder = self.episode_dir(episode_id)
         sweep_temp_files(folder)
         with self._lock:
-            known = {r[0] for r in self._conn.execute(
-                "SELECT frame FROM steps WHERE episode_id = ? AND frame IS NOT NULL "
-                "UNION SELECT initial_frame FROM episodes WHERE id = ? "
-                "AND initial_frame IS NOT NULL", (episode_id, episode_id))}
+            known = {
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT frame FROM steps WHERE episode_id = ? AND frame IS NOT NULL "
+                    "UNION SELECT initial_frame FROM episodes WHERE id = ? "
+                    "AND initial_frame IS NOT NULL",
+                    (episode_id, episode_id),
+                )
+            }
         frames = folder / FRAMES
         if frames.is_dir():
             for path in frames.iterdir():
@@ -253,8 +325,10 @@ class Store:
         with self._lock:
             rows = self._conn.execute(
                 "SELECT id FROM episodes WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 2",
-                (episode_id, episode_id.replace("\\", "\\\\").replace("%", "\\%")
-                 .replace("_", "\\_") + "%"),
+                (
+                    episode_id,
+                    episode_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",
+                ),
             ).fetchall()
         ids = [r[0] for r in rows]
         if episode_id in ids:
@@ -264,7 +338,9 @@ class Store:
                 f"no episode {episode_id!r} in {self.data_dir}; `modelwright data list` shows ids"
             )
         if len(ids) > 1:
-            raise AmbiguousEpisodeId(f"{episode_id!r} matches several episodes; give more of the id")
+            raise AmbiguousEpisodeId(
+                f"{episode_id!r} matches several episodes; give more of the id"
+            )
         return ids[0]
 
     def episode(self, episode_id: str) -> Episode:
@@ -298,8 +374,11 @@ class Store:
     def step_frame(self, step: Step) -> bytes | None:
         if step.frame is None:
             return None
-        return read_frame(self.episode_dir(step.episode_id) / step.frame, step.frame_sha256,
-                          f"episode {step.episode_id} step {step.index}")
+        return read_frame(
+            self.episode_dir(step.episode_id) / step.frame,
+            step.frame_sha256,
+            f"episode {step.episode_id} step {step.index}",
+        )
 
     def initial_frame(self, episode: Episode) -> bytes | None:
         if episode.initial_frame is None:
@@ -311,7 +390,8 @@ class Store:
             return None
         with self._lock:
             row = self._conn.execute(
-                "SELECT specs FROM tool_specs WHERE version = ?", (version,)).fetchone()
+                "SELECT specs FROM tool_specs WHERE version = ?", (version,)
+            ).fetchone()
         return None if row is None else json.loads(row[0])
 
     def integrity_check(self) -> str:
@@ -327,8 +407,10 @@ class Store:
         for eid in full:
             ep = self.episode(eid)
             if ep.status == "running":
-                raise EpisodeBusy(f"episode {eid} is still being recorded (pid "
-                                  f"{ep.writer.get('pid')}); stop it first")
+                raise EpisodeBusy(
+                    f"episode {eid} is still being recorded (pid "
+                    f"{ep.writer.get('pid')}); stop it first"
+                )
         for eid in full:
             with self._write() as db:
                 db.execute("DELETE FROM steps WHERE episode_id = ?", (eid,))
@@ -340,6 +422,11 @@ class Store:
         """Episode folders without a row (a writer killed before its first commit)."""
         with self._lock:
             known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
-        return [p for p in self.episodes_dir.iterdir()
-                if p.is_dir() and p.name not in known and not is_temp_name(p.name)
-                and not holder_alive(p, {})]
+        return [
+            p
+            for p in self.episodes_dir.iterdir()
+            if p.is_dir()
+            and p.name not in known
+            and not is_temp_name(p.name)
+            and not holder_alive(p, {})
+        ]

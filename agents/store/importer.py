@@ -1,0 +1,247 @@
+"""Import episodes into a store from another store's data dir or from a `data export` folder.
+
+Episodes keep their ids; one already present is skipped (so importing twice is harmless).
+For each episode the files are written first (atomically) and the rows committed last, so
+an import killed half-way leaves only whole episodes. Exports carry no artifacts, so
+episodes imported from an export have none.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agents.store.atomic import atomic_copy_file, atomic_write_bytes
+from agents.store.errors import ImportSourceError, StoreError
+from agents.store.export import EXPORT_FORMAT
+from agents.store.frames import check_png, sha256
+from agents.store.recorder import ARTIFACTS, FRAMES, dumps
+from agents.store.schema import INDEX_NAME
+from agents.store.store import tools_version
+
+if TYPE_CHECKING:
+    from agents.store.store import Store
+
+
+@dataclass
+class ImportReport:
+    source: str
+    kind: str  # "store" or "export"
+    imported: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already present, or still recording
+
+
+EPISODE_COLUMNS = (
+    "id",
+    "created_at",
+    "finished_at",
+    "status",
+    "task_id",
+    "task_family",
+    "task_level",
+    "task_seed",
+    "task_params",
+    "source",
+    "policy",
+    "model",
+    "adapter",
+    "tools_version",
+    "system",
+    "prompt",
+    "initial_frame",
+    "initial_frame_sha256",
+    "setup",
+    "initial_scene_hash",
+    "final_message",
+    "reward",
+    "components",
+    "success",
+    "n_steps",
+    "n_errors",
+    "tool_ms",
+    "latency_ms",
+    "tokens_in",
+    "tokens_out",
+    "versions",
+    "tags",
+    "notes",
+    "artifacts",
+    "writer",
+)
+JSON_COLUMNS = {"task_params", "components", "setup", "versions", "tags", "artifacts", "writer"}
+NULLABLE_JSON = {"task_params", "components"}
+
+
+def _episode_values(ep: dict[str, Any]) -> tuple:
+    out = []
+    for c in EPISODE_COLUMNS:
+        v = ep[c]
+        if c in JSON_COLUMNS:
+            v = None if (v is None and c in NULLABLE_JSON) else dumps(v)
+        elif c == "success" and v is not None:
+            v = int(v)
+        out.append(v)
+    return tuple(out)
+
+
+def _step_values(st: dict[str, Any]) -> tuple:
+    return (
+        st["episode_id"],
+        st["index"],
+        st["turn"],
+        st["at"],
+        st["tool"],
+        dumps(st["args"]),
+        None if st["result"] is None else dumps(st["result"]),
+        st["result_text"],
+        st["error_kind"],
+        st["error_message"],
+        st["duration_ms"],
+        st["frame"],
+        st["frame_sha256"],
+        st["scene_hash"],
+        st["model_message"],
+        st["tokens_in"],
+        st["tokens_out"],
+        st["latency_ms"],
+        None if st["token_ids"] is None else dumps(st["token_ids"]),
+        None if st["logprobs"] is None else dumps(st["logprobs"]),
+    )
+
+
+def _commit(store: Store, ep: dict, steps: list[dict], specs: list[dict] | None) -> None:
+    _version, text = tools_version(specs)
+    with store._write() as db:
+        if ep["tools_version"] is not None and text is not None:
+            db.execute(
+                "INSERT OR IGNORE INTO tool_specs VALUES (?, ?)", (ep["tools_version"], text)
+            )
+        elif ep["tools_version"] is not None:
+            ep = {**ep, "tools_version": None}
+        db.execute(
+            f"INSERT INTO episodes ({', '.join(EPISODE_COLUMNS)}) VALUES "
+            f"({', '.join('?' * len(EPISODE_COLUMNS))})",
+            _episode_values(ep),
+        )
+        db.executemany(
+            "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [_step_values(s) for s in steps],
+        )
+
+
+def _existing(store: Store) -> set[str]:
+    with store._lock:
+        return {r[0] for r in store._conn.execute("SELECT id FROM episodes")}
+
+
+def import_into(store: Store, source: Path) -> ImportReport:
+    source = Path(source)
+    if (source / INDEX_NAME).is_file():
+        return _from_store(store, source)
+    manifest = source / "manifest.json"
+    if manifest.is_file():
+        return _from_export(store, source, json.loads(manifest.read_text()))
+    raise ImportSourceError(
+        f"{source} is neither a store (no {INDEX_NAME}) nor a `data export` "
+        f"folder (no manifest.json)"
+    )
+
+
+def _from_store(store: Store, source: Path) -> ImportReport:
+    from agents.store.store import Store as StoreClass
+
+    if source.resolve() == store.data_dir.resolve():
+        raise ImportSourceError(f"{source} is the store being imported into")
+    report = ImportReport(str(source), "store")
+    have = _existing(store)
+    with StoreClass(source, create=False) as other:
+        for ep in other.list_episodes():
+            if ep.id in have or ep.status == "running":
+                report.skipped.append(ep.id)
+                continue
+            steps = other.steps(ep.id)
+            folder = store.episode_dir(ep.id)
+            (folder / FRAMES).mkdir(parents=True, exist_ok=True)
+            try:
+                if ep.initial_frame:
+                    atomic_write_bytes(folder / ep.initial_frame, other.initial_frame(ep))
+                for st in steps:
+                    if st.frame:
+                        atomic_write_bytes(folder / st.frame, other.step_frame(st))
+                for name in ep.artifacts:
+                    (folder / ARTIFACTS).mkdir(exist_ok=True)
+                    atomic_copy_file(
+                        other.episode_dir(ep.id) / ARTIFACTS / name, folder / ARTIFACTS / name
+                    )
+                _commit(
+                    store,
+                    ep.to_dict(),
+                    [s.to_dict() for s in steps],
+                    other.tool_specs(ep.tools_version),
+                )
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            report.imported.append(ep.id)
+    return report
+
+
+def _from_export(store: Store, source: Path, manifest: dict) -> ImportReport:
+    import pyarrow.parquet as pq
+
+    if manifest.get("format") != EXPORT_FORMAT:
+        raise ImportSourceError(f"{source}/manifest.json is not a Modelwright export")
+    report = ImportReport(str(source), "export")
+    have = _existing(store)
+    try:
+        episodes = pq.read_table(
+            source / "episodes.parquet", columns=["episode_id", "images", "meta"]
+        ).to_pylist()
+        steps_table = pq.read_table(source / "steps.parquet")
+    except OSError as exc:
+        raise ImportSourceError(f"cannot read the export in {source}: {exc}") from exc
+    by_episode: dict[str, list[dict]] = {}
+    for row in steps_table.to_pylist():
+        by_episode.setdefault(row["episode_id"], []).append(row)
+    specs = manifest.get("tool_specs", {})
+    for row in episodes:
+        ep = json.loads(row["meta"])
+        if ep["id"] in have:
+            report.skipped.append(ep["id"])
+            continue
+        folder = store.episode_dir(ep["id"])
+        (folder / FRAMES).mkdir(parents=True, exist_ok=True)
+        try:
+            if ep["initial_frame"]:
+                data = row["images"][0]["bytes"]  # the user turn's image is the first one
+                check_png(data, f"initial frame of {ep['id']}")
+                if sha256(data) != ep["initial_frame_sha256"]:
+                    raise StoreError(f"initial frame of {ep['id']} does not match its checksum")
+                atomic_write_bytes(folder / ep["initial_frame"], data)
+            steps = []
+            for st in sorted(by_episode.get(ep["id"], []), key=lambda s: s["index"]):
+                frame = st.pop("frame")
+                rel = sha = None
+                if frame is not None:
+                    data = frame["bytes"]
+                    check_png(data, f"frame of {ep['id']} step {st['index']}")
+                    rel, sha = f"{FRAMES}/{st['index']:06d}.png", sha256(data)
+                    atomic_write_bytes(folder / rel, data)
+                steps.append(
+                    {
+                        **st,
+                        "args": json.loads(st.pop("arguments")),
+                        "result": None if st["result"] is None else json.loads(st["result"]),
+                        "frame": rel,
+                        "frame_sha256": sha,
+                    }
+                )
+            _commit(store, {**ep, "artifacts": []}, steps, specs.get(str(ep["tools_version"])))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        report.imported.append(ep["id"])
+    return report
