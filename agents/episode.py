@@ -24,6 +24,7 @@ class CallOutcome:
     scene_hash: str | None = None
     repeated: int = 0  # how often this identical call had failed, when >= the warning level
     local: bool = False  # answered by the loop (recall_step, refusals), not the runtime
+    result: Any = field(default=None, repr=False)  # the runtime's ToolResult, for the store
 
     @classmethod
     def refused(cls, call: ToolCall, message: str) -> CallOutcome:
@@ -50,6 +51,7 @@ class CallOutcome:
             duration_ms=float(result.duration_ms or 0.0),
             wall_ms=wall_ms,
             scene_hash=result.scene_hash,
+            result=result,
         )
 
     def for_checker(self) -> dict:
@@ -75,6 +77,7 @@ class StepRecord:
     observe_ms: float = 0.0  # render + scene after the calls
     overhead_ms: float = 0.0  # the loop's own time: step wall minus policy, tools, observe
     frame: bytes | None = None
+    policy_error: str | None = None  # the reply could not be used (e.g. the server failed)
 
     @property
     def tool_errors(self) -> int:
@@ -107,6 +110,10 @@ class EpisodeResult:
         return sum(s.tool_errors for s in self.steps)
 
     @property
+    def policy_errors(self) -> int:
+        return sum(1 for s in self.steps if s.policy_error)
+
+    @property
     def tokens_in(self) -> int:
         return sum(s.tokens_in for s in self.steps)
 
@@ -129,6 +136,7 @@ class EpisodeResult:
             "steps": len(self.steps),
             "calls": self.n_calls,
             "tool_errors": self.tool_errors,
+            "policy_errors": self.policy_errors,
             "repeated_failures": self.repeated_failures,
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,

@@ -155,14 +155,20 @@ class EpisodeLoop:
     def _start(self) -> bytes | None:
         from tools.errors import ErrorKind, ToolError
 
+        capture = _SetupCapture(self.session)
+        restarts = getattr(self.session, "restarts", 0)
         try:
             self.session.reset()
             if self.setup is not None:
-                self.setup(self.session)
+                self.setup(capture)
         except ToolError as exc:
             if exc.kind in (ErrorKind.CRASH, ErrorKind.TIMEOUT, ErrorKind.SANDBOX):
                 raise InfrastructureError(f"the tool worker failed during setup: {exc}") from exc
             raise
+        crashed = [r for r in capture.results if _is_crash(r)]
+        if crashed or getattr(self.session, "restarts", 0) > restarts:
+            detail = crashed[0].to_text() if crashed else "its worker was restarted"
+            raise InfrastructureError(f"the tool worker died during setup: {detail}")
         self.policy.reset(self.task_info)
         png, scene = self._observe_scene(force=True)
         self.history = [{"role": "system", "content": self.config.system_prompt}]
@@ -174,6 +180,8 @@ class EpisodeLoop:
                 system=self.config.system_prompt,
                 prompt=self.goal,
                 initial_frame=png,
+                setup=capture.calls,
+                initial_scene_hash=self._last_hash,
             )
         return png
 
@@ -194,7 +202,10 @@ class EpisodeLoop:
                 if exc.fatal:
                     self.result.status, self.result.error = "fatal", str(exc)
                     return
-                reply = PolicyReply(text=None, tool_calls=[ToolCall("bad", "", str(exc))])
+                if self._policy_failed(index, str(exc), step_start):
+                    self.result.status = "stuck"
+                    return
+                continue
             policy_ms = (time.perf_counter() - policy_start) * 1e3
             if reply is None:
                 self.result.status = "cancelled"
@@ -225,7 +236,7 @@ class EpisodeLoop:
                 {
                     "role": "assistant",
                     "content": reply.text,
-                    "tool_calls": [c.to_openai() for c in calls],
+                    "tool_calls": [_wire_call(c) for c in calls],
                     "_step": index,
                 }
             )
@@ -244,6 +255,33 @@ class EpisodeLoop:
                     self.result.status = "success"
                     return
         self.result.status = "budget"
+
+    def _policy_failed(self, index: int, message: str, step_start: float) -> bool:
+        """A reply that could not be used (not fatal): tell the model, count it as a step.
+        True when the same failure has come back `stuck_after` times."""
+        step = StepRecord(index=index, text=None, policy_error=message)
+        step.latency_ms = (time.perf_counter() - step_start) * 1e3
+        self.result.steps.append(step)
+        self.bus.emit(
+            ev.MESSAGE,
+            step=index,
+            text=None,
+            error=message,
+            tokens_in=0,
+            tokens_out=0,
+            latency_ms=step.latency_ms,
+        )
+        self.history.append(
+            {
+                "role": "user",
+                "content": f"Your last reply could not be used: {message}. Reply again; write "
+                "each tool call as JSON with a name and an arguments object.",
+                "_step": index,
+            }
+        )
+        key = f"policy|{message}"
+        self._failures[key] = self._failures.get(key, 0) + 1
+        return self._failures[key] >= self.config.stuck_after
 
     def _act(self, prompt: list[dict]) -> PolicyReply | None:
         """Ask the policy; returns None if cancelled while it was thinking."""
@@ -408,29 +446,70 @@ class EpisodeLoop:
                 components=self.result.components,
                 success=self.result.success,
                 final_message=self.result.final_message,
-                status=self.result.status,
             )
-            self.result.episode_id = getattr(self._recorder, "episode_id", None)
+            self.result.episode_id = self._recorder.episode_id
 
     def _abandon(self, exc: BaseException) -> None:
         if self._recorder is not None:
             try:
-                self._recorder.abandon(f"{type(exc).__name__}: {exc}")
+                self._recorder.abort(f"{type(exc).__name__}: {exc}")
             except Exception:
                 pass
 
     def _record_step(self, step: StepRecord) -> None:
         for i, outcome in enumerate(step.calls):
-            last = i == len(step.calls) - 1
+            first, last = i == 0, i == len(step.calls) - 1
+            call = outcome.call
             self._recorder.add_step(
-                turn=step.index,
-                outcome=outcome,
+                tool=call.name,
+                args=call.arguments
+                if isinstance(call.arguments, dict)
+                else {"_raw": call.arguments},
+                result=outcome.result if outcome.result is not None else outcome.text,
+                error_kind=outcome.error_kind,
+                error_message=outcome.error_message,
+                duration_ms=outcome.duration_ms,
                 frame=step.frame if last else None,
-                model_message=step.text if i == 0 else None,
-                tokens_in=step.tokens_in if i == 0 else 0,
-                tokens_out=step.tokens_out if i == 0 else 0,
-                latency_ms=step.latency_ms if i == 0 else 0.0,
+                scene_hash=outcome.scene_hash,
+                model_message=step.text if first else None,
+                tokens_in=step.tokens_in if first else 0,
+                tokens_out=step.tokens_out if first else 0,
+                latency_ms=step.latency_ms if first else 0.0,
+                turn=step.index,
             )
+
+
+class _SetupCapture:
+    """The session as `setup` sees it: every call is noted so the store can replay it."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self.calls: list[dict] = []
+        self.results: list[Any] = []
+
+    def call(self, name: str, args: dict | None = None, *rest: Any, **kw: Any) -> Any:
+        result = self._session.call(name, args or {}, *rest, **kw)
+        self.calls.append({"tool": name, "args": dict(args or {})})
+        self.results.append(result)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+def _is_crash(result: Any) -> bool:
+    error = getattr(result, "error", None)
+    return error is not None and str(getattr(error, "kind", "")) in ("crash", "ErrorKind.CRASH")
+
+
+def _wire_call(call: ToolCall) -> dict:
+    """The assistant's call as sent back to the server. Unparsed arguments go as `{}` (the
+    tool message quotes the raw text): servers such as `transformers serve` reject a
+    history whose arguments are not JSON."""
+    wire = call.to_openai()
+    if not call.parsed:
+        wire["function"]["arguments"] = "{}"
+    return wire
 
 
 def run_episode(policy: Policy, session: Any, goal: str, **options: Any) -> EpisodeResult:

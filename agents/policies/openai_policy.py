@@ -128,7 +128,10 @@ class OpenAIPolicy:
                 return request()
             except transient as exc:
                 if attempt == self.config.max_retries:
-                    raise PolicyError(self._explain(exc)) from exc
+                    # a 5xx that outlives the retries is usually this reply's fault (e.g. the
+                    # server's tool parser choked on malformed JSON): the episode goes on
+                    fatal = not isinstance(exc, openai.InternalServerError)
+                    raise PolicyError(self._explain(exc), fatal=fatal) from exc
                 time.sleep(delay)
                 delay *= 2
             except openai.APIStatusError as exc:
