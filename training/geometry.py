@@ -22,6 +22,9 @@ SAMPLES = 8192
 VOXEL_RESOLUTION = 64
 MESH_SUFFIXES = (".stl", ".obj", ".glb", ".gltf", ".ply", ".off")
 STEP_SUFFIXES = (".step", ".stp")
+GLTF_SUFFIXES = (".glb", ".gltf")
+# glTF is Y-up; Blender and CadQuery are Z-up. Rotating +90° about X brings glTF back.
+Y_UP_TO_Z_UP = np.array([[1, 0, 0, 0], [0, 0, -1, 0], [0, 1, 0, 0], [0, 0, 0, 1]], dtype=float)
 
 
 class ShapeLoadError(ValueError):
@@ -49,12 +52,16 @@ def load_mesh(path: str | Path) -> trimesh.Trimesh:
         raise ShapeLoadError(f"{path}: cannot be read as a mesh ({exc})") from exc
     if not isinstance(loaded, trimesh.Trimesh) or len(loaded.faces) == 0:
         raise ShapeLoadError(f"{path}: holds no triangles")
+    if suffix in GLTF_SUFFIXES:
+        loaded.apply_transform(Y_UP_TO_Z_UP)
     return loaded
 
 
 def load_scene_meshes(path: str | Path) -> dict[str, trimesh.Trimesh]:
-    """Read a .glb/.obj scene as {object name: mesh in world space} (one entry per node)."""
+    """Read a .glb/.obj scene as {object name: mesh in world space, Z up} (one per node)."""
     path = Path(path)
+    if not path.is_file():
+        raise ShapeLoadError(f"{path}: no such file")
     try:
         scene = trimesh.load(str(path), force="scene")
     except Exception as exc:
@@ -67,6 +74,8 @@ def load_scene_meshes(path: str | Path) -> dict[str, trimesh.Trimesh]:
             continue
         mesh = geom.copy()
         mesh.apply_transform(transform)
+        if path.suffix.lower() in GLTF_SUFFIXES:
+            mesh.apply_transform(Y_UP_TO_Z_UP)
         meshes[str(node)] = mesh
     return meshes
 

@@ -1,0 +1,58 @@
+"""Task suite: procedurally generated tasks `family:level:seed` with oracle plans and checkers.
+
+from training.tasks import get_task, list_families, split_ids
+task = get_task("primitive_placement:1:42")
+task.setup(session); ...; task.evaluate(session, calls) -> RewardBreakdown
+"""
+
+from __future__ import annotations
+
+from training.rewards import RewardBreakdown
+from training.tasks import (  # noqa: F401  (importing registers the families)
+    assembly_families,
+    cad_families,
+    recovery,
+    scene_families,
+)
+from training.tasks.base import FAMILIES, Task, TaskError, TaskSpec, get_task, list_families
+from training.tasks.config import HELD_OUT_FAMILY, SPLITS, split_of
+
+
+def split_ids(split: str, per_family: int = 10, families: list[str] | None = None) -> list[str]:
+    """`per_family` task ids for each family in `split`, levels in turn, seeds from the split's range.
+
+    The held-out family appears only in `test`; `heldout` lists only it.
+    """
+    if split not in SPLITS and split != "heldout":
+        raise TaskError(f"unknown split {split!r}; use one of {[*SPLITS, 'heldout']}")
+    chosen = families or list(FAMILIES)
+    unknown = [f for f in chosen if f not in FAMILIES]
+    if unknown:
+        raise TaskError(f"unknown families {unknown}; known: {sorted(FAMILIES)}")
+    if split == "heldout":
+        chosen, seeds = [f for f in chosen if f == HELD_OUT_FAMILY], SPLITS["test"]
+    else:
+        if split != "test":
+            chosen = [f for f in chosen if f != HELD_OUT_FAMILY]
+        seeds = SPLITS[split]
+    ids = []
+    for name in chosen:
+        levels = FAMILIES[name].levels
+        for k in range(per_family):
+            ids.append(f"{name}:{levels[k % len(levels)]}:{seeds[k]}")
+    return ids
+
+
+__all__ = [
+    "FAMILIES",
+    "HELD_OUT_FAMILY",
+    "SPLITS",
+    "RewardBreakdown",
+    "Task",
+    "TaskError",
+    "TaskSpec",
+    "get_task",
+    "list_families",
+    "split_ids",
+    "split_of",
+]

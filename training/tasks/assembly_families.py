@@ -1,0 +1,200 @@
+"""Composition with spatial relations (stacks, snowmen, tables) and mesh booleans."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from training.tasks.base import TaskSpec, call
+from training.tasks.base import family as register_family
+from training.tasks.scene_families import add_call, fmt, placed, r05, scene_geometry
+from training.tasks.scene_geometry import SEGMENTS
+
+REL_TOL = 0.03
+
+
+def item(name: str, kind: str, dims, loc) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "dimensions": [float(d) for d in dims],
+        "location": [round(float(v), 4) for v in loc],
+        "rotation_deg": [0.0, 0.0, 0.0],
+    }
+
+
+def _stack(rng: random.Random):
+    x, y = r05(rng.uniform(-2, 2)), r05(rng.uniform(-2, 2))
+    base = item("Base", "cube", [r05(rng.uniform(1.0, 2.0)) for _ in range(3)], (x, y, 0))
+    base["location"][2] = base["dimensions"][2] / 2
+    s = r05(rng.uniform(0.3, 0.9))
+    top = item("Top", "cube", (s, s, s), (x, y, base["dimensions"][2] + s / 2))
+    prompt = (
+        f"Put a cube named 'Top' with {s:g} m sides on top of 'Base', centred on it and "
+        "touching its top face."
+    )
+    constraints = placed(top) + [
+        {"kind": "on_top", "upper": "Top", "lower": "Base", "tol": REL_TOL},
+        {"kind": "aligned", "objects": ["Top", "Base"], "axes": "xy", "tol": 0.05},
+        {"kind": "count", "equal": 2},
+    ]
+    return prompt, [base], [top], constraints
+
+
+def _snowman(rng: random.Random):
+    x, y = r05(rng.uniform(-2, 2)), r05(rng.uniform(-2, 2))
+    d1 = r05(rng.uniform(1.0, 1.6))
+    d2 = r05(d1 * rng.uniform(0.6, 0.8))
+    d3 = r05(d2 * rng.uniform(0.6, 0.8))
+    names = ("SnowBase", "SnowBody", "SnowHead")
+    zs = (d1 / 2, d1 + d2 / 2, d1 + d2 + d3 / 2)
+    parts = [
+        item(n, "uv_sphere", (d, d, d), (x, y, z))
+        for n, d, z in zip(names, (d1, d2, d3), zs, strict=True)
+    ]
+    prompt = (
+        f"Build a snowman at ({x:g}, {y:g}) on the ground from three spheres stacked so each "
+        f"touches the one below: 'SnowBase' {d1:g} m across, 'SnowBody' {d2:g} m, 'SnowHead' {d3:g} m."
+    )
+    constraints = [c for p in parts for c in placed(p)] + [
+        {"kind": "on_ground", "object": "SnowBase", "tol": REL_TOL},
+        {"kind": "on_top", "upper": "SnowBody", "lower": "SnowBase", "tol": REL_TOL},
+        {"kind": "on_top", "upper": "SnowHead", "lower": "SnowBody", "tol": REL_TOL},
+        {"kind": "aligned", "objects": list(names), "axes": "xy", "tol": 0.05},
+    ]
+    return prompt, [], parts, constraints
+
+
+def _table(rng: random.Random):
+    w, d = r05(rng.uniform(1.6, 2.4)), r05(rng.uniform(0.9, 1.3))
+    t, h = 0.1, r05(rng.uniform(0.7, 0.9))
+    leg, inset = 0.1, r05(rng.uniform(0.1, 0.2))
+    top = item("Tabletop", "cube", (w, d, t), (0, 0, h - t / 2))
+    lx, ly = round(w / 2 - inset, 4), round(d / 2 - inset, 4)
+    signs = ((1, 1), (-1, 1), (1, -1), (-1, -1))
+    legs = [
+        item(
+            f"Leg{i + 1}", "cylinder", (leg, leg, round(h - t, 4)), (sx * lx, sy * ly, (h - t) / 2)
+        )
+        for i, (sx, sy) in enumerate(signs)
+    ]
+    s = r05(rng.uniform(0.2, 0.35))
+    lamp = item("Lamp", "uv_sphere", (s, s, s), (0, d / 4, h + s / 2))
+    bw, bh, sp = 0.1, r05(rng.uniform(0.2, 0.3)), r05(rng.uniform(0.2, 0.3))
+    books = [
+        item(f"Book{i + 1}", "cube", (bw, 0.2, bh), ((i - 1) * sp, -d / 4, h + bh / 2))
+        for i in range(3)
+    ]
+    prompt = (
+        f"Model a table: a top 'Tabletop' {w:g} x {d:g} x {t:g} m whose upper face is {h:g} m above "
+        f"the ground, centred at the origin; four cylindrical legs 'Leg1'..'Leg4' {leg:g} m thick, "
+        f"standing on the ground and touching the top's underside, their axes {inset:g} m in from "
+        f"the top's side edges (Leg1 at +x+y, Leg2 -x+y, Leg3 +x-y, Leg4 -x-y); a sphere 'Lamp' "
+        f"{s:g} m across resting on the top at (0, {d / 4:g}); and three books 'Book1'..'Book3' "
+        f"({bw:g} x 0.2 x {bh:g} m boxes) standing on the top in a row along x, {sp:g} m apart "
+        f"centre to centre, the middle one at (0, {-d / 4:g})."
+    )
+    constraints = placed(top) + [c for p in legs + [lamp] + books for c in placed(p)]
+    constraints += [{"kind": "on_ground", "object": g["name"], "tol": REL_TOL} for g in legs]
+    constraints += [
+        {"kind": "touching", "a": g["name"], "b": "Tabletop", "tol": REL_TOL} for g in legs
+    ]
+    constraints += [
+        {"kind": "symmetric", "a": "Leg1", "b": "Leg2", "axis": "x", "tol": 0.03},
+        {"kind": "symmetric", "a": "Leg1", "b": "Leg3", "axis": "y", "tol": 0.03},
+        {"kind": "on_top", "upper": "Lamp", "lower": "Tabletop", "tol": REL_TOL},
+        {
+            "kind": "evenly_spaced",
+            "objects": [b["name"] for b in books],
+            "axis": "x",
+            "tol": 0.02,
+            "spacing": sp,
+        },
+        {"kind": "aligned", "objects": [b["name"] for b in books], "axes": "yz", "tol": 0.02},
+    ] + [{"kind": "on_top", "upper": b["name"], "lower": "Tabletop", "tol": REL_TOL} for b in books]
+    return prompt, [], [top, *legs, lamp, *books], constraints
+
+
+@register_family(
+    "composition", "Arrange objects by spatial relations: stacks, snowmen, furnished tables."
+)
+def composition(level: int, rng: random.Random) -> TaskSpec:
+    prompt, start, new, constraints = {1: _stack, 2: _snowman, 3: _table}[level](rng)
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"start": start, "objects": new},
+        oracle=[add_call(it) for it in new],
+        constraints=constraints,
+        start=[add_call(it) for it in start],
+        geometry=scene_geometry(start + new),
+        geometry_min=0.8,
+    )
+
+
+def polygon_area(radius: float, n: int = SEGMENTS) -> float:
+    """Area of Blender's n-gon cylinder section (the real cross-section, not pi r^2)."""
+    return n / 2 * radius**2 * math.sin(2 * math.pi / n)
+
+
+@register_family("booleans", "Cut holes and join parts with mesh booleans.")
+def booleans(level: int, rng: random.Random) -> TaskSpec:
+    a, b, c = r05(rng.uniform(2.0, 3.0)), r05(rng.uniform(1.2, 2.0)), r05(rng.uniform(0.4, 0.8))
+    x, y = r05(rng.uniform(-2, 2)), r05(rng.uniform(-2, 2))
+    block = item("Block", "cube", (a, b, c), (x, y, c / 2))
+    n_holes = 1 if level < 3 else 3
+    dh = r05(rng.uniform(0.35, 0.5) * b) if level < 3 else r05(0.5 * min(a / 3, b / 2))
+    xs = [x] if level < 3 else [x - a / 3, x, x + a / 3]
+    yh = y if level < 3 else y - b / 4
+    drills = [
+        item(f"Drill{i + 1}", "cylinder", (dh, dh, round(c + 0.4, 4)), (hx, yh, c / 2))
+        for i, hx in enumerate(xs)
+    ]
+    volume = a * b * c - n_holes * polygon_area(dh / 2) * c
+    items = [{**block, "op": "add"}] + [{**d, "op": "cut"} for d in drills]
+    size = [a, b, c]
+    start, oracle = [], []
+    if level == 1:
+        start = [add_call(block), add_call(drills[0])]
+        prompt = "Cut the cylinder 'Drill1' out of the box 'Block' with a boolean difference."
+    else:
+        oracle.append(add_call(block))
+        where = f"({x:g}, {yh:g})" if level == 2 else ", ".join(f"({hx:g}, {yh:g})" for hx in xs)
+        prompt = (
+            f"Make a box 'Block' {a:g} x {b:g} x {c:g} m centred at {fmt(block['location'])} and drill "
+            f"{n_holes} vertical through hole(s) {dh:g} m in diameter at {where} with boolean differences "
+            f"(cylinders of {SEGMENTS} segments; remove the cutters)."
+        )
+    for d in drills:
+        if level > 1:
+            oracle.append(add_call(d))
+        oracle.append(call("boolean", target="Block", cutter=d["name"], operation="difference"))
+    if level == 3:
+        db, hb = r05(rng.uniform(0.3, 0.45) * b), r05(rng.uniform(0.3, 0.6))
+        boss_h = round(hb + c / 2, 4)
+        boss = item("Boss", "cylinder", (db, db, boss_h), (x, y + b / 4, c / 2 + boss_h / 2))
+        oracle += [
+            add_call(boss),
+            call("boolean", target="Block", cutter="Boss", operation="union"),
+        ]
+        prompt += (
+            f" Then join a cylindrical boss {db:g} m across standing {hb:g} m proud of the top "
+            f"at ({x:g}, {y + b / 4:g}) into 'Block' with a boolean union."
+        )
+        volume += polygon_area(db / 2) * hb
+        items.append({**boss, "op": "add"})
+        size = [a, b, round(c + hb, 4)]
+    constraints = [
+        {"kind": "count", "equal": 1},
+        {"kind": "size", "object": "Block", "value": size, "tol_rel": 0.02},
+        {"kind": "mesh_volume", "object": "Block", "value": round(volume, 5), "tol_rel": 0.005},
+    ] + [{"kind": "absent", "object": d["name"]} for d in drills]
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"block": block, "holes": drills, "expected_volume": volume},
+        oracle=oracle,
+        constraints=constraints,
+        start=start,
+        geometry={"kind": "scene", "items": items, "objects": ["Block"]},
+        geometry_min=0.85,
+    )

@@ -1,0 +1,208 @@
+"""Tasks: what a family generates from (level, seed), and the registry of families.
+
+A task id is `family:level:seed`; the same id always yields the same task. A family's
+generator gets a seeded `random.Random` and returns a `TaskSpec` (prompt, start state,
+oracle plan, constraints, geometry target); `Task` binds it to the id and offers the
+contract's `setup`/`evaluate`/`target_image`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from training.rewards import RewardBreakdown
+from training.tasks.config import HELD_OUT_FAMILY, REWARD_WEIGHTS, split_of
+
+
+class TaskError(ValueError):
+    """A task id that cannot be resolved, or a start state that could not be built."""
+
+
+@dataclass
+class TaskSpec:
+    """What a family generator returns for one (level, seed)."""
+
+    prompt: str
+    parameters: dict[str, Any]
+    oracle: list[dict[str, Any]]
+    constraints: list[dict[str, Any]]
+    start: list[dict[str, Any]] = field(default_factory=list)  # calls that build the start state
+    # Written into the workspace at setup: bytes, or ("reference_stl", script) made on demand
+    # (so listing or showing a task never pays for CadQuery).
+    files: dict[str, bytes | tuple[str, str]] = field(default_factory=dict)
+    geometry: dict[str, Any] | None = None  # how the geometry component is measured
+    deliverables: list[dict[str, Any]] = field(default_factory=list)
+    geometry_min: float = 0.0  # success needs geometry >= this (when a geometry spec exists)
+    budget: int | None = None
+    has_target_image: bool = False
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    description: str
+    levels: tuple[int, ...]
+    make: Callable[[int, random.Random], TaskSpec]
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def family(name: str, description: str, levels: tuple[int, ...] = (1, 2, 3)):
+    """Register a generator `make(level, rng) -> TaskSpec` as a task family."""
+
+    def register(make: Callable[[int, random.Random], TaskSpec]):
+        FAMILIES[name] = Family(name, description, levels, make)
+        return make
+
+    return register
+
+
+def call(tool: str, **args: Any) -> dict[str, Any]:
+    """One step of a plan, in the `tools run` format."""
+    return {"tool": tool, "args": args}
+
+
+@dataclass
+class Task:
+    id: str
+    family: str
+    level: int
+    seed: int
+    spec: TaskSpec
+    _target_image: bytes | None = field(default=None, repr=False)
+
+    @property
+    def prompt(self) -> str:
+        return self.spec.prompt
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self.spec.parameters
+
+    @property
+    def oracle(self) -> list[dict[str, Any]]:
+        return self.spec.oracle
+
+    @property
+    def constraints(self) -> list[dict[str, Any]]:
+        return self.spec.constraints
+
+    @property
+    def budget(self) -> int:
+        # Room for looking around and one retry per step, never below 6.
+        return self.spec.budget or max(6, 2 * len(self.spec.oracle) + 4)
+
+    @property
+    def split(self) -> str:
+        return split_of(self.family, self.seed)
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return REWARD_WEIGHTS[self.family]
+
+    def setup(self, session: Any) -> None:
+        """Build the start state: write the task's files, then run its start calls."""
+        workspace = Path(session.workspace)
+        for rel, data in self.spec.files.items():
+            if isinstance(data, tuple):
+                from training.tasks.shapes import reference_stl
+
+                data = reference_stl(data[1])
+            path = workspace / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        for step in self.spec.start:
+            result = session.call(step["tool"], step["args"])
+            if not result.ok:
+                raise TaskError(f"{self.id}: start call {step['tool']} failed: {result.error}")
+
+    def evaluate(self, session: Any, calls: list[dict[str, Any]]) -> RewardBreakdown:
+        from training.tasks.checks import evaluate_task
+
+        return evaluate_task(self, session, calls)
+
+    @property
+    def target_image(self) -> bytes | None:
+        """A montage of the solved task, rendered by our renderer the first time it is asked."""
+        if not self.spec.has_target_image:
+            return None
+        if self._target_image is None:
+            from tools import ToolSession
+
+            with ToolSession() as session:
+                self._target_image = self.render_target(session)
+        return self._target_image
+
+    def render_target(self, session: Any) -> bytes:
+        """Solve the task in `session` (reset first) and return the montage PNG."""
+        session.reset()
+        self.setup(session)
+        for step in self.oracle:
+            session.call(step["tool"], step["args"])
+        image = session.render().images[0]
+        self._target_image = image
+        return image
+
+    def describe(self) -> dict[str, Any]:
+        """The `tasks show` view."""
+        return {
+            "id": self.id,
+            "family": self.family,
+            "level": self.level,
+            "seed": self.seed,
+            "split": self.split,
+            "prompt": self.prompt,
+            "parameters": self.parameters,
+            "oracle": self.oracle,
+            "constraints": self.constraints,
+            "budget": self.budget,
+            "start": self.spec.start,
+            "files": sorted(self.spec.files),
+            "deliverables": self.spec.deliverables,
+            "has_target_image": self.spec.has_target_image,
+        }
+
+
+def parse_id(task_id: str) -> tuple[str, int, int]:
+    parts = task_id.split(":")
+    if len(parts) != 3:
+        raise TaskError(
+            f"task id {task_id!r} must be family:level:seed, e.g. primitive_placement:1:42"
+        )
+    name, level_s, seed_s = parts
+    if name not in FAMILIES:
+        raise TaskError(f"unknown task family {name!r}; known: {', '.join(sorted(FAMILIES))}")
+    try:
+        level, seed = int(level_s), int(seed_s)
+    except ValueError:
+        raise TaskError(f"task id {task_id!r}: level and seed must be integers") from None
+    if level not in FAMILIES[name].levels:
+        raise TaskError(f"{name} has levels {list(FAMILIES[name].levels)}, not {level}")
+    if seed < 0:
+        raise TaskError(f"task id {task_id!r}: seed must be >= 0")
+    return name, level, seed
+
+
+def get_task(task_id: str) -> Task:
+    name, level, seed = parse_id(task_id)
+    # str seeds hash deterministically in `random` (not via PYTHONHASHSEED).
+    rng = random.Random(f"{name}:{level}:{seed}")
+    spec = FAMILIES[name].make(level, rng)
+    return Task(id=f"{name}:{level}:{seed}", family=name, level=level, seed=seed, spec=spec)
+
+
+def list_families() -> list[dict[str, Any]]:
+    return [
+        {
+            "family": f.name,
+            "levels": list(f.levels),
+            "description": f.description,
+            "split": "test (held out)" if f.name == HELD_OUT_FAMILY else "train/validation/test",
+        }
+        for f in FAMILIES.values()
+    ]

@@ -1,0 +1,370 @@
+"""Checkers: constraints evaluated on the final scene, and the task's reward breakdown.
+
+Everything is measured from what the session exposes: `get_scene` (world-space boxes,
+transforms, materials), `cad_query` facts, and files exported into the session's workspace
+(meshes for Blender objects, STEP for exact CAD geometry). A constraint is plain data
+(`{"kind": ..., ...}`) so `tasks show` can print it; `CHECKS[kind]` evaluates it.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from training import rewards
+from training.tasks.shapes import evaluate_geometry
+
+Measured = tuple[bool, Any]
+
+
+class EvalContext:
+    """Lazy, cached views of the final state of one session."""
+
+    def __init__(self, session: Any, calls: list[dict[str, Any]]):
+        self.session = session
+        self.calls = calls
+        self.workspace = Path(session.workspace)
+        self._scene: dict[str, dict] | None = None
+        self._meshes: dict[str, Any] | None = None
+        self._solids: dict[str, Any] = {}
+        self._check_dir = f"_check_{uuid.uuid4().hex[:8]}"
+
+    @property
+    def objects(self) -> dict[str, dict]:
+        if self._scene is None:
+            self._scene = {o["name"]: o for o in self.session.scene().get("objects", [])}
+        return self._scene
+
+    def obj(self, name: str) -> dict | None:
+        return self.objects.get(name)
+
+    def meshes(self) -> dict[str, Any]:
+        """{object name: world-space trimesh} from one GLB export of the whole scene."""
+        if self._meshes is None:
+            from training.geometry import load_scene_meshes
+
+            self._meshes = {}
+            if self.objects:
+                rel = f"{self._check_dir}/scene.glb"
+                r = self.session.call("export", {"format": "glb", "path": rel})
+                if r.ok:
+                    self._meshes = _by_object_name(
+                        load_scene_meshes(self.workspace / rel), set(self.objects)
+                    )
+        return self._meshes
+
+    def solid(self, name: str) -> Any | None:
+        """The CAD part's exact B-rep in world space (via STEP export), or None."""
+        if name not in self._solids:
+            self._solids[name] = None
+            obj = self.obj(name)
+            if obj is not None and obj.get("source") == "cad":
+                rel = f"{self._check_dir}/{name}.step"
+                r = self.session.call("export", {"format": "step", "path": rel, "objects": [name]})
+                if r.ok:
+                    from training.geometry import ShapeLoadError, load_solid
+
+                    try:
+                        self._solids[name] = load_solid(self.workspace / rel)
+                    except ShapeLoadError:
+                        self._solids[name] = None
+        return self._solids[name]
+
+
+def _by_object_name(meshes: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    # glTF node names are the Blender object names; exporters may suffix duplicates.
+    out: dict[str, Any] = {}
+    for node, mesh in meshes.items():
+        key = node if node in names else next((n for n in names if node.startswith(n)), node)
+        out[key] = mesh if key not in out else _concat(out[key], mesh)
+    return out
+
+
+def _concat(a, b):
+    import trimesh
+
+    return trimesh.util.concatenate([a, b])
+
+
+# ---------------------------------------------------------------- helpers on scene objects
+
+
+def centre(o: dict) -> np.ndarray:
+    return (np.asarray(o["bbox_min"], float) + np.asarray(o["bbox_max"], float)) / 2
+
+
+def _rot(deg) -> np.ndarray:
+    rx, ry, rz = (math.radians(v) for v in deg)
+    cx, sx, cy, sy, cz, sz = (
+        math.cos(rx),
+        math.sin(rx),
+        math.cos(ry),
+        math.sin(ry),
+        math.cos(rz),
+        math.sin(rz),
+    )
+    mx = np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
+    my = np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
+    mz = np.array([[cz, -sz, 0], [sz, cz, 0], [0, 0, 1]])
+    return mz @ my @ mx
+
+
+def rotation_error_deg(a, b) -> float:
+    r = _rot(a).T @ _rot(b)
+    return math.degrees(math.acos(max(-1.0, min(1.0, (np.trace(r) - 1) / 2))))
+
+
+def _hex(c: str) -> np.ndarray:
+    c = c.lstrip("#")
+    return np.array([int(c[i : i + 2], 16) for i in (0, 2, 4)], float)
+
+
+def _missing(name: str) -> Measured:
+    return False, f"{name} missing"
+
+
+# ---------------------------------------------------------------- constraint evaluators
+
+
+def c_exists(ctx: EvalContext, object: str) -> Measured:
+    return ctx.obj(object) is not None, object in ctx.objects
+
+
+def c_absent(ctx: EvalContext, object: str) -> Measured:
+    return ctx.obj(object) is None, object in ctx.objects
+
+
+def c_count(ctx: EvalContext, equal: int, source: str | None = None) -> Measured:
+    n = sum(1 for o in ctx.objects.values() if source is None or o.get("source") == source)
+    return n == equal, n
+
+
+def c_position(ctx: EvalContext, object: str, value, tol: float) -> Measured:
+    o = ctx.obj(object)
+    if o is None:
+        return _missing(object)
+    c = centre(o)
+    return bool(np.max(np.abs(c - np.asarray(value))) <= tol), [round(v, 4) for v in c]
+
+
+def c_size(ctx: EvalContext, object: str, value, tol_rel: float) -> Measured:
+    o = ctx.obj(object)
+    if o is None:
+        return _missing(object)
+    d = np.asarray(o["dimensions"], float)
+    v = np.asarray(value, float)
+    return bool(np.all(np.abs(d - v) <= tol_rel * np.maximum(v, 1e-9))), [round(x, 4) for x in d]
+
+
+def c_rotation(ctx: EvalContext, object: str, value, tol_deg: float) -> Measured:
+    o = ctx.obj(object)
+    if o is None:
+        return _missing(object)
+    err = rotation_error_deg(o["rotation_deg"], value)
+    return err <= tol_deg, round(err, 3)
+
+
+def c_material(
+    ctx: EvalContext, object: str, color: str, metallic=None, roughness=None, tol=12
+) -> Measured:
+    o = ctx.obj(object)
+    if o is None:
+        return _missing(object)
+    m = o.get("material")
+    if not m:
+        return False, None
+    ok = bool(np.max(np.abs(_hex(m["color"]) - _hex(color))) <= tol)
+    if metallic is not None:
+        ok &= abs(float(m.get("metallic", 0)) - metallic) <= 0.05
+    if roughness is not None:
+        ok &= abs(float(m.get("roughness", 0.5)) - roughness) <= 0.05
+    return ok, m
+
+
+def c_shape_kind(ctx: EvalContext, object: str, primitive: str) -> Measured:
+    from training.tasks.scene_geometry import kind_of
+
+    o, mesh = ctx.obj(object), ctx.meshes().get(object)
+    if o is None or mesh is None:
+        return _missing(object)
+    seen = kind_of(mesh, o["dimensions"])  # the object's own size: turned boxes stay boxes
+    return seen == primitive, seen
+
+
+def c_on_ground(ctx: EvalContext, object: str, tol: float) -> Measured:
+    o = ctx.obj(object)
+    if o is None:
+        return _missing(object)
+    z = float(o["bbox_min"][2])
+    return abs(z) <= tol, round(z, 4)
+
+
+def c_on_top(ctx: EvalContext, upper: str, lower: str, tol: float) -> Measured:
+    a, b = ctx.obj(upper), ctx.obj(lower)
+    if a is None or b is None:
+        return _missing(upper if a is None else lower)
+    gap = float(a["bbox_min"][2] - b["bbox_max"][2])
+    c = centre(a)
+    over = all(b["bbox_min"][i] - tol <= c[i] <= b["bbox_max"][i] + tol for i in (0, 1))
+    return abs(gap) <= tol and over, {"gap": round(gap, 4), "over": over}
+
+
+def c_touching(ctx: EvalContext, a: str, b: str, tol: float) -> Measured:
+    oa, ob = ctx.obj(a), ctx.obj(b)
+    if oa is None or ob is None:
+        return _missing(a if oa is None else b)
+    gaps = [
+        max(oa["bbox_min"][i] - ob["bbox_max"][i], ob["bbox_min"][i] - oa["bbox_max"][i])
+        for i in range(3)
+    ]
+    g = float(max(gaps))  # > 0: apart along that axis; < 0: boxes interpenetrate
+    return -tol <= g <= tol, round(g, 4)
+
+
+def c_aligned(ctx: EvalContext, objects: list[str], axes: str, tol: float) -> Measured:
+    found = [ctx.obj(n) for n in objects]
+    if any(o is None for o in found):
+        return False, "missing objects"
+    idx = ["xyz".index(a) for a in axes]
+    cs = np.array([centre(o)[idx] for o in found])
+    spread = float(np.max(np.ptp(cs, axis=0)))
+    return spread <= tol, round(spread, 4)
+
+
+def c_evenly_spaced(
+    ctx: EvalContext, objects: list[str], axis: str, tol: float, spacing=None
+) -> Measured:
+    found = [ctx.obj(n) for n in objects]
+    if any(o is None for o in found):
+        return False, "missing objects"
+    i = "xyz".index(axis)
+    gaps = np.diff(sorted(float(centre(o)[i]) for o in found))
+    ok = float(np.ptp(gaps)) <= tol and float(np.min(gaps)) > tol
+    if spacing is not None:
+        ok &= bool(np.all(np.abs(gaps - spacing) <= tol))
+    return bool(ok), [round(g, 4) for g in gaps]
+
+
+def c_symmetric(ctx: EvalContext, a: str, b: str, axis: str, tol: float) -> Measured:
+    oa, ob = ctx.obj(a), ctx.obj(b)
+    if oa is None or ob is None:
+        return _missing(a if oa is None else b)
+    i = "xyz".index(axis)
+    mirrored = centre(ob).copy()
+    mirrored[i] = -mirrored[i]
+    err = float(np.max(np.abs(centre(oa) - mirrored)))
+    return err <= tol, round(err, 4)
+
+
+def c_mesh_volume(ctx: EvalContext, object: str, value: float, tol_rel: float) -> Measured:
+    mesh = ctx.meshes().get(object)
+    if mesh is None:
+        return _missing(object)
+    v = abs(float(mesh.volume))
+    return abs(v - value) <= tol_rel * value, round(v, 5)
+
+
+def c_part(
+    ctx: EvalContext, object: str, size=None, volume=None, tol_rel: float = 0.01
+) -> Measured:
+    """A valid single-solid CAD part, optionally of a bounding size and volume."""
+    o = ctx.obj(object)
+    if o is None or o.get("source") != "cad":
+        return False, "no CAD part of that name"
+    r = ctx.session.call("cad_query", {"name": object})
+    if not r.ok:
+        return False, str(r.error)
+    facts = r.output
+    ok = bool(facts.get("valid")) and facts.get("solids") == 1
+    dims = np.asarray(facts["bbox_max"], float) - np.asarray(facts["bbox_min"], float)
+    if size is not None:
+        ok &= bool(np.all(np.abs(dims - np.asarray(size)) <= tol_rel * np.asarray(size) + 1e-6))
+    if volume is not None:
+        ok &= abs(float(facts["volume"]) - volume) <= tol_rel * volume
+    return ok, {"size": [round(x, 4) for x in dims], "volume": round(float(facts["volume"]), 4)}
+
+
+def c_holes(ctx: EvalContext, object: str, diameter: float, count: int) -> Measured:
+    """Number of distinct cylindrical holes of a diameter (grouped by axis line)."""
+    from training.tasks.shapes import count_cylinders
+
+    solid = ctx.solid(object)
+    if solid is None:
+        return False, "no exact solid"
+    n = count_cylinders(solid, diameter / 2)
+    return n == count, n
+
+
+CHECKS: dict[str, Callable[..., Measured]] = {
+    "exists": c_exists,
+    "absent": c_absent,
+    "count": c_count,
+    "position": c_position,
+    "size": c_size,
+    "rotation": c_rotation,
+    "material": c_material,
+    "shape_kind": c_shape_kind,
+    "on_ground": c_on_ground,
+    "on_top": c_on_top,
+    "touching": c_touching,
+    "aligned": c_aligned,
+    "evenly_spaced": c_evenly_spaced,
+    "symmetric": c_symmetric,
+    "mesh_volume": c_mesh_volume,
+    "part": c_part,
+    "holes": c_holes,
+}
+
+
+def check(ctx: EvalContext, constraint: dict[str, Any]) -> Measured:
+    args = {k: v for k, v in constraint.items() if k not in ("kind", "text")}
+    return CHECKS[constraint["kind"]](ctx, **args)
+
+
+# ---------------------------------------------------------------- the whole verdict
+
+
+def evaluate_task(task: Any, session: Any, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
+    ctx = EvalContext(session, calls)
+    spec = task.spec
+    results = []
+    for c in spec.constraints:
+        ok, measured = check(ctx, c)
+        results.append({"constraint": c, "ok": bool(ok), "measured": measured})
+    met = sum(r["ok"] for r in results)
+    components: dict[str, float] = {
+        "validity": rewards.validity(calls),
+        "constraints": met / len(results) if results else 1.0,
+        "efficiency": rewards.efficiency(len(calls), len(spec.oracle), task.budget),
+    }
+    details: dict[str, Any] = {"constraints": results, "steps": len(calls)}
+    valid_result = bool(ctx.objects)
+    geometry_ok = True
+    if spec.geometry is not None:
+        geo = evaluate_geometry(ctx, spec.geometry)
+        components["geometry"] = geo["score"]
+        details["geometry"] = geo
+        valid_result = valid_result and geo.get("valid", True)
+        geometry_ok = geo["score"] >= spec.geometry_min
+        if "iou" in geo:
+            components["cadrille"] = rewards.cadrille(geo["iou"], geo.get("valid", True))
+    if spec.deliverables:
+        from training.tasks.shapes import check_deliverable
+
+        delivered = [check_deliverable(ctx, d) for d in spec.deliverables]
+        components["completeness"] = sum(d["ok"] for d in delivered) / len(delivered)
+        details["deliverables"] = delivered
+    success = (
+        valid_result
+        and met == len(results)
+        and geometry_ok
+        and components.get("completeness", 1.0) == 1.0
+    )
+    components["recovery"] = rewards.recovery(calls, success)
+    details["errors"] = sum(1 for c in calls if not c.get("ok"))
+    return rewards.combine(components, task.weights, valid_result, success, details)

@@ -1,0 +1,67 @@
+"""The one place where splits, the held-out family and per-family reward weights are declared."""
+
+from __future__ import annotations
+
+# Seeds are split by range so a task id alone says which split it belongs to.
+SPLITS: dict[str, range] = {
+    "train": range(0, 100_000),
+    "validation": range(100_000, 110_000),
+    "test": range(110_000, 120_000),
+}
+# Never trained on: appears only in the test split (all of its seed ranges are held out).
+HELD_OUT_FAMILY = "mesh_reconstruction"
+
+SCENE_WEIGHTS = {
+    "constraints": 0.6,
+    "geometry": 0.2,
+    "validity": 0.1,
+    "efficiency": 0.05,
+    "recovery": 0.05,
+}
+CAD_WEIGHTS = {
+    "geometry": 0.5,
+    "constraints": 0.3,
+    "validity": 0.1,
+    "efficiency": 0.05,
+    "recovery": 0.05,
+}
+REWARD_WEIGHTS: dict[str, dict[str, float]] = {
+    "primitive_placement": SCENE_WEIGHTS,
+    "scene_editing": SCENE_WEIGHTS,
+    "materials": {"constraints": 0.8, "validity": 0.1, "efficiency": 0.05, "recovery": 0.05},
+    "composition": SCENE_WEIGHTS,
+    "booleans": {**SCENE_WEIGHTS, "geometry": 0.3, "constraints": 0.5},
+    "cad_parts": CAD_WEIGHTS,
+    "render_reconstruction": {
+        "geometry": 0.6,
+        "constraints": 0.2,
+        "validity": 0.1,
+        "efficiency": 0.05,
+        "recovery": 0.05,
+    },
+    "mesh_reconstruction": CAD_WEIGHTS,
+    "deliverables": {
+        "completeness": 0.3,
+        "geometry": 0.3,
+        "constraints": 0.2,
+        "validity": 0.1,
+        "efficiency": 0.05,
+        "recovery": 0.05,
+    },
+    "recovery": {
+        "constraints": 0.5,
+        "recovery": 0.3,
+        "validity": 0.1,
+        "efficiency": 0.1,
+    },
+}
+
+
+def split_of(family: str, seed: int) -> str:
+    """The split a task belongs to (the held-out family is always `test`)."""
+    if family == HELD_OUT_FAMILY:
+        return "test"
+    for name, seeds in SPLITS.items():
+        if seed in seeds:
+            return name
+    return "extra"

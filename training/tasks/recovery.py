@@ -1,0 +1,101 @@
+"""Recovery: start states or requests in which the obvious call fails.
+
+Level 1 names an object by its plain name while the scene holds it with a suffix; level 2
+asks for a fillet radius the part cannot take, with a stated fallback rule; level 3 repeats
+the naming trap over several objects and materials. Oracles make the failing call once,
+look, and recover, so demonstrations show recovery and not clairvoyance.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from training.tasks.base import TaskSpec, call, family
+from training.tasks.scene_families import COLOURS, add_call, fmt, placed, random_items
+
+
+def _suffixed(rng: random.Random, n: int) -> list[dict[str, Any]]:
+    items = random_items(rng, n)
+    for it in items:
+        it["plain"] = it["name"]
+        it["name"] = f"{it['name']}.{rng.randint(1, 12):03d}"
+    return items
+
+
+def _naming(rng: random.Random, level: int) -> TaskSpec:
+    n_obj, n_edit = (3, 1) if level == 1 else (6, 4)
+    items = _suffixed(rng, n_obj)
+    edited = items[:n_edit]
+    oracle = [
+        call("transform", name=edited[0]["plain"], location=[0.0, 0.0, 0.0]),
+        call("get_scene"),
+    ]
+    texts, constraints = [], []
+    for it in items[n_edit:]:
+        constraints += placed(it, kind_check=False)
+    for it in edited:
+        new = {
+            **it,
+            "location": [it["location"][0] + 1.0, it["location"][1] - 1.0, it["location"][2]],
+        }
+        texts.append(f"move '{it['plain']}' to {fmt(new['location'])}")
+        oracle.append(call("transform", name=it["name"], location=new["location"]))
+        constraints += placed(new, kind_check=False)
+        if level == 3:
+            colour = rng.choice(sorted(COLOURS))
+            texts.append(f"make '{it['plain']}' {colour} ({COLOURS[colour]})")
+            oracle.append(call("set_material", name=it["name"], color=COLOURS[colour]))
+            constraints.append({"kind": "material", "object": it["name"], "color": COLOURS[colour]})
+    prompt = rng.choice(("Please ", "In the open scene, ")) + "; ".join(texts) + "."
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"start": items, "edits": texts},
+        oracle=oracle,
+        constraints=constraints + [{"kind": "count", "equal": n_obj}],
+        start=[add_call(it) for it in items],
+    )
+
+
+def _fillet(rng: random.Random) -> TaskSpec:
+    length, width, t = rng.choice((60, 80)), rng.choice((20, 24, 30)), rng.choice((5, 8))
+    asked = round(width * rng.uniform(0.6, 0.9))  # > width / 2: the kernel refuses it
+    radius = asked / 2  # the fallback rule's answer (< width / 2)
+    volume = length * width * t - 4 * (1 - math.pi / 4) * radius**2 * t
+    script = (
+        "import cadquery as cq\n"
+        f"result = cq.Workplane().box({length}, {width}, {t}, centered=(True, True, False))"
+        f".edges('|Z').fillet({radius})\n"
+    )
+    return TaskSpec(
+        prompt=(
+            f"Round the four vertical edges of the CAD part 'Plate' with a fillet of radius {asked} mm. "
+            "If the kernel refuses that radius, halve it and try again until it works."
+        ),
+        parameters={"size": [length, width, t], "asked_radius": asked, "radius": radius},
+        oracle=[
+            call("cad_fillet", name="Plate", edges="|Z", radius=asked),
+            call("cad_fillet", name="Plate", edges="|Z", radius=radius),
+        ],
+        constraints=[
+            {
+                "kind": "part",
+                "object": "Plate",
+                "size": [length, width, t],
+                "volume": round(volume, 4),
+                "tol_rel": 0.005,
+            },
+            {"kind": "holes", "object": "Plate", "diameter": 2 * radius, "count": 4},
+        ],
+        start=[call("cad_box", name="Plate", length=length, width=width, height=t)],
+        geometry={"kind": "parts", "parts": [{"name": "Plate", "script": script}]},
+        geometry_min=0.99,
+    )
+
+
+@family(
+    "recovery", "Recover from a failing first call: suffixed names, an impossible fillet radius."
+)
+def recovery(level: int, rng: random.Random) -> TaskSpec:
+    return _fillet(rng) if level == 2 else _naming(rng, level)

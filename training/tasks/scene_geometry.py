@@ -1,0 +1,92 @@
+"""Analytic targets for Blender scenes: primitives as meshes and occupancy with cut-outs.
+
+A scene target is a list of items `{kind, dimensions, location, rotation_deg, op}` where op
+is `add` (union) or `cut` (difference, in order). Items are tessellated like Blender's
+defaults (48 segments) so that a correct scene scores close to 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import trimesh
+
+from training.geometry import VOXEL_RESOLUTION, voxel_occupancy
+
+SEGMENTS = 48  # the runtime's cylinders, cones and spheres (tools/worker/scene.py)
+# Volume of each kind as a share of its bounding box (for recognising a primitive's kind).
+FILL_RATIO = {
+    "cube": 1.0,
+    "cylinder": SEGMENTS / 2 * math.sin(2 * math.pi / SEGMENTS) / 4,
+    "uv_sphere": 0.52,
+    "cone": SEGMENTS / 2 * math.sin(2 * math.pi / SEGMENTS) / 12,
+}
+
+
+def primitive_mesh(item: Mapping[str, Any]) -> trimesh.Trimesh:
+    """The primitive at unit size scaled to its bounding `dimensions`, rotated, placed."""
+    kind = item["kind"]
+    if kind == "cube":
+        mesh = trimesh.creation.box(extents=(1.0, 1.0, 1.0))
+    elif kind == "cylinder":
+        mesh = trimesh.creation.cylinder(radius=0.5, height=1.0, sections=SEGMENTS)
+    elif kind == "cone":
+        mesh = trimesh.creation.cone(radius=0.5, height=1.0, sections=SEGMENTS)
+        mesh.apply_translation((0, 0, -0.5))  # centred on its bbox, like Blender's
+    elif kind == "uv_sphere":
+        mesh = trimesh.creation.uv_sphere(radius=0.5, count=(24, SEGMENTS))
+    else:
+        raise ValueError(f"no analytic target for primitive kind {kind!r}")
+    mesh.apply_scale(np.asarray(item["dimensions"], dtype=float))
+    rx, ry, rz = (math.radians(v) for v in item.get("rotation_deg", (0, 0, 0)))
+    # Blender's XYZ Euler is R = Rz·Ry·Rx, which is trimesh's static 'sxyz'.
+    mesh.apply_transform(trimesh.transformations.euler_matrix(rx, ry, rz, "sxyz"))
+    mesh.apply_translation(np.asarray(item.get("location", (0, 0, 0)), dtype=float))
+    return mesh
+
+
+def items_bounds(items: Iterable[Mapping[str, Any]]) -> np.ndarray:
+    bounds = [primitive_mesh(it).bounds for it in items if it.get("op", "add") == "add"]
+    return np.array([np.min([b[0] for b in bounds], 0), np.max([b[1] for b in bounds], 0)])
+
+
+def target_occupancy(
+    items: Iterable[Mapping[str, Any]], lo, hi, resolution: int = VOXEL_RESOLUTION
+) -> np.ndarray:
+    grid = np.zeros((resolution,) * 3, dtype=bool)
+    for item in items:
+        occ = voxel_occupancy(primitive_mesh(item), lo, hi, resolution)
+        grid = grid & ~occ if item.get("op", "add") == "cut" else grid | occ
+    return grid
+
+
+def scene_iou(
+    meshes: Iterable[trimesh.Trimesh],
+    items: list[Mapping[str, Any]],
+    resolution: int = VOXEL_RESOLUTION,
+) -> float:
+    """Voxel IoU, in world space (placement matters), of a scene's meshes against a target."""
+    meshes = [m for m in meshes if len(m.faces)]
+    tb = items_bounds(items)
+    lo, hi = tb[0], tb[1]
+    for m in meshes:
+        lo, hi = np.minimum(lo, m.bounds[0]), np.maximum(hi, m.bounds[1])
+    size = float(np.max(hi - lo)) or 1.0
+    centre = (lo + hi) / 2
+    lo, hi = centre - 0.51 * size, centre + 0.51 * size
+    target = target_occupancy(items, lo, hi, resolution)
+    actual = np.zeros_like(target)
+    for m in meshes:
+        actual |= voxel_occupancy(m, lo, hi, resolution)
+    union = np.count_nonzero(target | actual)
+    return float(np.count_nonzero(target & actual)) / union if union else 0.0
+
+
+def kind_of(mesh: trimesh.Trimesh, dimensions) -> str:
+    """The primitive kind whose volume share of the bounding box is nearest the mesh's."""
+    box = float(np.prod(dimensions))
+    ratio = abs(float(mesh.volume)) / box if box > 0 else 0.0
+    return min(FILL_RATIO, key=lambda k: abs(FILL_RATIO[k] - ratio))

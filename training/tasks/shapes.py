@@ -1,0 +1,114 @@
+"""Geometry checks of a finished task: reference parts, scene IoU, deliverable files.
+
+Reference CAD parts are built in this process from the task's own CadQuery script (code we
+generated, so it runs unjailed; CadQuery is imported only here and only when needed).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from training import geometry
+
+PART_IOU_MIN = 0.97  # a deliverable STEP must match its reference this well
+SCENE_IOU_MIN = 0.8
+
+
+@functools.lru_cache(maxsize=256)
+def build_reference(script: str) -> Any:
+    """Run a task's CadQuery script and return its `result` as one shape."""
+    import cadquery as cq
+
+    namespace: dict[str, Any] = {"cq": cq, "math": math}
+    exec(compile(script, "<reference part>", "exec"), namespace)  # our own generated code
+    result = namespace["result"]
+    if isinstance(result, cq.Workplane):
+        vals = [v for v in result.vals() if isinstance(v, cq.Shape)]
+        return vals[0] if len(vals) == 1 else cq.Compound.makeCompound(vals)
+    return result
+
+
+def reference_stl(script: str) -> bytes:
+    """The reference part as binary STL bytes (fine tessellation), for mesh targets."""
+    mesh = geometry.mesh_from_solid(build_reference(script), tolerance=2e-4)
+    return mesh.export(file_type="stl")
+
+
+def count_cylinders(solid: Any, radius: float, tol_rel: float = 0.01) -> int:
+    """Distinct cylinder axes carrying a face of `radius` (a hole split in faces counts once)."""
+    from OCP.BRepAdaptor import BRepAdaptor_Surface
+
+    axes: set[tuple] = set()
+    for face in solid.Faces():
+        if face.geomType() != "CYLINDER":
+            continue
+        cyl = BRepAdaptor_Surface(face.wrapped).Cylinder()
+        if abs(cyl.Radius() - radius) > tol_rel * radius:
+            continue
+        d = cyl.Axis().Direction()
+        p = cyl.Axis().Location()
+        u = np.array([d.X(), d.Y(), d.Z()])
+        u = u if u[np.argmax(np.abs(u))] > 0 else -u
+        q = np.array([p.X(), p.Y(), p.Z()])
+        foot = q - np.dot(q, u) * u  # the axis line's point nearest the origin
+        axes.add(tuple(np.round(np.concatenate([u, foot]), 3) + 0.0))
+    return len(axes)
+
+
+def _part_score(ctx: Any, name: str, script: str) -> dict[str, Any]:
+    solid = ctx.solid(name)
+    if solid is None:
+        return {"name": name, "valid": False, "iou": 0.0}
+    ref = build_reference(script)
+    iou = geometry.brep_iou(ref, solid, align_centres=True)
+    cd = geometry.chamfer_distance(geometry.mesh_from_solid(ref), geometry.mesh_from_solid(solid))
+    return {"name": name, "valid": True, "iou": round(iou, 6), "chamfer_x1e3": round(cd, 4)}
+
+
+def evaluate_geometry(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """The geometry component: {score in [0, 1], valid, and what was measured}."""
+    kind = spec["kind"]
+    if kind == "scene":
+        from training.tasks.scene_geometry import scene_iou
+
+        meshes = ctx.meshes()
+        names = spec.get("objects")
+        chosen = [m for n, m in meshes.items() if names is None or n in names]
+        if not chosen:
+            return {"score": 0.0, "valid": bool(ctx.objects), "iou": 0.0}
+        iou = scene_iou(chosen, spec["items"])
+        return {"score": round(iou, 6), "iou": round(iou, 6), "valid": True}
+    if kind == "parts":
+        parts = [_part_score(ctx, p["name"], p["script"]) for p in spec["parts"]]
+        iou = float(np.mean([p["iou"] for p in parts]))
+        valid = any(p["valid"] for p in parts)
+        return {"score": round(iou, 6), "iou": round(iou, 6), "valid": valid, "parts": parts}
+    raise ValueError(f"unknown geometry spec kind {kind!r}")
+
+
+def check_deliverable(ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
+    """Does the file exist, reload, and hold the right geometry?"""
+    path = ctx.workspace / d["path"]
+    out: dict[str, Any] = {"path": d["path"], "exists": path.is_file(), "ok": False}
+    if not out["exists"]:
+        return out
+    try:
+        if d["format"] == "step":
+            solid = geometry.load_solid(path)
+            iou = geometry.brep_iou(build_reference(d["script"]), solid, align_centres=True)
+            out.update(reloads=True, iou=round(iou, 6), ok=iou >= PART_IOU_MIN)
+        else:
+            from training.tasks.scene_geometry import scene_iou
+
+            meshes = geometry.load_scene_meshes(path)
+            names_ok = all(any(k.startswith(n) for k in meshes) for n in d.get("names", []))
+            iou = scene_iou(meshes.values(), d["items"])
+            out.update(reloads=True, iou=round(iou, 6), names=names_ok)
+            out["ok"] = names_ok and iou >= SCENE_IOU_MIN
+    except geometry.ShapeLoadError as exc:
+        out.update(reloads=False, error=str(exc))
+    return out
