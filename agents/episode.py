@@ -100,6 +100,7 @@ class EpisodeResult:
     repeated_failures: int = 0
     wall_ms: float = 0.0
     episode_id: str | None = None  # in the store, when recorded
+    initial_frame: bytes | None = field(default=None, repr=False)  # the start montage
 
     @property
     def n_calls(self) -> int:

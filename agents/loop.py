@@ -153,24 +153,32 @@ class EpisodeLoop:
         return self.result
 
     def _start(self) -> bytes | None:
-        from tools.errors import ErrorKind, ToolError
-
         capture = _SetupCapture(self.session)
         restarts = getattr(self.session, "restarts", 0)
+
+        def worker_died() -> str | None:
+            crashed = [r for r in capture.results if _is_crash(r)]
+            if crashed:
+                return crashed[0].to_text()
+            if getattr(self.session, "restarts", 0) > restarts:
+                return "its worker was restarted"
+            return None
+
         try:
             self.session.reset()
             if self.setup is not None:
                 self.setup(capture)
-        except ToolError as exc:
-            if exc.kind in (ErrorKind.CRASH, ErrorKind.TIMEOUT, ErrorKind.SANDBOX):
-                raise InfrastructureError(f"the tool worker failed during setup: {exc}") from exc
+        except Exception as exc:
+            died = worker_died() or _infra_error(exc)
+            if died:
+                raise InfrastructureError(f"the tool worker failed during setup: {died}") from exc
             raise
-        crashed = [r for r in capture.results if _is_crash(r)]
-        if crashed or getattr(self.session, "restarts", 0) > restarts:
-            detail = crashed[0].to_text() if crashed else "its worker was restarted"
-            raise InfrastructureError(f"the tool worker died during setup: {detail}")
+        died = worker_died()
+        if died:
+            raise InfrastructureError(f"the tool worker died during setup: {died}")
         self.policy.reset(self.task_info)
         png, scene = self._observe_scene(force=True)
+        self.result.initial_frame = png
         self.history = [{"role": "system", "content": self.config.system_prompt}]
         self.history.append(observation(f"Goal: {self.goal}", png, scene, self.config.context, -1))
         if self.recorder_factory is not None:
@@ -495,6 +503,19 @@ class _SetupCapture:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
+
+
+def _infra_error(exc: Exception) -> str | None:
+    """A runtime failure (crash, timeout, sandbox) raised as a ToolError, in words."""
+    from tools.errors import ErrorKind, ToolError
+
+    if isinstance(exc, ToolError) and exc.kind in (
+        ErrorKind.CRASH,
+        ErrorKind.TIMEOUT,
+        ErrorKind.SANDBOX,
+    ):
+        return str(exc)
+    return None
 
 
 def _is_crash(result: Any) -> bool:

@@ -1,0 +1,230 @@
+"""`modelwright run` (one episode) and `modelwright eval` (a policy over a split, some
+families or a benchmark folder; `--compare` for the regression table).
+
+Module-level imports stay light: the loop, the tool runtime and policies load inside the
+commands.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+ORACLE_POLICIES = ("oracle", "reference")
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device) -> dict:
+    return {
+        "base_url": base_url,
+        "model": model,
+        "api_key_env": api_key_env,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "timeout_s": timeout,
+        "device": device,
+    }
+
+
+def _source(policy: str) -> str:
+    return "oracle" if policy.partition(":")[0] in ORACLE_POLICIES else "agent"
+
+
+def _open_store(no_record: bool, data_dir: Path | None):
+    if no_record:
+        return None
+    from agents.store import Store
+
+    return Store(data_dir)
+
+
+def _write_out(out: Path, record: dict, session) -> None:
+    """Keep the renders and the final scene of an episode in `out`."""
+    import shutil
+
+    result = record["_result"]
+    out.mkdir(parents=True, exist_ok=True)
+    if result.initial_frame:
+        (out / "step_start.png").write_bytes(result.initial_frame)
+    for step in result.steps:
+        if step.frame:
+            (out / f"step_{step.index:03d}.png").write_bytes(step.frame)
+    for fmt in ("blend", "glb"):
+        name = f"final.{fmt}"
+        r = session.call("export", {"format": fmt, "path": name})
+        if r.ok and (session.workspace / name).is_file():
+            shutil.copyfile(session.workspace / name, out / name)
+    summary = {k: v for k, v in record.items() if k != "_result"}
+    summary["files"] = sorted([p.name for p in out.iterdir()] + ["summary.json"])
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run(
+        task: str = typer.Option(..., "--task", help="Task id family:level:seed."),
+        policy: str = typer.Option(
+            "oracle", "--policy", help="none | oracle | openai | hf | script:FILE.jsonl"
+        ),
+        base_url: str = typer.Option(None, help="OpenAI-compatible endpoint (openai policy)."),
+        model: str = typer.Option(None, help="Model name (openai) or local path (hf)."),
+        api_key_env: str = typer.Option(
+            None, help="Env var holding the API key (default OPENAI_API_KEY)."
+        ),
+        temperature: float = typer.Option(None, help="Sampling temperature."),
+        max_tokens: int = typer.Option(None, help="Tokens per reply."),
+        timeout: float = typer.Option(None, help="Seconds per model request."),
+        device: str = typer.Option(None, help="Device for the hf policy."),
+        max_steps: int = typer.Option(None, help="Step budget (default: the task's)."),
+        out: Path = typer.Option(None, "--out", help="Keep renders and the final scene here."),
+        no_record: bool = typer.Option(False, "--no-record", help="Do not record the episode."),
+        data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    ) -> None:
+        """Run one episode of a task with a policy and print its summary."""
+        import training.oracle  # noqa: F401  (registers oracle and reference)
+        from agents.loop import LoopConfig
+        from agents.policies import UnknownPolicyError, make_policy
+        from agents.policy import PolicyError
+        from tools import ToolSession
+        from training.evaluation import run_spec, task_spec
+        from training.tasks import TaskError
+
+        try:
+            spec = task_spec(task)
+            options = _policy_options(
+                base_url, model, api_key_env, temperature, max_tokens, timeout, device
+            )
+            agent = make_policy(policy, **options)
+        except (TaskError, UnknownPolicyError, PolicyError, ValueError, OSError) as exc:
+            _fail(str(exc))
+        config = LoopConfig(max_steps=max_steps or spec.budget)
+        spec.budget = config.max_steps
+        store = _open_store(no_record, data_dir)
+        with ToolSession() as session:
+            try:
+                record = run_spec(
+                    spec, agent, session, config=config, store=store, source=_source(policy)
+                )
+            except PolicyError as exc:
+                _fail(str(exc))
+            if out is not None:
+                _write_out(out, record, session)
+        summary = {k: v for k, v in record.items() if k != "_result"}
+        if as_json:
+            typer.echo(json.dumps(summary, default=str))
+        else:
+            verdict = "success" if summary["success"] else "failure"
+            typer.echo(
+                f"{summary['task']}: {verdict} (reward {summary['reward']:.3f}, {summary['steps']} steps, "
+                f"{summary['tool_errors']} tool errors, status {summary['status']})"
+            )
+            if summary.get("error"):
+                typer.echo(f"error: {summary['error']}", err=True)
+        if summary["status"] == "fatal":
+            raise typer.Exit(2)
+
+    @app.command("eval")
+    def eval_(
+        policy: str = typer.Option(None, "--policy", help="Policy to evaluate (see `run`)."),
+        split: str = typer.Option("test", help="train | validation | test | heldout."),
+        families: str = typer.Option(None, help="Comma-separated families (default: all)."),
+        benchmark: Path = typer.Option(None, help="Folder of external benchmark cases."),
+        per_family: int = typer.Option(10, help="Tasks per family."),
+        workers: int = typer.Option(1, help="Episodes in parallel (one tool worker each)."),
+        base_url: str = typer.Option(None, help="OpenAI-compatible endpoint (openai policy)."),
+        model: str = typer.Option(None, help="Model name (openai) or local path (hf)."),
+        api_key_env: str = typer.Option(None, help="Env var holding the API key."),
+        temperature: float = typer.Option(None, help="Sampling temperature."),
+        max_tokens: int = typer.Option(None, help="Tokens per reply."),
+        timeout: float = typer.Option(None, help="Seconds per model request."),
+        device: str = typer.Option(None, help="Device for the hf policy."),
+        max_steps: int = typer.Option(None, help="Step budget cap (default: each task's)."),
+        no_record: bool = typer.Option(False, "--no-record", help="Do not record the episodes."),
+        data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
+        json_out: Path = typer.Option(None, "--json", help="Write the report here ('-': stdout)."),
+        compare: tuple[Path, Path] = typer.Option(
+            (None, None), "--compare", help="OLD.json NEW.json: print the regression table."
+        ),
+        seed: int = typer.Option(0, help="Base seed for the episode scheduler."),
+    ) -> None:
+        """Evaluate a policy and report per-family success, reward, steps, errors, tokens, latency."""
+        from training.evaluation import compare as compare_reports
+        from training.evaluation import format_table, load_report
+
+        if compare and compare[0] is not None:
+            try:
+                rows = compare_reports(load_report(compare[0]), load_report(compare[1]))
+            except (OSError, ValueError) as exc:
+                _fail(str(exc))
+            typer.echo(format_table(rows))
+            return
+        if policy is None:
+            _fail("--policy is required (or --compare OLD.json NEW.json)")
+        _run_eval(
+            policy, split, families, benchmark, per_family, workers,
+            _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device),
+            max_steps, no_record, data_dir, json_out, seed,
+        )  # fmt: skip
+
+
+def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
+              no_record, data_dir, json_out, seed) -> None:  # fmt: skip
+    import training.oracle  # noqa: F401
+    from agents.loop import LoopConfig
+    from agents.policies import UnknownPolicyError, make_policy
+    from agents.policy import PolicyError
+    from training.evaluation import evaluate, task_spec
+    from training.tasks import TaskError, split_ids
+
+    try:
+        if benchmark is not None:
+            from training.benchmark_eval import benchmark_specs
+
+            specs = benchmark_specs(benchmark)
+        else:
+            chosen = [f.strip() for f in families.split(",")] if families else None
+            specs = [task_spec(i) for i in split_ids(split, per_family=per_family, families=chosen)]
+        make_policy(policy, **options)  # fail fast on a bad spec, before workers start
+    except (TaskError, UnknownPolicyError, PolicyError, ValueError, OSError) as exc:
+        _fail(str(exc))
+    if not specs:
+        _fail("nothing to evaluate")
+    config = LoopConfig(max_steps=max_steps) if max_steps else None
+    store = _open_store(no_record, data_dir)
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(specs), desc=f"eval {policy}", unit="ep", file=sys.stderr)
+    wins = [0]
+
+    def progress(record: dict, done: int, total: int) -> None:
+        wins[0] += bool(record["success"])
+        bar.set_postfix(success=f"{wins[0]}/{done}")
+        bar.update(1)
+
+    report = evaluate(
+        specs, lambda: make_policy(policy, **options), workers=workers, config=config,
+        store=store, source=_source(policy), progress=progress, seed=seed,
+    )  # fmt: skip
+    bar.close()
+    report["policy"] = policy
+    report["workers"] = workers
+    text = json.dumps(report, indent=2, default=str)
+    if json_out is None or str(json_out) == "-":
+        typer.echo(text)
+    else:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(text)
+    o = report["overall"]
+    typer.echo(
+        f"{policy}: success {100 * o['success_rate']:.1f}% over {o['episodes']} episodes, "
+        f"mean reward {o['mean_reward']:.3f}, tool error rate {o['tool_error_rate']:.3f}",
+        err=True,
+    )
