@@ -10,3 +10,27 @@ def tiny_model_dir(tmp_path_factory):
     from agents.tinymodel import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+# --- tool runtime (tools/) ------------------------------------------------------------------
+import os  # noqa: E402
+
+os.environ.setdefault("MODELWRIGHT_TEST_HOOKS", "1")  # lets tests crash and hang workers on purpose
+
+
+@pytest.fixture(scope="session")
+def worker_pool():
+    """One warm pool of sandboxed Blender+CadQuery workers shared by the whole test session."""
+    from tools import WorkerPool
+
+    pool = WorkerPool(size=1, test_hooks=True)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def session(worker_pool):
+    """A fresh tool session (empty scene) on the shared pool; released after the test."""
+    s = worker_pool.session(deadline_s=30)
+    yield s
+    s.close()

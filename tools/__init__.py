@@ -5,9 +5,9 @@ ErrorKind, catalogue, tool_names, openai_tools, validate_call, TOOLS.
 """
 
 from tools.errors import ErrorKind, ToolError
+from tools.session import ToolSession
 from tools.specs import TOOLS, catalogue, openai_tools, tool_names, validate_call
 from tools.supervisor import ToolResult, WorkerPool, default_pool
-from tools.session import ToolSession
 
 __all__ = ["TOOLS", "ErrorKind", "ToolError", "ToolResult", "ToolSession", "WorkerPool", "catalogue",
            "default_pool", "openai_tools", "tool_names", "validate_call"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ class ToolSession:
             self.worker = self.pool.acquire()
         self.restarts = 0
         self.closed = False
+        self._last_hash: str | None = None
+        self._recovery: concurrent.futures.Future | None = None
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> ToolSession:
@@ -41,10 +44,15 @@ class ToolSession:
 
     def close(self) -> None:
         with self._lock:
-            if self.closed or self.worker is None:
+            if self.closed:
+                return
+            try:
+                w = self._w()
+            except ToolError:
+                self.closed = True
                 return
             self.closed = True
-            w, self.worker = self.worker, None
+            self.worker = None
             if self._dedicated:
                 w.kill()
             else:
@@ -59,6 +67,13 @@ class ToolSession:
         return dict(self._w().versions)
 
     def _w(self) -> WorkerProcess:
+        if self._recovery is not None:
+            fut, self._recovery = self._recovery, None
+            try:
+                self.worker = fut.result()
+            except ToolError:
+                self.worker = None
+                raise
         if self.closed or self.worker is None:
             raise ToolError(ErrorKind.VALIDATION, "the session is closed")
         return self.worker
@@ -89,6 +104,7 @@ class ToolSession:
         w = self._w()
         try:
             reply, blobs = w.request(payload, deadline_s)
+            self._last_hash = reply.get("scene_hash", self._last_hash)
             return reply, blobs, None
         except _TimedOut:
             w.kill()
@@ -99,17 +115,27 @@ class ToolSession:
             w.kill()
             err = ToolError(ErrorKind.CRASH, f"the worker died during {what} (exit {code}); it was restarted "
                             "and the scene is as before the call.")
-        reply = self._recover(w)
-        return reply, [], err
+        self._recover(w)
+        return {"scene_hash": self._last_hash}, [], err
 
-    def _recover(self, dead: WorkerProcess) -> dict:
-        """Replace a dead worker with a fresh one restored from the session's last commit."""
+    def _recover(self, dead: WorkerProcess) -> None:
+        """Start a fresh worker restored from the session's last commit, in the background:
+        the failed call returns at once, and the next call waits for the replacement."""
         self.restarts += 1
         ws = dead.workspace if self._dedicated else None
-        self.worker = self.pool.spawn(workspace=ws, restore_from=dead.scratch)
-        self.worker.sessions_served = dead.sessions_served
-        reply, _ = self.worker.request({"op": "hash"}, 60)
-        return reply
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+
+        def spawn() -> None:
+            try:
+                w = self.pool.spawn(workspace=ws, restore_from=dead.scratch)
+                w.sessions_served = dead.sessions_served
+                fut.set_result(w)
+            except BaseException as e:  # handed to the next caller
+                fut.set_exception(e)
+
+        self.worker = None
+        self._recovery = fut
+        threading.Thread(target=spawn, daemon=True, name="mw-recover").start()
 
     # -- conveniences -------------------------------------------------------------------------------
     def scene(self) -> dict:
@@ -152,3 +178,13 @@ class ToolSession:
             err = ToolError.from_dict(reply["error"])
         return ToolResult("_fault", {"kind": kind}, err is None, error=err, duration_ms=ms,
                           scene_hash=reply.get("scene_hash"))
+
+    def _probe(self, **what) -> dict:
+        """Test-only: ask the worker to try connecting, reading and writing (needs test hooks)."""
+        with self._lock:
+            reply, _, err = self._send({"op": "probe", **what}, self.deadline_s, "probe")
+        if err is not None:
+            raise err
+        if not reply.get("ok"):
+            raise ToolError.from_dict(reply["error"])
+        return reply["output"]

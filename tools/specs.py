@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tools.errors import ErrorKind, ToolError
 
@@ -107,11 +106,11 @@ class Modifier(Args):
     kind: Literal["bevel", "array", "mirror", "solidify", "subdivision"]
     width: Annotated[float, Field(gt=0, le=1000)] = 0.05
     segments: Annotated[int, Field(ge=1, le=16)] = 3
-    count: Annotated[int, Field(ge=1, le=100)] = 2
+    count: Annotated[int, Field(ge=1, le=64)] = 2
     offset: Vec3 = [1.0, 0.0, 0.0]
     axis: Literal["X", "Y", "Z"] = "X"
     thickness: Annotated[float, Field(gt=-1000, le=1000)] = 0.05
-    levels: Annotated[int, Field(ge=0, le=4)] = 1
+    levels: Annotated[int, Field(ge=0, le=3)] = 1
     apply: bool = True
 
 
@@ -388,8 +387,6 @@ def _flatten_schema(schema: dict) -> dict:
                     if rest.get("default", 0) is None:
                         rest.pop("default")
                     out = {**variants[0], **rest}
-            if out.get("description") and "properties" in out and node is not schema:
-                pass
             return out
         if isinstance(node, list):
             return [walk(v) for v in node]
@@ -402,15 +399,7 @@ def _flatten_schema(schema: dict) -> dict:
     return flat
 
 
-def _finite(x: float) -> float:
-    if not math.isfinite(x):
-        raise ValueError("must be finite")
-    return x
-
-
 def schema_cost_chars() -> int:
     """Size of the whole catalogue as the model sees it (JSON characters)."""
     return len(json.dumps(openai_tools(), separators=(",", ":")))
 
-
-_ = field_validator  # re-exported for spec authors

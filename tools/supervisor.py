@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from tools import sandbox
 from tools.errors import ErrorKind, ToolError
-from tools.protocol import HEADER, MAGIC, MAX_BLOB, MAX_JSON, ProtocolError, write_message
+from tools.protocol import HEADER, MAGIC, MAX_BLOB, MAX_JSON, write_message
 
 log = logging.getLogger("modelwright.tools")
 STARTUP_DEADLINE_S = 120.0

@@ -50,11 +50,13 @@ class PartStore:
         m = [list(row) for row in ob.matrix_world]
         if all(abs(m[i][j] - (1.0 if i == j else 0.0)) < 1e-12 for i in range(4) for j in range(4)):
             return shape
-        sx, sy, sz = ob.matrix_world.to_scale()
-        matrix = cq.Matrix([row for row in m[:3]])
-        if max(abs(sx - 1), abs(sy - 1), abs(sz - 1)) < 1e-9:
-            return shape.transformShape(matrix)
-        return shape.transformGeometry(matrix)
+        loc, rot, scale = ob.matrix_world.decompose()
+        if max(abs(c - 1) for c in scale) < 1e-9:  # rigid: exact rotate + translate
+            axis, angle = rot.to_axis_angle()
+            if abs(angle) > 1e-12:
+                shape = shape.rotate((0, 0, 0), tuple(axis), math.degrees(angle))
+            return shape.translate(tuple(loc))
+        return shape.transformGeometry(cq.Matrix([row for row in m[:3]]))
 
     def set(self, name: str, shape: cq.Shape, keep_transform: bool = True) -> dict:
         if not isinstance(shape, cq.Shape) or shape.isNull():

@@ -44,9 +44,7 @@ def main() -> None:
     try:
         from tools.worker.runtime import WorkerRuntime
 
-        runtime = WorkerRuntime(opts.scratch, opts.workspace, test_hooks=opts.test_hooks)
-        if opts.restore:
-            runtime.state.load_latest()
+        runtime = WorkerRuntime(opts.scratch, opts.workspace, test_hooks=opts.test_hooks, restore=opts.restore)
     except Exception:
         write_message(proto_out, {"ready": False, "error": traceback.format_exc(limit=5)})
         return

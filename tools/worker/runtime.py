@@ -18,7 +18,7 @@ from tools.worker.state import SceneState
 
 
 class WorkerRuntime:
-    def __init__(self, scratch: str, workspace: str, test_hooks: bool = False):
+    def __init__(self, scratch: str, workspace: str, test_hooks: bool = False, restore: bool = False):
         self.scratch = scratch
         self.workspace = workspace
         self.test_hooks = test_hooks
@@ -26,7 +26,10 @@ class WorkerRuntime:
         self.parts = cad.PartStore()
         self.state = SceneState(os.path.join(scratch, "state"), self.parts)
         self.renderer = render.Renderer(os.path.join(scratch, "render"))
-        self.state.reset()
+        if restore:
+            self.state.load_latest()
+        else:
+            self.state.reset()
         self.handlers: dict[str, Callable[[dict], dict | tuple[dict, list[bytes]]]] = {
             **scene.handlers(self.parts),
             **cad.handlers(self.parts, scratch, workspace),
@@ -56,6 +59,8 @@ class WorkerRuntime:
                 return self._ok({"rss_mb": _rss_mb(), "undo_depth": self.state.depth})
             if op == "fault" and self.test_hooks:
                 _fault(request["kind"])
+            if op == "probe" and self.test_hooks:
+                return self._ok(_probe(request))
             raise ToolError(ErrorKind.VALIDATION, f"unknown worker op {op!r}")
         except ToolError as e:
             return {"ok": False, "error": e.to_dict(), "scene_hash": self.state.scene_hash()}, []
@@ -123,3 +128,31 @@ def _fault(kind: str) -> None:
         libc.pthread_mutex_lock(mutex)
         libc.pthread_mutex_lock(mutex)
     raise ToolError(ErrorKind.VALIDATION, f"unknown fault {kind!r}")
+
+
+def _probe(request: dict) -> dict:
+    """Test-only: try what the jail must refuse (connect, read, write) and report each outcome."""
+    import socket
+
+    out: dict = {}
+    if request.get("connect"):
+        host, port = request["connect"]
+        try:
+            with socket.create_connection((host, port), timeout=2):
+                out["connect"] = "connected"
+        except OSError as e:
+            out["connect"] = f"refused: {e}"
+    for path in request.get("read", []):
+        try:
+            with open(path, "rb") as f:
+                out[f"read:{path}"] = f"read {len(f.read(64))} bytes"
+        except OSError as e:
+            out[f"read:{path}"] = f"refused: {e.strerror}"
+    for path in request.get("write", []):
+        try:
+            with open(path, "wb") as f:
+                f.write(b"x")
+            out[f"write:{path}"] = "written"
+        except OSError as e:
+            out[f"write:{path}"] = f"refused: {e.strerror}"
+    return out

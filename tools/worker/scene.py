@@ -163,10 +163,16 @@ def set_material(a) -> dict:
     return {"object": ob.name, "material": material_of(ob)}
 
 
+MAX_FACES = 2_000_000
+
+
 def _apply_evaluated(ob) -> None:
     """Bake the object's modifiers into its mesh without bpy.ops."""
     dg = bpy.context.evaluated_depsgraph_get()
     new = bpy.data.meshes.new_from_object(ob.evaluated_get(dg))
+    if len(new.polygons) > MAX_FACES:
+        bpy.data.meshes.remove(new)
+        raise ToolError(ErrorKind.KERNEL, f"the result would have over {MAX_FACES:,} faces; use fewer levels or copies")
     old = ob.data
     ob.modifiers.clear()
     ob.data = new
@@ -184,8 +190,9 @@ def boolean(parts: PartStore):
         if parts.has(target.name) and parts.has(cutter.name):
             t, c = parts.world(target.name), parts.world(cutter.name)
             shape = {"union": t.fuse, "difference": t.cut, "intersect": t.intersect}[op](c).clean()
+            cname = cutter.name
             bpy.data.objects.remove(cutter)
-            parts.drop(cutter.name)
+            parts.drop(cname)
             target.matrix_world = Matrix.Identity(4)
             info = parts.set(target.name, shape, keep_transform=True)
             return {"object": target.name, "kernel": "cadquery", "volume": info["volume"]}
