@@ -139,6 +139,16 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
     return out
 
 
+def catalogue_corpus(repeat: int = 20) -> list[str]:
+    """The real tool schemas and system prompt, so that the tool block a model reads is short."""
+    from agents.context import RECALL_SPEC
+    from agents.loop import DEFAULT_SYSTEM, openai_tools
+    from tools import catalogue
+
+    tools = openai_tools(catalogue()) + [RECALL_SPEC]
+    return ([json.dumps(t) for t in tools] + [DEFAULT_SYSTEM]) * repeat
+
+
 def train_tokenizer(seed: int = 0):
     """Train a byte-level BPE on the synthetic corpus and wrap it as a Qwen2 tokenizer."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -158,7 +168,7 @@ def train_tokenizer(seed: int = 0):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(synthetic_corpus(seed), trainer=trainer)
+    bpe.train_from_iterator(synthetic_corpus(seed) + catalogue_corpus(), trainer=trainer)
     state = json.loads(bpe.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
     tokenizer = Qwen2Tokenizer(

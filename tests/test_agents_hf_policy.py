@@ -78,6 +78,17 @@ def _teach(policy: HFPolicy, completion: str, steps: int = 150) -> None:
     model.eval()
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    # On a loaded 2-core machine torch's default 2 threads spin against each other (~8x slower).
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture()
 def policy(tiny_model_dir):
     return make_policy("hf", model=str(tiny_model_dir), max_tokens=48, device="cpu")
