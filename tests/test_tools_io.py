@@ -1,0 +1,72 @@
+"""Exports reload with the right geometry; `modelwright tools run` writes its contract files."""
+
+import json
+import subprocess
+import sys
+
+import cadquery as cq
+import pytest
+import trimesh
+
+
+def test_exports_reload_with_right_geometry(session):
+    assert session.call("add_primitive", {"kind": "cube", "name": "box", "dimensions": [2, 3, 4]}).ok
+    assert session.call("cad_cylinder", {"name": "pin", "radius": 1, "height": 5}).ok
+    assert session.call("transform", {"name": "pin", "location": [10, 0, 0]}).ok
+    for fmt in ("glb", "stl", "obj"):
+        r = session.call("export", {"format": fmt, "path": f"out/box.{fmt}", "objects": ["box"]})
+        assert r.ok, r.error
+        mesh = trimesh.load(session.workspace / r.output["path"], force="mesh")
+        assert sorted(mesh.extents) == pytest.approx([2, 3, 4], abs=1e-4), fmt
+        assert mesh.volume == pytest.approx(24, rel=1e-4), fmt
+    r = session.call("export", {"format": "step", "path": "out/pin.step", "objects": ["pin"]})
+    assert r.ok, r.error
+    shape = cq.importers.importStep(str(session.workspace / "out/pin.step")).val()
+    assert shape.Volume() == pytest.approx(3.14159265 * 5, rel=1e-6)
+    assert shape.BoundingBox().center.x == pytest.approx(10, abs=1e-6)  # placed where the scene shows it
+    bad = session.call("export", {"format": "step", "path": "out/box.step", "objects": ["box"]})
+    assert bad.error.kind.value == "validation" and "CAD parts only" in bad.error.message
+    assert session.call("export", {"format": "blend", "path": "out/all.blend"}).ok
+    assert session.call("clear_scene", {}).ok
+    for f in ("out/all.blend", "out/pin.step", "out/box.stl"):
+        assert session.call("import_file", {"path": f}).ok, f
+    names = {o["name"] for o in session.scene()["objects"]}
+    assert {"box", "pin"} <= names and len(names) == 4
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "studio.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def test_tools_run_writes_results_scene_montage_and_exports(tmp_path):
+    seq = tmp_path / "seq.jsonl"
+    calls = [
+        {"tool": "add_primitive", "args": {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}},
+        {"tool": "set_material", "args": {"name": "A", "color": "#00FF00"}},
+        {"tool": "transform", "args": {"name": "nope", "location": [0, 0, 0]}},
+        {"tool": "cadquery_script", "args": {"code": "import cadquery as cq\nresult = cq.Workplane().box(2, 2, 2)", "name": "P"}},
+        {"tool": "export", "args": {"format": "step", "path": "parts/p.step", "objects": ["P"]}},
+    ]
+    seq.write_text("\n".join(json.dumps(c) for c in calls) + "\n")
+    out = tmp_path / "out"
+    p = run_cli("tools", "run", str(seq), "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["ok"] for r in results] == [True, True, False, True, True]
+    assert results[2]["error"]["kind"] == "validation"
+    assert all({"tool", "ok", "error", "duration_ms", "scene_hash", "output"} <= set(r) for r in results)
+    scene = json.loads((out / "scene.json").read_text())
+    assert {o["name"] for o in scene["objects"]} == {"A", "P"}
+    assert (out / "final.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "parts" / "p.step").stat().st_size > 0
+
+
+@pytest.mark.parametrize("content,needle", [("{not json}\n", "not JSON"), ('["a"]\n', "each line")])
+def test_tools_run_rejects_unusable_input(tmp_path, content, needle):
+    seq = tmp_path / "bad.jsonl"
+    seq.write_text(content)
+    p = run_cli("tools", "run", str(seq), "--out", str(tmp_path / "o"))
+    assert p.returncode != 0 and needle in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p = run_cli("tools", "run", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o"))
+    assert p.returncode != 0 and "no such file" in p.stderr
