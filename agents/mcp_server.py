@@ -15,6 +15,8 @@ corrupt the protocol stream.
 from __future__ import annotations
 
 import base64
+import logging
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,8 @@ import anyio
 import mcp.types as types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+
+log = logging.getLogger(__name__)
 
 SERVER_NAME = "modelwright"
 INSTRUCTIONS = (
@@ -113,14 +117,21 @@ class ToolBridge:
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         with self._lock:
-            if self._session is None:
-                self._open()
-            result = self._session.call(name, arguments or {})
+            try:
+                if self._session is None:
+                    self._open()
+                result = self._session.call(name, arguments or {})
+            except Exception as exc:  # the runtime could not run the call at all
+                log.exception("tool call %s failed in the runtime", name)
+                return _error_result(f"ERROR (crash): the tool runtime failed: {exc}")
             if self._recorder is not None:
                 frame = result.images[0] if result.ok and result.images else None
-                self._recorder.add_step(
-                    tool=result.tool, args=result.args, result=result, frame=frame
-                )
+                try:
+                    self._recorder.add_step(
+                        tool=result.tool, args=result.args, result=result, frame=frame
+                    )
+                except Exception:  # the call happened; the client still gets its result
+                    log.exception("recording the %s call failed", name)
             return result_content(result)
 
     @property
@@ -138,6 +149,10 @@ class ToolBridge:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
 
 def build_server(bridge: ToolBridge) -> Server:
@@ -169,6 +184,8 @@ def _version() -> str:
 
 def run_stdio(settings: McpSettings | None = None) -> None:
     """Serve over stdin/stdout until the client closes stdin; then finish the episode."""
+    # stdout is the JSON-RPC wire: diagnostics go to stderr, which MCP clients show or log.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     bridge = ToolBridge(settings or McpSettings())
     server = build_server(bridge)
 

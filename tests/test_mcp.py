@@ -85,3 +85,14 @@ def test_mcp_client_lists_tools_and_calls_them(tmp_path):
     assert [s.tool for s in steps] == ["add_primitive", "get_scene", "render", "add_primitive"]
     assert [s.error_kind for s in steps] == [None, None, None, "validation"]
     assert steps[2].frame is not None and steps[0].scene_hash
+
+
+def test_a_runtime_that_cannot_start_gives_an_error_result_not_a_protocol_error(tmp_path):
+    from agents.mcp_server import McpSettings, ToolBridge
+
+    not_a_folder = tmp_path / "file.txt"
+    not_a_folder.write_text("x")
+    bridge = ToolBridge(McpSettings(workspace=not_a_folder / "ws", record=False))
+    result = bridge.call("get_scene", {})
+    bridge.close()
+    assert result.is_error and "tool runtime failed" in result.content[0].text
