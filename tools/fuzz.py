@@ -40,7 +40,7 @@ def value_for(schema: dict, rng: random.Random, depth: int = 0):
         return rng.random() < 0.5
     if t == "string":
         if schema.get("pattern", "").startswith("^#"):
-            return "#%06X" % rng.randrange(1 << 24)
+            return f"#{rng.randrange(1 << 24):06X}"
         return rng.choice(NAMES)
     return None
 
