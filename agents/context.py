@@ -167,20 +167,19 @@ class ContextWindow:
         body = [m for m in messages if m.get("_step", -1) != -1]
         steps = sorted({m["_step"] for m in body})
         folded: list[int] = []
-        while (
-            steps[1:]
-            and estimate_tokens(head + body, tools, self.config) > self.config.token_budget
-        ):
+
+        def note() -> list[dict]:
+            if not folded:
+                return []
+            text = (
+                f"[steps {folded[0]}-{folded[-1]} are folded to save context; "
+                f"{RECALL_TOOL} shows any of them]"
+            )
+            return [{"role": "user", "content": text}]
+
+        budget = self.config.token_budget
+        while steps[1:] and estimate_tokens(head + note() + body, tools, self.config) > budget:
             oldest = steps.pop(0)
             folded.append(oldest)
             body = [m for m in body if m.get("_step") != oldest]
-        if not folded:
-            return head + body
-        note = {
-            "role": "user",
-            "content": (
-                f"[steps {folded[0]}-{folded[-1]} are folded to save context; "
-                f"{RECALL_TOOL} shows any of them]"
-            ),
-        }
-        return head + [note] + body
+        return head + note() + body

@@ -1,0 +1,144 @@
+"""Bounded context: old images and outputs are compacted, old steps folded, events delivered."""
+
+from __future__ import annotations
+
+from agents import events as ev
+from agents.context import (
+    RECALL_TOOL,
+    ContextConfig,
+    ContextWindow,
+    compact_scene,
+    estimate_tokens,
+    observation,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
+
+
+def history(steps: int, output_chars: int = 600) -> list[dict]:
+    cfg = ContextConfig()
+    msgs = [
+        {"role": "system", "content": "sys"},
+        observation("Goal: g", PNG, {"objects": []}, cfg, -1),
+    ]
+    for i in range(steps):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "get_scene", "arguments": "{}"},
+        }
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [call], "_step": i})
+        msgs.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": f"{i}:" + "x" * output_chars,
+                "_step": i,
+            }
+        )
+        msgs.append(observation(f"Step {i} done", PNG, {"objects": []}, cfg, i))
+    return msgs
+
+
+def images(messages: list[dict]) -> int:
+    return sum(
+        1
+        for m in messages
+        if isinstance(m.get("content"), list)
+        for p in m["content"]
+        if p["type"] == "image_url"
+    )
+
+
+def test_keeps_last_k_images_and_names_the_rest() -> None:
+    view = ContextWindow(ContextConfig(keep_images=2)).view(history(5))
+    assert images(view) == 2
+    texts = [
+        p["text"]
+        for m in view
+        if isinstance(m.get("content"), list)
+        for p in m["content"]
+        if p["type"] == "text"
+    ]
+    assert "[render of the start omitted]" in texts
+    assert "[render of step 2 omitted]" in texts
+    # the newest two observations keep their images
+    assert view[-1]["content"][1]["type"] == "image_url"
+
+
+def test_compacts_old_outputs_with_a_recall_hint() -> None:
+    cfg = ContextConfig(keep_full_outputs=2, compact_chars=50)
+    view = ContextWindow(cfg).view(history(4))
+    tools = [m["content"] for m in view if m["role"] == "tool"]
+    assert [len(t) > 600 for t in tools] == [False, False, True, True]
+    assert tools[0].startswith("0:") and f'{RECALL_TOOL} {{"index": 0}}' in tools[0]
+    assert '{"index": 1}' in tools[1]
+
+
+def test_view_does_not_change_history_and_strips_private_keys() -> None:
+    h = history(3)
+    before = repr(h)
+    view = ContextWindow(ContextConfig(keep_images=1, keep_full_outputs=1, compact_chars=10)).view(
+        h
+    )
+    assert repr(h) == before
+    assert all(not k.startswith("_") for m in view for k in m)
+
+
+def test_folds_old_steps_to_fit_the_token_budget() -> None:
+    cfg = ContextConfig(token_budget=1500, image_tokens=256, max_output_chars=4000)
+    h = history(12, output_chars=2000)
+    view = ContextWindow(cfg).view(h)
+    assert estimate_tokens(view, None, cfg) <= cfg.token_budget
+    assert view[0]["role"] == "system" and view[1]["content"][0]["text"] == "Goal: g"
+    notes = [m for m in view if m["role"] == "user" and isinstance(m["content"], str)]
+    assert (
+        len(notes) == 1 and "folded" in notes[0]["content"] and RECALL_TOOL in notes[0]["content"]
+    )
+    # whole steps are folded: every remaining tool message still follows its assistant call
+    ids = [tc["id"] for m in view if m["role"] == "assistant" for tc in m["tool_calls"]]
+    assert [m["tool_call_id"] for m in view if m["role"] == "tool"] == ids
+    assert ids[-1] == "c11"
+
+
+def test_under_budget_nothing_is_folded() -> None:
+    view = ContextWindow(ContextConfig()).view(history(3))
+    assert len(view) == len(history(3))
+
+
+def test_estimate_counts_images_and_text() -> None:
+    cfg = ContextConfig(image_tokens=100)
+    one = observation("x" * 400, PNG, None, cfg, 0)
+    assert estimate_tokens([one], None, cfg) == (400 + 8) // 4 + 100
+
+
+def test_compact_scene_is_short_and_rounded() -> None:
+    obj = {
+        "name": "A",
+        "type": "mesh",
+        "source": "blender",
+        "location": [0.123456789, 0, 1],
+        "rotation_deg": [0, 0, 0],
+        "dimensions": [1, 1, 1],
+        "material": {"color": "#ff0000", "metallic": 0, "roughness": 0.5},
+        "vertices": 8,
+        "bbox_min": [0, 0, 0],
+    }
+    text = compact_scene({"objects": [obj] * 3}, limit=2)
+    assert '"location":[0.1235,0.0,1.0]' in text and '"color":"#ff0000"' in text
+    assert "bbox_min" not in text and '"more_objects":1' in text
+
+
+def test_event_bus_isolates_broken_subscribers() -> None:
+    got: list[ev.Event] = []
+
+    def broken(event: ev.Event) -> None:
+        raise ValueError("boom")
+
+    bus = ev.EventBus([broken, got.append])
+    unsubscribe = bus.subscribe(lambda e: got.append(e))
+    bus.emit(ev.STEP_STARTED, step=1)
+    assert [e.kind for e in got] == [ev.STEP_STARTED, ev.STEP_STARTED]
+    unsubscribe()
+    bus.emit(ev.DONE, status="done")
+    assert len(got) == 3 and got[-1].data == {"status": "done"}
