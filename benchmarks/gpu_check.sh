@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check for `modelwright serve`: vLLM serving a small random-initialised Qwen3-VL
-# (the real architecture, ~0.2 B parameters, built locally: nothing is downloaded), chat
+# (the real architecture, ~0.13 B parameters, built locally: nothing is downloaded), chat
 # requests with the full tool list and an image, a LoRA adapter served at startup and one
 # hot-loaded, then tokens/s for one stream and for a concurrent batch.
 #
