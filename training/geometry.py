@@ -250,6 +250,34 @@ def solid_volume(shape: Any) -> float:
     return float(sum(s.Volume() for s in shape.Solids()))
 
 
+def tight_bbox(shape: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The exact bounding box (OCCT's default box is padded by tolerances and meshes)."""
+    from OCP.Bnd import Bnd_Box
+    from OCP.BRepBndLib import BRepBndLib
+
+    box = Bnd_Box()
+    BRepBndLib.AddOptimal_s(shape.wrapped, box, False, False)
+    xmin, ymin, zmin, xmax, ymax, zmax = box.Get()
+    return np.array([xmin, ymin, zmin]), np.array([xmax, ymax, zmax])
+
+
+def fixed_solids(shape: Any) -> Any:
+    """The shape's solids after ShapeFix_Solid, as one compound.
+
+    Shelled solids straight from `shell()` can carry a shell orientation that makes OCCT's
+    booleans return faces and no solid; fixing them first makes the booleans dependable.
+    """
+    import cadquery as cq
+    from OCP.ShapeFix import ShapeFix_Solid
+
+    out = []
+    for solid in shape.Solids():
+        fix = ShapeFix_Solid(solid.wrapped)
+        fix.Perform()
+        out.append(cq.Shape.cast(fix.Solid()))
+    return out[0] if len(out) == 1 else cq.Compound.makeCompound(out)
+
+
 def brep_iou(a: Any, b: Any, align_centres: bool = False) -> float:
     """Exact IoU of two CadQuery solids by OCCT booleans: V(a∩b) / (V(a) + V(b) − V(a∩b)).
 
@@ -258,13 +286,19 @@ def brep_iou(a: Any, b: Any, align_centres: bool = False) -> float:
     """
     import cadquery as cq
 
+    a, b = fixed_solids(a), fixed_solids(b)
     if align_centres:
-        ca, cb = a.BoundingBox().center, b.BoundingBox().center
-        b = b.translate(cq.Vector(ca.x - cb.x, ca.y - cb.y, ca.z - cb.z))
+        (alo, ahi), (blo, bhi) = tight_bbox(a), tight_bbox(b)
+        shift = (alo + ahi) / 2 - (blo + bhi) / 2
+        b = b.translate(cq.Vector(*map(float, shift)))
     va, vb = solid_volume(a), solid_volume(b)
     if va <= 0 or vb <= 0:
         return 0.0
     inter = solid_volume(a.intersect(b))
+    if not 0.0 <= inter <= min(va, vb) * (1 + 1e-6):
+        # A degenerate intersection result: take it from the difference instead.
+        inter = max(0.0, va - solid_volume(a.cut(b)))
+    inter = min(inter, va, vb)
     union = va + vb - inter
     return float(inter / union) if union > 0 else 0.0
 

@@ -8,9 +8,11 @@ the rest says, as in cadrille's `10·IoU if valid else −10` (also reported as 
 Ranges:
 - validity       [0, 1]  share of calls that validated and ran
 - geometry       [0, 1]  shape agreement (IoU, or a chamfer score), family-specific
-- constraints    [0, 1]  share of the task's constraints met
+- constraints    [0, 1]  weighted share of the task's constraints met (guards that
+                         only say 'leave this alone' weigh 0.2)
 - completeness   [0, 1]  share of required deliverables that exist and reload
 - efficiency     [0, 1]  1 at or under the oracle's step count, 0 at the budget
+                         (0 for a task that did not succeed)
 - recovery       [0, 1]  1 without errors; after an error: half for never repeating a
                          failing call verbatim, half for succeeding anyway
 - cadrille       [−10, 10] reported only, not weighed: 10·IoU if valid else −10

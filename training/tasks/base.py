@@ -108,6 +108,10 @@ class Task:
     def setup(self, session: Any) -> None:
         """Build the start state: write the task's files, then run its start calls."""
         workspace = Path(session.workspace)
+        # The workspace outlives `session.reset()`: a deliverable left by an earlier attempt
+        # must not count for this one.
+        for d in self.spec.deliverables:
+            (workspace / d["path"]).unlink(missing_ok=True)
         for rel, data in self.spec.files.items():
             if isinstance(data, tuple):
                 from training.tasks.shapes import reference_stl

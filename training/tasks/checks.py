@@ -9,6 +9,7 @@ transforms, materials), `cad_query` facts, and files exported into the session's
 from __future__ import annotations
 
 import math
+import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -272,21 +273,20 @@ def c_mesh_volume(ctx: EvalContext, object: str, value: float, tol_rel: float) -
 def c_part(
     ctx: EvalContext, object: str, size=None, volume=None, tol_rel: float = 0.01
 ) -> Measured:
-    """A valid single-solid CAD part, optionally of a bounding size and volume."""
-    o = ctx.obj(object)
-    if o is None or o.get("source") != "cad":
+    """A valid single-solid CAD part, optionally of a bounding size and volume (exact B-rep)."""
+    from training.geometry import solid_volume, tight_bbox
+
+    solid = ctx.solid(object)
+    if solid is None:
         return False, "no CAD part of that name"
-    r = ctx.session.call("cad_query", {"name": object})
-    if not r.ok:
-        return False, str(r.error)
-    facts = r.output
-    ok = bool(facts.get("valid")) and facts.get("solids") == 1
-    dims = np.asarray(facts["bbox_max"], float) - np.asarray(facts["bbox_min"], float)
+    lo, hi = tight_bbox(solid)
+    dims, vol = hi - lo, solid_volume(solid)
+    ok = bool(solid.isValid()) and len(solid.Solids()) == 1
     if size is not None:
         ok &= bool(np.all(np.abs(dims - np.asarray(size)) <= tol_rel * np.asarray(size) + 1e-6))
     if volume is not None:
-        ok &= abs(float(facts["volume"]) - volume) <= tol_rel * volume
-    return ok, {"size": [round(x, 4) for x in dims], "volume": round(float(facts["volume"]), 4)}
+        ok &= abs(vol - volume) <= tol_rel * volume
+    return ok, {"size": [round(float(x), 4) for x in dims], "volume": round(vol, 4)}
 
 
 def c_holes(ctx: EvalContext, object: str, diameter: float, count: int) -> Measured:
@@ -298,6 +298,17 @@ def c_holes(ctx: EvalContext, object: str, diameter: float, count: int) -> Measu
         return False, "no exact solid"
     n = count_cylinders(solid, diameter / 2)
     return n == count, n
+
+
+def c_topology(ctx: EvalContext, object: str, script: str) -> Measured:
+    """Same number of faces of each surface type as the reference part (every feature there)."""
+    from training.tasks.shapes import build_reference, face_types
+
+    solid = ctx.solid(object)
+    if solid is None:
+        return False, "no exact solid"
+    seen, want = face_types(solid), face_types(build_reference(script))
+    return seen == want, seen
 
 
 CHECKS: dict[str, Callable[..., Measured]] = {
@@ -318,11 +329,12 @@ CHECKS: dict[str, Callable[..., Measured]] = {
     "mesh_volume": c_mesh_volume,
     "part": c_part,
     "holes": c_holes,
+    "topology": c_topology,
 }
 
 
 def check(ctx: EvalContext, constraint: dict[str, Any]) -> Measured:
-    args = {k: v for k, v in constraint.items() if k not in ("kind", "text")}
+    args = {k: v for k, v in constraint.items() if k not in ("kind", "text", "weight")}
     return CHECKS[constraint["kind"]](ctx, **args)
 
 
@@ -331,16 +343,28 @@ def check(ctx: EvalContext, constraint: dict[str, Any]) -> Measured:
 
 def evaluate_task(task: Any, session: Any, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
     ctx = EvalContext(session, calls)
+    try:
+        return _verdict(task, ctx, calls)
+    finally:
+        shutil.rmtree(ctx.workspace / ctx._check_dir, ignore_errors=True)
+
+
+def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
     spec = task.spec
     results = []
     for c in spec.constraints:
         ok, measured = check(ctx, c)
         results.append({"constraint": c, "ok": bool(ok), "measured": measured})
     met = sum(r["ok"] for r in results)
+    weight = [float(r["constraint"].get("weight", 1.0)) for r in results]
+    share = (
+        sum(w for w, r in zip(weight, results, strict=True) if r["ok"]) / sum(weight)
+        if results
+        else 1.0
+    )
     components: dict[str, float] = {
         "validity": rewards.validity(calls),
-        "constraints": met / len(results) if results else 1.0,
-        "efficiency": rewards.efficiency(len(calls), len(spec.oracle), task.budget),
+        "constraints": share,
     }
     details: dict[str, Any] = {"constraints": results, "steps": len(calls)}
     valid_result = bool(ctx.objects)
@@ -366,5 +390,8 @@ def evaluate_task(task: Any, session: Any, calls: list[dict[str, Any]]) -> rewar
         and components.get("completeness", 1.0) == 1.0
     )
     components["recovery"] = rewards.recovery(calls, success)
+    # Efficiency only counts for a solved task: doing nothing is not efficient, just idle.
+    eff = rewards.efficiency(len(calls), len(spec.oracle), task.budget)
+    components["efficiency"] = eff if success else 0.0
     details["errors"] = sum(1 for c in calls if not c.get("ok"))
     return rewards.combine(components, task.weights, valid_result, success, details)

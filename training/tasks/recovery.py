@@ -34,7 +34,7 @@ def _naming(rng: random.Random, level: int) -> TaskSpec:
     ]
     texts, constraints = [], []
     for it in items[n_edit:]:
-        constraints += placed(it, kind_check=False)
+        constraints += placed(it, kind_check=False, guard=True)
     for it in edited:
         new = {
             **it,

@@ -69,8 +69,17 @@ def add_call(it: dict[str, Any]) -> dict[str, Any]:
     return call("add_primitive", **args)
 
 
-def placed(it: dict[str, Any], kind_check: bool = True) -> list[dict[str, Any]]:
-    """Constraints that an object is where and what `it` says."""
+GUARD_WEIGHT = 0.2
+
+
+def placed(
+    it: dict[str, Any], kind_check: bool = True, guard: bool = False
+) -> list[dict[str, Any]]:
+    """Constraints that an object is where and what `it` says.
+
+    A guard (an object the task leaves alone) weighs little in the constraints component:
+    leaving it untouched must not earn as much as doing the task, breaking it must still fail.
+    """
     out = [
         {"kind": "position", "object": it["name"], "value": it["location"], "tol": POS_TOL},
         {"kind": "size", "object": it["name"], "value": it["dimensions"], "tol_rel": SIZE_TOL},
@@ -161,7 +170,7 @@ def scene_editing(level: int, rng: random.Random) -> TaskSpec:
     texts, oracle, constraints, finals = [], [], [], []
     for i, it in enumerate(items):
         if i not in edited:
-            constraints += placed(it, kind_check=False)
+            constraints += placed(it, kind_check=False, guard=True)
             finals.append(it)
             continue
         op = ops[len(texts) % 4] if level == 3 else rng.choice(ops)
@@ -212,7 +221,7 @@ def materials(level: int, rng: random.Random) -> TaskSpec:
             }
         )
     for it in items:
-        constraints += placed(it, kind_check=False)
+        constraints += placed(it, kind_check=False, guard=True)
     prompt = rng.choice(("Paint the scene: ", "Set materials: ", "")) + "; ".join(texts) + "."
     return TaskSpec(
         prompt=prompt[0].upper() + prompt[1:],
@@ -235,9 +244,13 @@ def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
         f"has 1 m cells). It holds {n} object(s), all resting on the ground: {kinds}. "
         f"Read their positions from the image."
     )
-    constraints = [{"kind": "count", "equal": n}] + [
-        {"kind": "exists", "object": it["name"]} for it in items
-    ]
+    # Positions read off a render with a 1 m grid: judged to 0.15 m, sizes as stated.
+    constraints = [{"kind": "count", "equal": n}]
+    for it in items:
+        constraints += [
+            {"kind": "position", "object": it["name"], "value": it["location"], "tol": 0.15},
+            {"kind": "size", "object": it["name"], "value": it["dimensions"], "tol_rel": SIZE_TOL},
+        ]
     return TaskSpec(
         prompt=prompt,
         parameters={"objects": items},

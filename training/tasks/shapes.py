@@ -59,13 +59,27 @@ def count_cylinders(solid: Any, radius: float, tol_rel: float = 0.01) -> int:
     return len(axes)
 
 
+def face_types(solid: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for face in solid.Faces():
+        counts[face.geomType()] = counts.get(face.geomType(), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+@functools.lru_cache(maxsize=64)
+def _reference_mesh(script: str) -> Any:
+    return geometry.mesh_from_solid(build_reference(script), 2e-3, 0.3)
+
+
 def _part_score(ctx: Any, name: str, script: str) -> dict[str, Any]:
     solid = ctx.solid(name)
     if solid is None:
         return {"name": name, "valid": False, "iou": 0.0}
     ref = build_reference(script)
     iou = geometry.brep_iou(ref, solid, align_centres=True)
-    cd = geometry.chamfer_distance(geometry.mesh_from_solid(ref), geometry.mesh_from_solid(solid))
+    cd = geometry.chamfer_distance(
+        _reference_mesh(script), geometry.mesh_from_solid(solid, 2e-3, 0.3)
+    )
     return {"name": name, "valid": True, "iou": round(iou, 6), "chamfer_x1e3": round(cd, 4)}
 
 
