@@ -1,0 +1,32 @@
+# Modelwright: `make run` starts the studio, `make test` passes the suite. Both set up first.
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup run test bench stress lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	@bash scripts/setup.sh
+
+run: $(STAMP)
+	@bash scripts/run.sh
+
+test: $(STAMP)
+	@$(BIN)/lint-imports --no-cache pyproject.toml
+	@$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	@for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+stress: $(STAMP)
+	@$(BIN)/modelwright tools stress --calls 10000
+
+lint: $(STAMP)
+	@$(BIN)/ruff check studio agents tools training tests benchmarks
+	@$(BIN)/lint-imports --no-cache pyproject.toml
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

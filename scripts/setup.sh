@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Sets up everything `make run` and `make test` need: system packages (bubblewrap for the
+# worker jail, Xvfb and the xcb libraries for a real window), Python 3.13 and the venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv
+
+say() { printf '[setup] %s\n' "$*"; }
+
+# 1. System packages, where we may install them (root + apt). Elsewhere: say what is missing.
+SYS_PKGS="bubblewrap xvfb libegl1 libgl1 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-render-util0 libxcb-xinerama0 libxcb-xkb1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-shape0 libxcb-randr0"
+missing=""
+if command -v dpkg-query >/dev/null 2>&1; then
+  for p in $SYS_PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  done
+fi
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing system packages:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null 2>&1 || true
+    apt-get install -y -qq $missing >/dev/null
+  else
+    say "WARNING: missing system packages:$missing (install them with your package manager;"
+    say "         without bubblewrap workers run with a weaker jail, without xvfb the real-window test cannot run)"
+  fi
+fi
+
+# 2. Python 3.13 (bpy 5.2 requires exactly 3.13).
+find_python() {
+  if [ -n "${PYTHON:-}" ]; then echo "$PYTHON"; return; fi
+  if command -v pyenv >/dev/null 2>&1; then
+    p=$(pyenv which python 2>/dev/null || true)
+    if [ -n "$p" ] && "$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then echo "$p"; return; fi
+  fi
+  for p in python3.13 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13*/bin/python3.13 /usr/local/bin/python3.13 /usr/bin/python3.13; do
+    if command -v "$p" >/dev/null 2>&1 || [ -x "$p" ]; then echo "$p"; return; fi
+  done
+  if command -v uv >/dev/null 2>&1; then uv python find 3.13 2>/dev/null && return; fi
+}
+PY=$(find_python || true)
+if [ -z "$PY" ]; then
+  echo "Python 3.13 is required (Blender 5.2's bpy wheel needs exactly 3.13)." >&2
+  echo "Install it with 'pyenv install 3.13' or 'uv python install 3.13', or set PYTHON=/path/to/python3.13." >&2
+  exit 1
+fi
+
+# 3. The venv with the project and its dev extras.
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then
+  say "creating $VENV with $PY"
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+fi
+say "installing modelwright[dev] into $VENV (first time: a few minutes, ~9 GB with torch)"
+start=$(date +%s)
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -U pip >/dev/null
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
+say "done in $(( $(date +%s) - start )) s"
+touch "$VENV/.installed"
