@@ -264,6 +264,7 @@ def test_serve_waits_for_health_prints_endpoint_and_ctrl_c_stops_the_group(stand
     env = {**os.environ, "STANDIN_REPORT": str(standin["report"]), "STANDIN_DELAY": "1.5"}
     cmd = [sys.executable, "-m", "studio.cli", "serve", "--model", "Qwen/Qwen3-VL-8B-Instruct"]
     cmd += ["--port", str(port), "--vllm-bin", " ".join(standin["launcher"])]
+    cmd += ["--health-timeout", "60"]  # a stand-in that never gets healthy fails, not hangs
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
