@@ -37,6 +37,12 @@ def writer_identity() -> dict:
 
 
 def _process_start(pid: int) -> float | None:
+    """Process start in clock ticks since boot (Linux), else psutil's create time."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return float(f.read().rsplit(b")", 1)[1].split()[19])
+    except OSError:
+        pass
     try:
         import psutil
 
@@ -101,4 +107,4 @@ def _pid_alive(writer: dict) -> bool:  # pragma: no cover - Windows
     if not pid:
         return False
     now = _process_start(int(pid))
-    return now is not None and (start is None or abs(now - start) < 1.0)
+    return now is not None and (start is None or now == start)

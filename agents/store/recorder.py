@@ -171,7 +171,7 @@ class Recorder:
                 final_message=final_message,
             )
             self._release()
-        return self._store.episode(self.episode_id)
+        return self._store._read_episode(self.episode_id)
 
     def abort(self, reason: str = "") -> None:
         """Close the episode as `interrupted` (an exception, a user stop without outcome)."""

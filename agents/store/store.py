@@ -21,7 +21,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from agents.store.atomic import atomic_write_bytes, is_temp_name, sweep_temp_files
+from agents.store.atomic import (
+    TEMP_MARK,
+    atomic_write_bytes,
+    fsync_dir,
+    is_temp_name,
+    sweep_temp_files,
+)
 from agents.store.errors import AmbiguousEpisodeId, EpisodeBusy, EpisodeNotFound, StoreError
 from agents.store.frames import check_png, read_frame, sha256
 from agents.store.lease import Lease, holder_alive, try_take, writer_identity
@@ -89,6 +95,8 @@ class Store:
         self._lock = threading.RLock()
         self._conn = connect(self.index_path)
         migrate(self._conn)
+        if create:
+            self.remove_orphan_folders()
 
     # ---- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
@@ -141,10 +149,18 @@ class Store:
             raise StoreError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
         if initial_frame is not None:
             check_png(initial_frame, "initial frame")
+        versions = software_versions()  # before anything touches the disk (first call ~50 ms)
         episode_id = new_episode_id()
         folder = self.episode_dir(episode_id)
-        (folder / FRAMES).mkdir(parents=True)
-        lease = Lease(folder)  # held before the row exists: a visible 'running' row is live
+        # The folder gets its real name only once its lease is held, so a folder under an
+        # episode id always has a live writer or a dead one (never one not yet locked), and
+        # the lease is held before the row exists: a visible 'running' row is live.
+        hidden = self.episodes_dir / f"{TEMP_MARK}{episode_id}"
+        (hidden / FRAMES).mkdir(parents=True)
+        lease = Lease(hidden)
+        os.rename(hidden, folder)
+        lease.path = folder / lease.path.name
+        fsync_dir(self.episodes_dir)
         try:
             frame_rel = frame_sha = None
             if initial_frame is not None:
@@ -181,7 +197,7 @@ class Store:
                         frame_sha,
                         dumps(list(setup or [])),
                         initial_scene_hash,
-                        dumps(software_versions()),
+                        dumps(versions),
                         dumps(list(tags)),
                         notes,
                         dumps(writer_identity()),
@@ -288,6 +304,9 @@ class Store:
             if lease is None:
                 continue
             try:
+                # Sweep first, mark second: a reaper killed in between leaves the episode
+                # 'running' with a free lease, so the next reader redoes both.
+                self._sweep_episode(row["id"])
                 with self._write() as db:
                     changed = db.execute(
                         "UPDATE episodes SET status = 'interrupted' "
@@ -295,7 +314,6 @@ class Store:
                         (row["id"],),
                     ).rowcount
                 if changed:
-                    self._sweep_episode(row["id"])
                     reaped.append(row["id"])
             finally:
                 lease.release()
@@ -345,7 +363,9 @@ class Store:
 
     def episode(self, episode_id: str) -> Episode:
         self.reap()
-        full = self.resolve(episode_id)
+        return self._read_episode(self.resolve(episode_id))
+
+    def _read_episode(self, full: str) -> Episode:
         with self._lock:
             row = self._conn.execute("SELECT * FROM episodes WHERE id = ?", (full,)).fetchone()
         return Episode.from_row(row)
@@ -419,14 +439,23 @@ class Store:
         return full
 
     def orphan_folders(self) -> list[Path]:
-        """Episode folders without a row (a writer killed before its first commit)."""
+        """Folders no episode row owns and no live writer holds: a writer killed before its
+        episode's first commit, or a delete killed half-way. Hidden folders still being set
+        up are left alone for a minute (their lease may not be taken yet)."""
         with self._lock:
             known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
-        return [
-            p
-            for p in self.episodes_dir.iterdir()
-            if p.is_dir()
-            and p.name not in known
-            and not is_temp_name(p.name)
-            and not holder_alive(p, {})
-        ]
+        out = []
+        for p in self.episodes_dir.iterdir():
+            if not p.is_dir() or p.name in known:
+                continue
+            if is_temp_name(p.name) and time.time() - p.stat().st_mtime < 60:
+                continue
+            if not holder_alive(p, {}):
+                out.append(p)
+        return out
+
+    def remove_orphan_folders(self) -> int:
+        orphans = self.orphan_folders()
+        for p in orphans:
+            shutil.rmtree(p, ignore_errors=True)
+        return len(orphans)
