@@ -154,6 +154,7 @@ def booleans(level: int, rng: random.Random) -> TaskSpec:
     items = [{**block, "op": "add"}] + [{**d, "op": "cut"} for d in drills]
     size = [a, b, c]
     start, oracle = [], []
+    filled: list[list[float]] = []
     if level == 1:
         start = [add_call(block), add_call(drills[0])]
         prompt = "Cut the cylinder 'Drill1' out of the box 'Block' with a boolean difference."
@@ -182,6 +183,7 @@ def booleans(level: int, rng: random.Random) -> TaskSpec:
             f"at ({x:g}, {y + b / 4:g}) into 'Block' with a boolean union."
         )
         volume += polygon_area(db / 2) * hb
+        filled.append([x, round(y + b / 4, 4), c + hb / 2])
         items.append({**boss, "op": "add"})
         size = [a, b, round(c + hb, 4)]
     constraints = [
@@ -189,6 +191,14 @@ def booleans(level: int, rng: random.Random) -> TaskSpec:
         {"kind": "size", "object": "Block", "value": size, "tol_rel": 0.02},
         {"kind": "mesh_volume", "object": "Block", "value": round(volume, 5), "tol_rel": 0.005},
     ] + [{"kind": "absent", "object": d["name"]} for d in drills]
+    constraints.append(
+        {
+            "kind": "occupancy",
+            "object": "Block",
+            "empty": [[d["location"][0], d["location"][1], c / 2] for d in drills],
+            "filled": filled,
+        }
+    )
     return TaskSpec(
         prompt=prompt,
         parameters={"block": block, "holes": drills, "expected_volume": volume},
@@ -196,5 +206,5 @@ def booleans(level: int, rng: random.Random) -> TaskSpec:
         constraints=constraints,
         start=start,
         geometry={"kind": "scene", "items": items, "objects": ["Block"]},
-        geometry_min=0.85,
+        geometry_min=0.95,
     )

@@ -270,6 +270,23 @@ def c_mesh_volume(ctx: EvalContext, object: str, value: float, tol_rel: float) -
     return abs(v - value) <= tol_rel * value, round(v, 5)
 
 
+def c_occupancy(ctx: EvalContext, object: str, empty=(), filled=()) -> Measured:
+    """Points that must lie outside (a hole's axis) or inside (a boss) the object's mesh."""
+    from training.geometry import voxel_occupancy
+
+    mesh = ctx.meshes().get(object)
+    if mesh is None:
+        return _missing(object)
+
+    def inside(p) -> bool:
+        # A one-voxel grid centred on the point: its winding number decides inside/outside.
+        p = np.asarray(p, float)
+        return bool(voxel_occupancy(mesh, p - 1e-3, p + 1e-3, 1)[0, 0, 0])
+
+    wrong = [p for p in empty if inside(p)] + [p for p in filled if not inside(p)]
+    return not wrong, {"wrong": wrong}
+
+
 def c_part(
     ctx: EvalContext, object: str, size=None, volume=None, tol_rel: float = 0.01
 ) -> Measured:
@@ -327,6 +344,7 @@ CHECKS: dict[str, Callable[..., Measured]] = {
     "evenly_spaced": c_evenly_spaced,
     "symmetric": c_symmetric,
     "mesh_volume": c_mesh_volume,
+    "occupancy": c_occupancy,
     "part": c_part,
     "holes": c_holes,
     "topology": c_topology,
