@@ -230,7 +230,8 @@ class WorkerPool:
         try:
             w = self.spawn()
         except ToolError as e:
-            log.error("could not warm a worker: %s", e)
+            if not self._closed:  # a pool closed at exit races its own warm-up: not an error
+                log.error("could not warm a worker: %s", e)
             w = None
         with self._lock:
             self._warming -= 1

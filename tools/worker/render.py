@@ -64,11 +64,8 @@ class Renderer:
 
     def render_views(self, names: list[str], size: int) -> list[Image.Image]:
         lo, hi = scene_bounds()
-        helpers = self._add_helpers(lo, hi)
-        try:
-            return [self._render_view(n, lo, hi, size) for n in names]
-        finally:
-            self._remove(helpers)
+        self._ensure_helpers(lo, hi)
+        return [self._render_view(n, lo, hi, size) for n in names]
 
     # -- internals ------------------------------------------------------------------------------------
     def _setup(self, size: int) -> None:
@@ -77,7 +74,7 @@ class Renderer:
         sc.render.resolution_x = sc.render.resolution_y = size
         sc.render.resolution_percentage = 100
         sc.render.film_transparent = False
-        sc.render.image_settings.file_format = "PNG"
+        sc.render.image_settings.file_format = "BMP"  # uncompressed: cheapest to write and read back
         sc.display.render_aa = "FXAA"
         sh = sc.display.shading
         sh.light = "STUDIO"
@@ -100,7 +97,7 @@ class Renderer:
 
     def _shoot(self, size: int) -> Image.Image:
         self._setup(size)
-        path = os.path.join(self.out_dir, "view.png")
+        path = os.path.join(self.out_dir, "view.bmp")
         bpy.context.scene.render.filepath = path
         safety.run_operator("render.render", write_still=True)
         with Image.open(path) as im:
@@ -135,21 +132,28 @@ class Renderer:
 
     def _render_user(self, location, target, lens, size) -> Image.Image:
         lo, hi = scene_bounds()
+        self._ensure_helpers(lo, hi)
+        cam = self._camera()
+        cam.data.type = "PERSP"
+        cam.data.lens, cam.data.sensor_width = lens, 36.0
+        cam.location = location
+        d = Vector(target) - Vector(location)
+        if d.length < 1e-9:
+            d = Vector((0, 0, -1))
+        cam.rotation_euler = d.to_track_quat("-Z", "Y" if abs(d.normalized().z) < 0.999 else "X").to_euler()
+        reach = (Vector(location) - (lo + hi) / 2).length + (hi - lo).length * 2 + 10
+        cam.data.clip_start, cam.data.clip_end = 1e-3 * reach, reach
+        return self._shoot(size)
+
+    def _ensure_helpers(self, lo: Vector, hi: Vector) -> None:
+        """Grid and axes sized to the scene; rebuilt only when the scene's bounds change."""
+        key = ",".join(f"{v:.6g}" for v in (*lo, *hi))
+        grid = bpy.data.objects.get("_mw_grid")
+        if grid is not None and grid.get("mw_key") == key:
+            return
+        self._remove([o for o in bpy.data.objects if o.get("mw_helper") and o.type == "MESH"])
         helpers = self._add_helpers(lo, hi)
-        try:
-            cam = self._camera()
-            cam.data.type = "PERSP"
-            cam.data.lens, cam.data.sensor_width = lens, 36.0
-            cam.location = location
-            d = Vector(target) - Vector(location)
-            if d.length < 1e-9:
-                d = Vector((0, 0, -1))
-            cam.rotation_euler = d.to_track_quat("-Z", "Y" if abs(d.normalized().z) < 0.999 else "X").to_euler()
-            reach = (Vector(location) - (lo + hi) / 2).length + (hi - lo).length * 2 + 10
-            cam.data.clip_start, cam.data.clip_end = 1e-3 * reach, reach
-            return self._shoot(size)
-        finally:
-            self._remove(helpers)
+        helpers[0]["mw_key"] = key
 
     def _add_helpers(self, lo: Vector, hi: Vector) -> list:
         extent = max(hi.x - lo.x, hi.y - lo.y, 1e-3) * 1.6
@@ -214,5 +218,5 @@ def montage(images: list[Image.Image], labels: list[str]) -> Image.Image:
 
 def _png(im: Image.Image) -> bytes:
     buf = io.BytesIO()
-    im.save(buf, format="PNG", optimize=False, compress_level=6)
+    im.save(buf, format="PNG", optimize=False, compress_level=1)
     return buf.getvalue()

@@ -1,0 +1,97 @@
+"""Tool runtime benchmark: warm workers against a cold process per step, in the same run.
+
+(a) a mutating call + one 256x256 view, warm vs a fresh process (import bpy, same op, same render)
+(b) cadquery_script warm vs a subprocess per script
+(c) snapshot + restore of a 20-object scene
+(d) worker RSS after 200 sessions vs after the first
+
+Run: .venv/bin/python benchmarks/tools.py   (or `make bench`)
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+from tools import WorkerPool
+
+COLD_BLENDER = r"""
+import bpy, bmesh
+bpy.ops.wm.read_factory_settings(use_empty=True)
+sc = bpy.context.scene
+me = bpy.data.meshes.new("A"); bm = bmesh.new(); bmesh.ops.create_cube(bm, size=1); bm.to_mesh(me); bm.free()
+ob = bpy.data.objects.new("A", me); sc.collection.objects.link(ob); ob.location = (0.3, 0, 0)
+cam = bpy.data.objects.new("cam", bpy.data.cameras.new("cam")); sc.collection.objects.link(cam); sc.camera = cam
+cam.location = (3, -3, 2.4); cam.rotation_euler = (1.05, 0, 0.785)
+sc.render.engine = "BLENDER_WORKBENCH"; sc.render.resolution_x = sc.render.resolution_y = 256
+sc.render.filepath = "/tmp/mw_bench_cold.png"; bpy.ops.render.render(write_still=True)
+"""
+SCRIPT = """import cadquery as cq
+result = (cq.Workplane("XY").box(40, 30, 5).faces(">Z").workplane()
+          .rect(30, 20, forConstruction=True).vertices().hole(4).edges("|Z").fillet(2))"""
+COLD_CQ = "import cadquery as cq\nexec(compile(%r, 's', 'exec'))\n" % SCRIPT
+
+
+def timed(fn, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def cold(code: str) -> None:
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def main() -> None:
+    pool = WorkerPool(size=1, max_sessions=10_000)
+    s = pool.session()
+    s.render(views=["iso"], size=256)  # first render compiles shaders: not a steady-state cost
+    i = iter(range(10**6))
+
+    def warm_step():
+        r = s.call("transform", {"name": "A", "location": [next(i) * 1e-3, 0, 0]})
+        assert r.ok, r.error
+        assert s.render(views=["iso"], size=256).ok
+
+    assert s.call("add_primitive", {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}).ok
+    warm_a = statistics.median(timed(warm_step, 20))
+    cold_a = statistics.median(timed(lambda: cold(COLD_BLENDER), 3))
+    print(f"(a) mutating call + 256² view: warm {warm_a * 1e3:7.1f} ms | cold process {cold_a * 1e3:7.1f} ms "
+          f"| speed-up {cold_a / warm_a:5.1f}x (target >= 20x)")
+
+    warm_b = statistics.median(timed(lambda: s.call("cadquery_script", {"code": SCRIPT, "name": "P"}), 20))
+    cold_b = statistics.median(timed(lambda: cold(COLD_CQ), 3))
+    print(f"(b) cadquery_script:           warm {warm_b * 1e3:7.1f} ms | subprocess   {cold_b * 1e3:7.1f} ms "
+          f"| speed-up {cold_b / warm_b:5.1f}x (target >= 30x)")
+
+    s.reset()
+    for k in range(15):
+        s.call("add_primitive", {"kind": "cube", "name": f"m{k}", "dimensions": [1, 1, 1], "location": [k, 0, 0]})
+    for k in range(5):
+        s.call("cad_box", {"name": f"c{k}", "length": 2, "width": 2, "height": 2})
+    snap = timed(lambda: s.call("snapshot", {"name": "b"}), 10)
+    rest = timed(lambda: s.call("restore", {"name": "b"}), 10)
+    print(f"(c) snapshot {statistics.median(snap) * 1e3:.1f} ms + restore {statistics.median(rest) * 1e3:.1f} ms "
+          "(20 objects, 5 CAD parts)")
+    s.close()
+
+    rss = []
+    for n in range(200):
+        with pool.session() as t:
+            t.call("add_primitive", {"kind": "uv_sphere", "name": "S", "dimensions": [1, 1, 1]})
+            t.call("cadquery_script", {"code": SCRIPT, "name": "P"})
+            t.render(views=["iso"], size=128)
+            if n in (0, 199):
+                rss.append(t.status()["rss_mb"])
+    print(f"(d) worker RSS after session 1: {rss[0]:.0f} MB, after 200: {rss[1]:.0f} MB "
+          f"(ratio {rss[1] / rss[0]:.2f}; the pool recycles past {pool.max_rss_mb:.0f} MB)")
+    pool.close()
+
+
+if __name__ == "__main__":
+    main()
