@@ -54,6 +54,8 @@ REWARD_WEIGHTS: dict[str, dict[str, float]] = {
         "validity": 0.1,
         "efficiency": 0.1,
     },
+    # External benchmark cases (training/benchmarks_ext.py): geometry against their mesh.
+    "benchmark": {"geometry": 0.8, "validity": 0.1, "efficiency": 0.05, "recovery": 0.05},
 }
 
 
@@ -61,6 +63,8 @@ def split_of(family: str, seed: int) -> str:
     """The split a task belongs to (the held-out family is always `test`)."""
     if family == HELD_OUT_FAMILY:
         return "test"
+    if family == "benchmark":
+        return "benchmark"
     for name, seeds in SPLITS.items():
         if seed in seeds:
             return name

@@ -101,6 +101,10 @@ def evaluate_geometry(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
         iou = float(np.mean([p["iou"] for p in parts]))
         valid = any(p["valid"] for p in parts)
         return {"score": round(iou, 6), "iou": round(iou, 6), "valid": valid, "parts": parts}
+    if kind == "mesh_file":
+        from training.benchmarks_ext import score_mesh_file
+
+        return score_mesh_file(ctx, spec)
     raise ValueError(f"unknown geometry spec kind {kind!r}")
 
 

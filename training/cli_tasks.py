@@ -1,0 +1,188 @@
+"""`modelwright tasks list|show|try` and `modelwright score A B`.
+
+Module-level imports stay light: the task suite, tool runtime and CadQuery load inside the
+commands that need them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+tasks_app = typer.Typer(
+    help="The task suite: list families, show a task, try calls on it.", no_args_is_help=True
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(tasks_app, name="tasks")
+    app.command("score")(score)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _jsonable(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def _print(data: Any, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(_jsonable(data), indent=2))
+    else:
+        for key, value in _jsonable(data).items():
+            shown = (
+                value
+                if isinstance(value, str | int | float | bool) or value is None
+                else json.dumps(value)
+            )
+            typer.echo(f"{key}: {shown}")
+
+
+@tasks_app.command("list")
+def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Every task family: name, levels, description, split."""
+    from training.tasks import list_families
+
+    families = list_families()
+    if as_json:
+        typer.echo(json.dumps(families, indent=2))
+        return
+    for f in families:
+        levels = ",".join(map(str, f["levels"]))
+        typer.echo(f"{f['family']:<22} levels {levels:<6} {f['split']:<22} {f['description']}")
+
+
+@tasks_app.command("show")
+def show(
+    task_id: str = typer.Argument(..., help="family:level:seed, e.g. cad_parts:2:7"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    image: Path | None = typer.Option(
+        None, "--image", help="Also write the target image (PNG) here."
+    ),
+    no_image: bool = typer.Option(False, "--no-image", help="Skip rendering the target image."),
+) -> None:
+    """A task's prompt, parameters, oracle plan, constraints, budget and target image (if any)."""
+    from training.tasks import TaskError, get_task
+
+    try:
+        task = get_task(task_id)
+    except TaskError as exc:
+        _fail(str(exc))
+    view = task.describe()
+    if task.spec.has_target_image and not no_image:
+        png = task.target_image  # renders once in a fresh worker
+        view["target_image"] = base64.b64encode(png).decode() if png else None
+        if image is not None and png:
+            image.write_bytes(png)
+    _print(view, as_json)
+
+
+def _load_calls(path: Path) -> list[dict[str, Any]]:
+    from tools.cli import read_sequence
+
+    try:
+        return read_sequence(path)
+    except typer.BadParameter as exc:
+        _fail(str(exc))
+    return []
+
+
+@tasks_app.command("try")
+def try_cmd(
+    target: str = typer.Argument(..., help="Task id, or with --benchmark the case name."),
+    oracle: bool = typer.Option(False, "--oracle", help="Run the task's oracle plan."),
+    calls: Path | None = typer.Option(
+        None, "--calls", help="JSONL of {tool, args} (the `tools run` format)."
+    ),
+    none: bool = typer.Option(False, "--none", help="Run no calls (checks the start state)."),
+    benchmark: Path | None = typer.Option(
+        None, "--benchmark", help="An external benchmark folder."
+    ),
+    reference: bool = typer.Option(
+        False, "--reference", help="With --benchmark: run the case's .py."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="Folder for calls.jsonl, scene.json, reward.json, final.png."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    deadline: float = typer.Option(60.0, help="Per-call deadline in seconds."),
+) -> None:
+    """Set up the start state in a fresh session, run the calls, check, print the reward."""
+    from training.tasks import TaskError, get_task
+
+    if sum([oracle, calls is not None, none, reference]) != 1:
+        _fail("choose exactly one of --oracle, --calls FILE, --none, --reference")
+    try:
+        if benchmark is not None:
+            from training.benchmarks_ext import load_benchmark
+
+            task = load_benchmark(benchmark).case(target).task()
+            if oracle:
+                _fail("--oracle is for generated tasks; use --reference for a benchmark case")
+            if reference and not task.oracle:
+                _fail(f"case {target!r} has no reference .py")
+        else:
+            if reference:
+                _fail("--reference needs --benchmark DIR")
+            task = get_task(target)
+    except TaskError as exc:
+        _fail(str(exc))
+    steps = task.oracle if (oracle or reference) else _load_calls(calls) if calls else []
+
+    from tools.session import ToolSession
+    from tools.supervisor import WorkerPool
+    from training.tasks.runner import attempt
+
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    pool = WorkerPool(size=0, prewarm=False)
+    try:
+        with ToolSession(pool=pool, workspace=out, deadline_s=deadline) as session:
+            result = attempt(task, session, steps)
+            summary = result.summary()
+            if out is not None:
+                with open(out / "calls.jsonl", "w") as f:
+                    for c in result.calls:
+                        f.write(json.dumps(c) + "\n")
+                (out / "scene.json").write_text(json.dumps(session.scene(), indent=2))
+                (out / "reward.json").write_text(json.dumps(_jsonable(summary), indent=2))
+                final = session.render()
+                if final.ok and final.images:
+                    (out / "final.png").write_bytes(final.images[0])
+    finally:
+        pool.close()
+    if not as_json:
+        summary = {k: v for k, v in summary.items() if k != "details"}
+    _print(summary, as_json)
+
+
+def score(
+    a: Path = typer.Argument(..., help="Reference shape (.stl/.obj/.glb/.step)."),
+    b: Path = typer.Argument(..., help="Candidate shape (.stl/.obj/.glb/.step)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Compare two shape files with every geometry metric (normalised chamfer x10^3, IoUs)."""
+    from training.geometry import ShapeLoadError, compare_files
+
+    try:
+        result = compare_files(a, b)
+    except ShapeLoadError as exc:
+        _fail(str(exc))
+    _print({"a": str(a), "b": str(b), **result.to_dict()}, as_json)
