@@ -31,6 +31,9 @@ class HFPolicyConfig:
     seed: int | None = None
     device: str = "auto"  # "auto": cuda when available, else cpu
     dtype: str = "auto"  # "auto" | "float32" | "bfloat16" | "float16"
+    # Show the model only these tools (in the loop's order). Small models on a CPU cannot
+    # afford the whole catalogue's schemas in every prompt; training renders the same subset.
+    tools: list[str] | None = None
 
 
 class HFPolicy:
@@ -59,6 +62,7 @@ class HFPolicy:
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
         import torch
 
+        tools = shown_tools(tools, self.config.tools)
         inputs = encode_prompt(self.processor, messages, tools, device=self.model.device)
         prompt_len = int(inputs["input_ids"].shape[1])
         sample = bool(self.config.temperature)
@@ -101,7 +105,16 @@ class HFPolicy:
         self, messages: list[dict], tools: list[dict], completion: str
     ) -> tuple[list[int], list[float]]:
         """Token ids and log-probs of `completion` as the next assistant turn after `messages`."""
+        tools = shown_tools(tools, self.config.tools)
         return completion_logprobs(self.model, self.processor, messages, tools, completion)
+
+
+def shown_tools(tools: list[dict], names: list[str] | None) -> list[dict]:
+    """The tools a model is shown: all, or those named in `names`, in the given order."""
+    if names is None:
+        return tools
+    keep = set(names)
+    return [t for t in tools if t.get("function", t).get("name") in keep]
 
 
 # --- rendering shared with training ----------------------------------------------------------

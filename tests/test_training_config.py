@@ -1,0 +1,101 @@
+"""Training configs: every shipped YAML parses, bad ones name the field, launch lines render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from training.launch import render, train_command, vllm_server_command
+from training.train_config import ConfigError, load_config
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_parse(path):
+    cfg = load_config(path)
+    assert cfg.kind in ("sft", "grpo", "pipeline")
+    assert cfg.name == path.stem
+
+
+def _write(tmp_path, text: str) -> Path:
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    return p
+
+
+BASE = "kind: grpo\nmodel: {path: /m}\ngrpo:\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (BASE + "  num_generations: 1\n", "grpo.num_generations"),
+        (BASE + "  learning_rate: fast\n", "grpo.learning_rate"),
+        (BASE + "  loss_typ: dapo\n", "grpo.loss_typ"),
+        (BASE + "  loss_type: ppo\n", "grpo.loss_type"),
+        (BASE + "  tasks: {levels: one}\n", "grpo.tasks.levels"),
+        ("kind: grpo\nmodel: {path: /m}\nlora: {r: 0}\ngrpo: {}\n", "lora.r"),
+        (
+            "kind: sft\nmodel: {path: /m}\nsft: {data: [a.parquet], max_steps: -3}\n",
+            "sft.max_steps",
+        ),
+        ("kind: sft\nmodel: {}\nsft: {data: [a.parquet]}\n", "model"),
+        ("kind: dpo\nmodel: {path: /m}\n", "kind"),
+    ],
+)
+def test_a_bad_config_names_the_field(tmp_path, body, field):
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, body))
+    assert f"{field}:" in str(err.value), str(err.value)
+    assert "bad.yaml" in str(err.value)
+
+
+def test_group_size_must_divide_the_batch(tmp_path):
+    body = BASE + "  per_device_train_batch_size: 6\n  num_generations: 4\n"
+    with pytest.raises(ConfigError, match="multiple of num_generations"):
+        load_config(_write(tmp_path, body))
+
+
+def test_gpu_grpo_config_renders_vllm_server_and_accelerate_lines():
+    cfg = load_config(CONFIGS / "grpo-qwen3-vl-8b-vllm.yaml")
+    server = render(vllm_server_command(cfg, tensor_parallel=1, gpus="7"))
+    assert server.startswith(
+        "env CUDA_VISIBLE_DEVICES=7 trl vllm-serve --model Qwen/Qwen3-VL-8B-Instruct"
+    )
+    assert "--port 8000" in server and "--dtype bfloat16" in server
+    train = render(train_command(cfg, "configs/grpo-qwen3-vl-8b-vllm.yaml"))
+    assert train.startswith("accelerate launch --config_file configs/accelerate/fsdp-8gpu.yaml")
+    assert "--num_processes 7" in train and train.endswith(
+        "-m studio.cli train grpo --config configs/grpo-qwen3-vl-8b-vllm.yaml --resume"
+    )
+    from training.grpo import grpo_args
+
+    args = grpo_args(cfg.grpo, cfg.run, Path("/tmp/unused-run"), use_cpu=True)
+    assert (args.use_vllm, args.vllm_mode, args.num_generations) == (True, "server", 8)
+    assert (args.loss_type, args.epsilon_high, args.max_tool_calling_iterations) == (
+        "dapo",
+        0.28,
+        12,
+    )
+    assert (CONFIGS.parent / cfg.accelerate.config_file).is_file()
+
+
+def test_multi_node_sft_line_carries_rank_and_main_address():
+    cfg = load_config(CONFIGS / "sft-qwen3-vl-8b.yaml")
+    line = render(train_command(cfg, "c.yaml", machine_rank=1))
+    for flag in (
+        "--num_machines 2",
+        "--machine_rank 1",
+        "--main_process_ip 10.0.0.1",
+        "--main_process_port 29500",
+        "--config_file configs/accelerate/deepspeed-zero3.yaml",
+    ):
+        assert flag in line
+    assert vllm_server_command(cfg) == []
+    import yaml
+
+    for acc in sorted((CONFIGS / "accelerate").glob("*.yaml")):
+        data = yaml.safe_load(acc.read_text())
+        assert data["distributed_type"] in ("FSDP", "DEEPSPEED") and data["num_processes"] >= 1

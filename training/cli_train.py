@@ -1,0 +1,108 @@
+"""`modelwright train sft|grpo|pipeline --config F [--resume] [--out DIR]`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def _load(config: Path, kind: str):
+    from training.train_config import ConfigError, load_config
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if cfg.kind != kind:
+        typer.echo(
+            f"error: {config} is a {cfg.kind!r} config; use `modelwright train {cfg.kind}`",
+            err=True,
+        )
+        raise typer.Exit(2)
+    return cfg
+
+
+def _out(cfg, out: Path | None) -> Path:
+    if out is not None:
+        return out
+    if cfg.run.out_dir:
+        return Path(cfg.run.out_dir)
+    return Path("runs") / (cfg.name or cfg.kind)
+
+
+CONFIG = typer.Option(
+    ..., "--config", "-c", exists=True, dir_okay=False, help="YAML config (see configs/)."
+)
+RESUME = typer.Option(
+    False, "--resume", help="Continue from the last complete checkpoint in the run folder."
+)
+OUT = typer.Option(
+    None, "--out", help="Run folder (default: run.out_dir, else runs/<config name>)."
+)
+
+
+def register(app: typer.Typer) -> None:
+    train = typer.Typer(
+        help="Fine-tune a policy: SFT on episodes, GRPO in the tool environment.",
+        no_args_is_help=True,
+    )
+
+    @train.command("sft")
+    def sft(config: Path = CONFIG, resume: bool = RESUME, out: Path | None = OUT) -> None:
+        """Supervised fine-tuning (LoRA) on exported episodes."""
+        from training.sft import run_sft
+
+        cfg = _load(config, "sft")
+        result = run_sft(cfg, _out(cfg, out), resume=resume, config_text=config.read_text())
+        typer.echo(
+            json.dumps(
+                {
+                    "run_dir": str(result.run_dir),
+                    "adapter": str(result.adapter_dir),
+                    "steps": result.steps,
+                    "loss": result.final_loss,
+                    "resumed_from": result.resumed_from,
+                }
+            )
+        )
+
+    @train.command("grpo")
+    def grpo(
+        config: Path = CONFIG,
+        resume: bool = RESUME,
+        out: Path | None = OUT,
+        adapter: Path | None = typer.Option(
+            None, help="Start from this LoRA adapter (e.g. SFT's)."
+        ),
+    ) -> None:
+        """Multi-turn GRPO with the tasks' rewards in the sandboxed tool environment."""
+        from training.grpo import run_grpo
+
+        cfg = _load(config, "grpo")
+        result = run_grpo(
+            cfg, _out(cfg, out), resume=resume, adapter=adapter, config_text=config.read_text()
+        )
+        typer.echo(
+            json.dumps(
+                {
+                    "run_dir": str(result.run_dir),
+                    "adapter": str(result.adapter_dir),
+                    "steps": result.steps,
+                    "resumed_from": result.resumed_from,
+                }
+            )
+        )
+
+    @train.command("pipeline")
+    def pipeline(config: Path = CONFIG, out: Path | None = OUT, resume: bool = RESUME) -> None:
+        """Tiny model -> oracle demonstrations -> SFT -> eval -> GRPO -> eval -> report.json."""
+        from training.pipeline import run_pipeline
+
+        cfg = _load(config, "pipeline")
+        report = run_pipeline(cfg, _out(cfg, out), resume=resume)
+        typer.echo(report["summary"])
+
+    app.add_typer(train, name="train")

@@ -1,0 +1,80 @@
+"""Curriculum task sampling for RL rollouts, reproducible from the seed.
+
+Tasks are drawn per *slot* (one GRPO prompt; its group of rollouts shares the slot, hence the
+task). A slot first picks a (family, level) bucket with weight `floor + p(1 - p)`, where p is
+the bucket's success rate over its last `window` rollouts (a prior for unseen buckets): buckets
+the policy solves sometimes but not always are drawn most, as in cadrille's hard-example
+mining; always-solved and never-solved buckets keep a small floor so they are re-checked. The
+seed of the task is drawn from the split's seed range. The draw for a slot depends only on
+(run seed, slot, the success history so far), and the history is saved with each checkpoint.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+from training.train_config import CurriculumSpec
+
+
+class Curriculum:
+    def __init__(
+        self,
+        families: list[str],
+        levels: list[int],
+        split: str = "train",
+        seed: int = 0,
+        spec: CurriculumSpec | None = None,
+    ) -> None:
+        from training.tasks import FAMILIES, HELD_OUT_FAMILY, SPLITS
+
+        self.spec = spec or CurriculumSpec()
+        chosen = families or [f for f in FAMILIES if f != HELD_OUT_FAMILY]
+        unknown = [f for f in chosen if f not in FAMILIES]
+        if unknown:
+            raise ValueError(f"grpo.tasks.families: unknown {unknown}; known: {sorted(FAMILIES)}")
+        self.buckets = [f"{f}:{lv}" for f in chosen for lv in levels if lv in FAMILIES[f].levels]
+        if not self.buckets:
+            raise ValueError(f"grpo.tasks: no family in {chosen} has levels {levels}")
+        self.seeds = SPLITS[split]
+        self.seed = seed
+        self.history: dict[str, deque[int]] = {
+            b: deque(maxlen=self.spec.window) for b in self.buckets
+        }
+        self.assigned: dict[int, str] = {}
+
+    def success_rate(self, bucket: str) -> float:
+        h = self.history[bucket]
+        return sum(h) / len(h) if h else self.spec.prior_success
+
+    def weights(self) -> list[float]:
+        if not self.spec.enabled:
+            return [1.0] * len(self.buckets)
+        return [self.spec.floor + (p := self.success_rate(b)) * (1 - p) for b in self.buckets]
+
+    def task_for(self, slot: int) -> str:
+        """The task id for a slot (the same on every call for that slot)."""
+        if slot not in self.assigned:
+            rng = random.Random(f"{self.seed}:{slot}")
+            bucket = rng.choices(self.buckets, weights=self.weights())[0]
+            task_seed = self.seeds.start + rng.randrange(len(self.seeds))
+            self.assigned[slot] = f"{bucket}:{task_seed}"
+        return self.assigned[slot]
+
+    def record(self, task_id: str, success: bool) -> None:
+        bucket = task_id.rsplit(":", 1)[0]
+        if bucket in self.history:
+            self.history[bucket].append(1 if success else 0)
+
+    def state_dict(self) -> dict:
+        return {
+            "history": {b: list(h) for b, h in self.history.items()},
+            "assigned": {str(k): v for k, v in self.assigned.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for b, h in state.get("history", {}).items():
+            if b in self.history:
+                self.history[b].clear()
+                self.history[b].extend(h)
+        self.assigned = {int(k): v for k, v in state.get("assigned", {}).items()}

@@ -1,0 +1,99 @@
+"""Demonstrations captured from the episode loop, as SFT rows in the store's export format.
+
+`CapturingPolicy` wraps any policy (the oracle, a teacher model) and keeps exactly what the
+loop showed it at its last turn plus what it answered. That conversation becomes a row with the
+columns of the store's TRL export (`messages` with `{type, text}` parts, `images` as PNG bytes in
+placeholder order, `tools` as a JSON string, plus `success`, `reward`, `source`, `model`), so
+SFT reads captured demonstrations and exported episodes through one path. Capturing the
+policy's own view keeps training prompts byte-identical to what the agent sees when acting.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from typing import Any
+
+from agents.policy import PolicyReply
+from agents.store.conversation import IMAGE_PART, message, text_part
+
+
+class CapturingPolicy:
+    """Delegates to `inner`; remembers the last prompt, tools and reply of the episode."""
+
+    def __init__(
+        self, inner: Any, sink: list[dict], lock: threading.Lock, shown: list[str] | None
+    ) -> None:
+        self.inner, self.sink, self.lock, self.shown = inner, sink, lock, shown
+        self.name = getattr(inner, "name", "captured")
+        self.task_id: str | None = None
+        self._last: tuple[list[dict], list[dict], PolicyReply] | None = None
+
+    def reset(self, task_info: dict | None = None) -> None:
+        self.task_id = (task_info or {}).get("task_id")
+        self._last = None
+        self.inner.reset(task_info)
+
+    def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
+        from agents.policies.hf_policy import shown_tools
+
+        reply = self.inner.act(messages, tools)
+        self._last = (list(messages), shown_tools(tools, self.shown), reply)
+        if reply.done:
+            with self.lock:
+                self.sink.append({"task_id": self.task_id, "conversation": self._last})
+        return reply
+
+
+def conversation_row(messages: list[dict], tools: list[dict], final: PolicyReply) -> dict:
+    """Loop messages + the final reply -> {messages, images, tools} in the export's schema."""
+    out: list[dict] = []
+    images: list[bytes] = []
+    for msg in [*messages, _assistant(final)]:
+        content = msg.get("content")
+        parts: list[dict] | None
+        if content is None or content == "":
+            parts = None
+        elif isinstance(content, str):
+            parts = [text_part(content)]
+        else:
+            parts = []
+            for part in content:
+                if part.get("type") == "image_url":
+                    url = part["image_url"]["url"]
+                    images.append(base64.b64decode(url.split(",", 1)[1]))
+                    parts.append(dict(IMAGE_PART))
+                else:
+                    parts.append(text_part(part.get("text", "")))
+        calls = [
+            {
+                "type": "function",
+                "function": {
+                    "name": c["function"]["name"],
+                    "arguments": _json_args(c["function"]["arguments"]),
+                },
+            }
+            for c in msg.get("tool_calls") or []
+        ] or None
+        out.append(message(msg["role"], parts, calls))
+    return {"messages": out, "images": images, "tools": json.dumps(tools)}
+
+
+def _assistant(reply: PolicyReply) -> dict:
+    return {
+        "role": "assistant",
+        "content": reply.text,
+        "tool_calls": [c.to_openai() for c in reply.tool_calls] or None,
+    }
+
+
+def _json_args(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def write_rows(rows: list[dict], path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), str(path))

@@ -1,0 +1,212 @@
+"""The end-to-end pipeline: model -> oracle demonstrations -> SFT -> eval -> GRPO -> eval -> report.
+
+`modelwright train pipeline --config configs/pipeline-tiny-cpu.yaml --out DIR` runs every stage
+into DIR (model/, demos.parquet, sft/, grpo/, eval-*.json) and writes DIR/report.json with one
+entry per stage (`untrained`, `sft`, `grpo`) scored on held-out test seeds, and DIR/report.md.
+A stage whose output is complete is skipped by `--resume`.
+
+Episodes (demonstrations and evaluations) run through the one episode loop and the eval
+harness (`training.evaluation`); the in-process model is wrapped in the `hf` policy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from training.stats import stage_summary
+from training.train_config import TrainConfig
+
+
+def task_ids(families: list[str], levels: list[int], split: str, per_family: int) -> list[str]:
+    """`per_family` ids per family, cycling `levels`, seeds from the start of the split's range."""
+    from training.tasks import SPLITS
+
+    seeds = SPLITS[split]
+    return [
+        f"{f}:{levels[k % len(levels)]}:{seeds[k]}" for f in families for k in range(per_family)
+    ]
+
+
+def _evaluate(ids: list[str], policy_factory, max_steps: int, workers: int = 1) -> dict:
+    from agents.loop import LoopConfig
+    from training.evaluation import evaluate, task_spec
+
+    return evaluate(
+        [task_spec(t) for t in ids],
+        policy_factory,
+        workers=workers,
+        config=LoopConfig(max_steps=max_steps),
+    )
+
+
+def collect_demos(config: TrainConfig, out: Path) -> dict:
+    """Oracle episodes on training seeds -> successful conversations in demos.parquet."""
+    from training.demos import CapturingPolicy, conversation_row, write_rows
+    from training.oracle import OraclePolicy
+
+    spec = config.demos
+    ids = task_ids(spec.families, spec.levels, "train", spec.per_family)
+    sink: list[dict] = []
+    lock = threading.Lock()
+    report = _evaluate(
+        ids,
+        lambda: CapturingPolicy(OraclePolicy(), sink, lock, config.tools),
+        max_steps=max(8, config.eval.max_steps),
+    )
+    success = {e["task"]: e for e in report["episodes"]}
+    rows = []
+    for item in sorted(sink, key=lambda d: d["task_id"]):
+        ep = success.get(item["task_id"])
+        if not ep or not ep["success"]:
+            continue
+        row = conversation_row(*item["conversation"])
+        row.update(
+            episode_id=item["task_id"],
+            task_id=item["task_id"],
+            success=True,
+            reward=float(ep["reward"]),
+            source="oracle",
+            model="oracle",
+        )
+        rows.append(row)
+    write_rows(rows, out / "demos.parquet")
+    return {
+        "episodes": len(ids),
+        "kept": len(rows),
+        "oracle_success_rate": report["overall"]["success_rate"],
+    }
+
+
+def evaluate_model(
+    config: TrainConfig, model_dir: Path, adapter: Path | None, name: str, out: Path
+) -> dict:
+    """Greedy episodes of the (adapted) model on held-out test seeds; writes eval-NAME.json."""
+    from agents.policies.hf_policy import HFPolicy
+    from training.sft import load_model
+
+    spec = config.eval
+    model, processor = load_model(config.model, model_dir)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter))
+    model.eval()
+    ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family)
+    report = _evaluate(
+        ids,
+        lambda: HFPolicy.from_loaded(
+            model, processor, model=str(model_dir), tools=config.tools, max_tokens=spec.max_tokens
+        ),
+        max_steps=spec.max_steps,
+    )
+    report["stage"] = name
+    (out / f"eval-{name}.json").write_text(json.dumps(report, indent=1, default=str))
+    return stage_summary(report)
+
+
+def _stage(out: Path, name: str, resume: bool, fn) -> Any:
+    """Run a stage once; with --resume, reuse its saved result."""
+    done = out / f".{name}.json"
+    if resume and done.is_file():
+        return json.loads(done.read_text())
+    start = time.time()
+    result = fn()
+    result = {"result": result, "seconds": round(time.time() - start, 1)}
+    done.write_text(json.dumps(result, default=str))
+    return result
+
+
+def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
+    from agents.tinymodel import build_tiny_model
+    from training.grpo import run_grpo
+    from training.runs import set_cpu_threads
+    from training.sft import run_sft
+
+    out.mkdir(parents=True, exist_ok=True)
+    set_cpu_threads(config.run.cpu_threads)
+    started = time.time()
+    model_dir = Path(config.model.path) if config.model.path else out / "model"
+    stages: dict[str, Any] = {}
+    if config.model.build_tiny:
+        stages["model"] = _stage(
+            out, "model", resume, lambda: str(build_tiny_model(model_dir, seed=config.run.seed))
+        )
+    stages["demos"] = _stage(out, "demos", resume, lambda: collect_demos(config, out))
+    stages["eval_untrained"] = _stage(
+        out,
+        "eval_untrained",
+        resume,
+        lambda: evaluate_model(config, model_dir, None, "untrained", out),
+    )
+    sft_cfg = config.model_copy(
+        update={"sft": config.sft.model_copy(update={"data": [str(out / "demos.parquet")]})}
+    )
+    stages["sft"] = _stage(
+        out, "sft", resume, lambda: _sft(run_sft, sft_cfg, out, model_dir, resume)
+    )
+    sft_adapter = out / "sft" / "adapter"
+    stages["eval_sft"] = _stage(
+        out, "eval_sft", resume, lambda: evaluate_model(config, model_dir, sft_adapter, "sft", out)
+    )
+    stages["grpo"] = _stage(
+        out, "grpo", resume, lambda: _grpo(run_grpo, config, out, model_dir, sft_adapter, resume)
+    )
+    stages["eval_grpo"] = _stage(
+        out,
+        "eval_grpo",
+        resume,
+        lambda: evaluate_model(config, model_dir, out / "grpo" / "adapter", "grpo", out),
+    )
+    report = build_report(config, out, stages, time.time() - started)
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    (out / "report.md").write_text(report["summary"] + "\n")
+    return report
+
+
+def _sft(run_sft, cfg: TrainConfig, out: Path, model_dir: Path, resume: bool) -> dict:
+    r = run_sft(cfg, out / "sft", resume=resume, model_path=model_dir)
+    return {"steps": r.steps, "final_loss": r.final_loss}
+
+
+def _grpo(
+    run_grpo, cfg: TrainConfig, out: Path, model_dir: Path, adapter: Path, resume: bool
+) -> dict:
+    r = run_grpo(cfg, out / "grpo", resume=resume, adapter=adapter, model_path=model_dir)
+    return {"steps": r.steps, "crash_retries": r.crash_retries}
+
+
+def reward_curve(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    return [
+        {"step": r["step"], "reward": r["reward"], "success": r.get("reward/success")}
+        for r in rows
+        if "reward" in r
+    ]
+
+
+def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -> dict:
+    from training.stats import difference, summary_text
+
+    entries = {name: stages[f"eval_{name}"]["result"] for name in ("untrained", "sft", "grpo")}
+    report = {
+        "config": config.name,
+        "held_out": {
+            "split": config.eval.split,
+            "families": config.eval.families,
+            "levels": config.eval.levels,
+            "per_family": config.eval.per_family,
+        },
+        "stages": entries,
+        "grpo_vs_sft_mean_reward": difference(entries["sft"], entries["grpo"]),
+        "sft_vs_untrained_mean_reward": difference(entries["untrained"], entries["sft"]),
+        "training": {k: stages[k] for k in ("demos", "sft", "grpo")},
+        "grpo_reward_curve": reward_curve(out / "grpo"),
+        "wall_seconds": round(seconds, 1),
+    }
+    report["summary"] = summary_text(report)
+    return report

@@ -1,0 +1,178 @@
+"""Run folders shared by SFT and GRPO: layout, resumable checkpoints, live metrics.
+
+    RUN/config.yaml            the config as run (validated)
+    RUN/metrics.jsonl          one JSON object per logging step: step, time, loss, reward,
+                               reward/<component>, learning_rate, ... (the studio plots it live)
+    RUN/tensorboard/           TensorBoard event files
+    RUN/checkpoint-N/          adapter, optimizer, scheduler, RNG states, trainer_state.json,
+                               extra state (e.g. the curriculum), and COMPLETE once fully written
+    RUN/samples.jsonl          which examples each batch was built from, in order (audit/resume)
+    RUN/adapter/               the final adapter
+
+Transformers' Trainer writes a checkpoint in place, so a kill -9 during a save leaves a partial
+folder; `COMPLETE` is written by a callback after the Trainer is done with it, and resume only
+ever picks a checkpoint that has it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+COMPLETE = "COMPLETE"
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest fully written checkpoint in `run_dir`, or None."""
+    run_dir = Path(run_dir)
+    best: tuple[int, Path] | None = None
+    for ckpt in run_dir.glob("checkpoint-*"):
+        try:
+            step = int(ckpt.name.split("-", 1)[1])
+        except ValueError:
+            continue
+        if (ckpt / COMPLETE).is_file() and (best is None or step > best[0]):
+            best = (step, ckpt)
+    return best[1] if best else None
+
+
+def checkpoint_step(ckpt: Path) -> int:
+    return int(json.loads((ckpt / "trainer_state.json").read_text())["global_step"])
+
+
+def truncate_jsonl(path: Path, last_step: int) -> None:
+    """Drop lines logged after `last_step` (they will be logged again by the resumed run)."""
+    if not path.is_file():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by the kill
+        if row.get("step", 0) <= last_step:
+            keep.append(line)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(k + "\n" for k in keep))
+    os.replace(tmp, path)
+
+
+def metrics_row(step: int, logs: dict[str, Any], start: float) -> dict[str, Any]:
+    """Trainer logs in the studio's shape: `reward` and `reward/<component>` for GRPO."""
+    row: dict[str, Any] = {
+        "step": step,
+        "time": round(time.time(), 3),
+        "elapsed_s": round(time.time() - start, 3),
+    }
+    for key, value in logs.items():
+        if not isinstance(value, int | float):
+            continue
+        name = key
+        if key.startswith("rewards/") and key.endswith("/mean"):
+            name = "reward/" + key[len("rewards/") : -len("/mean")]
+        elif key.startswith("task/"):
+            name = "reward/" + key[len("task/") :]
+        row[name] = value
+    return row
+
+
+def make_callbacks(
+    run_dir: Path, extra_state: Any = None, serve_url: str | None = None, serve_name: str = ""
+):
+    """Callbacks: metrics JSONL, COMPLETE markers (+ extra state), optional adapter hot-load."""
+    from transformers import TrainerCallback
+
+    class RunCallback(TrainerCallback):
+        """Writes metrics lines and marks checkpoints complete."""
+
+        def __init__(self) -> None:
+            self.start = time.time()
+            self.metrics = run_dir / "metrics.jsonl"
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs or not state.is_world_process_zero:
+                return
+            row = metrics_row(state.global_step, logs, self.start)
+            if "max_steps" in dir(state):
+                row["max_steps"] = state.max_steps
+            with self.metrics.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()
+
+        def on_save(self, args, state, control, **kwargs):
+            if not state.is_world_process_zero:
+                return
+            ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if not ckpt.is_dir():
+                return
+            if extra_state is not None:
+                (ckpt / "extra_state.json").write_text(json.dumps(extra_state.state_dict()))
+            _fsync_tree(ckpt)
+            (ckpt / COMPLETE).write_text(str(state.global_step))
+            if serve_url:
+                _hot_load(serve_url, serve_name, ckpt)
+
+    return [RunCallback()]
+
+
+def _fsync_tree(folder: Path) -> None:
+    for f in folder.iterdir():
+        if f.is_file():
+            with f.open("rb") as fh:
+                os.fsync(fh.fileno())
+
+
+def _hot_load(serve_url: str, name: str, ckpt: Path) -> None:
+    """Load the new adapter into a running server; a down server must not stop training."""
+    import logging
+
+    from agents.serving_adapters import load_adapter
+
+    try:
+        loaded = load_adapter(serve_url, name, ckpt, unload_previous=True)
+        logging.getLogger(__name__).info("hot-loaded %s into %s", loaded.served_name, serve_url)
+    except Exception as exc:  # noqa: BLE001 - logged; training goes on
+        logging.getLogger(__name__).warning(
+            "could not hot-load %s into %s: %s", ckpt, serve_url, exc
+        )
+
+
+def restore_extra_state(ckpt: Path | None, extra_state: Any) -> None:
+    if ckpt is not None and extra_state is not None and (ckpt / "extra_state.json").is_file():
+        extra_state.load_state_dict(json.loads((ckpt / "extra_state.json").read_text()))
+
+
+def prepare_run_dir(run_dir: Path, config_text: str, resume: bool) -> Path | None:
+    """Create the folder; with `resume`, return the checkpoint to continue from (or None)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt = latest_checkpoint(run_dir) if resume else None
+    if not resume and any(run_dir.glob("checkpoint-*")):
+        raise FileExistsError(
+            f"{run_dir} already holds checkpoints: pass --resume to continue it, or --out NEW_DIR"
+        )
+    if ckpt is not None:
+        step = checkpoint_step(ckpt)
+        truncate_jsonl(run_dir / "metrics.jsonl", step)
+        truncate_jsonl(run_dir / "samples.jsonl", step)
+    else:
+        for name in ("metrics.jsonl", "samples.jsonl"):
+            (run_dir / name).unlink(missing_ok=True)
+    (run_dir / "config.yaml").write_text(config_text)
+    return ckpt
+
+
+def tensorboard_dir(run_dir: Path) -> Path:
+    """Point transformers' TensorBoard callback at RUN/tensorboard (it reads an env variable)."""
+    path = run_dir / "tensorboard"
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(path)
+    return path
+
+
+def set_cpu_threads(n: int | None) -> None:
+    if n:
+        import torch
+
+        torch.set_num_threads(n)

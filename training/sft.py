@@ -1,0 +1,167 @@
+"""Supervised fine-tuning on recorded episodes with TRL's `SFTTrainer` (LoRA through PEFT).
+
+Data: the store's TRL conversational export (see `training/sft_data.py`), filtered (e.g.
+successful oracle/human episodes, or one teacher model's episodes for distillation). Loss on
+assistant turns only; images included. Writes a run folder (see `training/runs.py`) that
+`--resume` continues after a kill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from training.runs import make_callbacks, prepare_run_dir, set_cpu_threads, tensorboard_dir
+from training.sft_data import ConversationCollator, DataFilter, load_conversations
+from training.train_config import LoraSpec, ModelSpec, RunSpec, SFTSpec, TrainConfig
+
+
+@dataclass
+class SFTResult:
+    run_dir: Path
+    adapter_dir: Path
+    steps: int
+    final_loss: float | None
+    resumed_from: int | None
+
+
+def load_model(spec: ModelSpec, path: str | Path | None = None):
+    """(model, processor) for training, from a local folder."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    path = str(path or spec.path)
+    processor = AutoProcessor.from_pretrained(path)
+    kwargs: dict[str, Any] = {
+        "dtype": "auto" if spec.dtype == "auto" else getattr(torch, spec.dtype)
+    }
+    if spec.attn_implementation:
+        kwargs["attn_implementation"] = spec.attn_implementation
+    model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+    return model, processor
+
+
+def peft_config(spec: LoraSpec):
+    """PEFT LoRA config on the language model's projections, or None for a full fine-tune."""
+    if not spec.enabled:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=spec.r,
+        lora_alpha=spec.alpha,
+        lora_dropout=spec.dropout,
+        target_modules=spec.target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
+def sft_args(spec: SFTSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(out_dir),
+        max_steps=spec.max_steps,
+        learning_rate=spec.learning_rate,
+        per_device_train_batch_size=spec.per_device_train_batch_size,
+        gradient_accumulation_steps=spec.gradient_accumulation_steps,
+        warmup_steps=spec.warmup_steps,
+        weight_decay=spec.weight_decay,
+        activation_checkpointing=spec.gradient_checkpointing,
+        assistant_only_loss=True,
+        remove_unused_columns=False,  # the collator needs `images` and `tools`
+        dataset_kwargs={"skip_prepare_dataset": True},
+        max_length=spec.max_length,
+        logging_steps=run.logging_steps,
+        save_steps=run.save_steps,
+        save_total_limit=run.save_total_limit,
+        save_strategy="steps",
+        seed=run.seed,
+        data_seed=run.seed,
+        report_to=run.report_to,
+        use_cpu=use_cpu,
+        dataloader_num_workers=0,
+        disable_tqdm=False,  # the progress bar with ETA
+        bf16=False,
+    )
+
+
+def _trainer_class():
+    from trl import SFTTrainer
+
+    class ModelwrightSFTTrainer(SFTTrainer):
+        """Logs which examples each optimiser step trained on (`samples.jsonl`)."""
+
+        samples_path: Path | None = None
+
+        def compute_loss(self, model, inputs, *args, **kwargs):
+            ids = inputs.pop("sample_ids", None)
+            if ids is not None and self.samples_path is not None and model.training:
+                import json
+
+                with self.samples_path.open("a") as fh:
+                    fh.write(json.dumps({"step": self.state.global_step + 1, "ids": ids}) + "\n")
+            return super().compute_loss(model, inputs, *args, **kwargs)
+
+    return ModelwrightSFTTrainer
+
+
+class _IdCollator:
+    """Adds the rows' ids to the batch so the trainer can log the data order."""
+
+    def __init__(self, inner: ConversationCollator, id_column: str | None) -> None:
+        self.inner, self.id_column = inner, id_column
+
+    def __call__(self, rows: list[dict]) -> dict:
+        batch = self.inner(rows)
+        batch["sample_ids"] = (
+            [str(r.get(self.id_column, "")) for r in rows] if self.id_column else []
+        )
+        return batch
+
+
+def run_sft(
+    config: TrainConfig,
+    out_dir: Path,
+    resume: bool = False,
+    model_path: str | Path | None = None,
+    config_text: str = "",
+) -> SFTResult:
+    """Train (or continue) an SFT run into `out_dir`; returns where the adapter is."""
+    import torch
+
+    spec, run = config.sft, config.run
+    set_cpu_threads(run.cpu_threads if not torch.cuda.is_available() else None)
+    ckpt = prepare_run_dir(out_dir, config_text or config.model_dump_json(indent=2), resume)
+    where = DataFilter(**spec.filter.model_dump())
+    data = load_conversations(spec.data, where)
+    id_column = next((c for c in ("episode_id", "id") if c in data.column_names), None)
+    model, processor = load_model(config.model, model_path)
+    collator = _IdCollator(ConversationCollator(processor, spec.max_length), id_column)
+    args = sft_args(spec, run, out_dir, use_cpu=not torch.cuda.is_available())
+    tensorboard_dir(out_dir)
+    trainer = _trainer_class()(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=processor,
+        data_collator=collator,
+        peft_config=peft_config(config.lora),
+        callbacks=make_callbacks(
+            out_dir, serve_url=run.serve_url, serve_name=run.serve_adapter_name
+        ),
+    )
+    trainer.samples_path = out_dir / "samples.jsonl"
+    output = trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    adapter_dir = out_dir / "adapter"
+    trainer.save_model(str(adapter_dir))
+    processor.save_pretrained(str(adapter_dir))
+    loss = output.training_loss if output is not None else None
+    return SFTResult(
+        out_dir,
+        adapter_dir,
+        trainer.state.global_step,
+        loss,
+        int(ckpt.name.split("-")[1]) if ckpt else None,
+    )

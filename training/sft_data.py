@@ -1,0 +1,190 @@
+"""SFT data: the store's exported conversations, and the collator that turns them into a batch.
+
+Rows follow the store's TRL conversational export (`agents/store/conversation.py`):
+`messages` (assistant `content` null when it only calls tools; `tool_calls` with JSON-string
+arguments; `tool` turns with a text part and an image placeholder), `images` (PNG bytes in
+placeholder order), `tools` (OpenAI tool list, a list or a JSON string), plus reward columns
+(`success`, `reward`, `source`, `model`, ...) used for filtering.
+
+`ConversationCollator` fixes two things TRL's stock vision collator does not do (both seen on
+this machine, see VERIFIED.md): it renders each row with *its own* `tools` (the stock one drops
+them, so training prompts lacked the tool block the model sees when acting), and it fills the
+image parts of `tool` turns. Labels cover assistant spans only (`{% generation %}` markers of
+the training template): tool results, prompts and images never carry loss.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class DatasetError(ValueError):
+    """The SFT data is missing, empty after filtering, or not in the exported format."""
+
+
+@dataclass
+class DataFilter:
+    """Which exported episodes to learn from (e.g. successful oracle episodes, a teacher model's)."""
+
+    success_only: bool = True
+    sources: list[str] | None = None  # e.g. ["oracle", "human"]; None: any
+    models: list[str] | None = None  # distillation: only this teacher's episodes
+    min_reward: float | None = None
+
+
+def load_conversations(paths: str | Path | Iterable[str | Path], where: DataFilter | None = None):
+    """A `datasets.Dataset` of exported conversations from Parquet files or folders of them."""
+    from datasets import load_dataset
+
+    where = where or DataFilter()
+    files: list[str] = []
+    for p in [paths] if isinstance(paths, str | Path) else list(paths):
+        p = Path(p)
+        files += sorted(str(f) for f in p.rglob("*.parquet")) if p.is_dir() else [str(p)]
+    missing = [f for f in files if not Path(f).is_file()]
+    if not files or missing:
+        raise DatasetError(
+            f"no exported conversations at {missing or paths}; export some with "
+            "`modelwright data export --format trl OUT.parquet`"
+        )
+    data = load_dataset("parquet", data_files=files, split="train")
+    if "messages" not in data.column_names:
+        raise DatasetError(f"{files[0]} has no `messages` column: not the store's TRL export")
+
+    def keep(row: dict) -> bool:
+        if where.success_only and "success" in row and not row["success"]:
+            return False
+        if where.sources and row.get("source") not in where.sources:
+            return False
+        if where.models and row.get("model") not in where.models:
+            return False
+        if where.min_reward is not None and (
+            row.get("reward") is None or row["reward"] < where.min_reward
+        ):
+            return False
+        return True
+
+    data = data.filter(keep)
+    if len(data) == 0:
+        raise DatasetError(f"no episodes left in {files} after filtering with {where}")
+    return data
+
+
+def to_pil(image: Any) -> Any:
+    """PIL image from PNG bytes, a `{"bytes": ...}` dict (datasets' Image encoding) or a PIL image."""
+    from PIL import Image
+
+    if isinstance(image, dict):
+        image = image.get("bytes") or image.get("path")
+    if isinstance(image, bytes | bytearray):
+        return Image.open(io.BytesIO(image)).convert("RGB")
+    if isinstance(image, str | Path):
+        return Image.open(image).convert("RGB")
+    return image.convert("RGB")
+
+
+def template_messages(messages: list[dict], images: list[Any]) -> list[dict]:
+    """Exported messages with every image placeholder filled, ready for `apply_chat_template`.
+
+    Null keys are dropped, text parts keep only `text`, and an assistant turn with no text
+    keeps `content=None` (an empty text part would render an extra newline, see VERIFIED.md).
+    """
+    out: list[dict] = []
+    k = 0
+    for msg in messages:
+        msg = {key: v for key, v in msg.items() if v is not None}
+        content = msg.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                if part.get("type") == "image":
+                    if k >= len(images):
+                        raise DatasetError(f"more image placeholders than the {len(images)} images")
+                    parts.append({"type": "image", "image": to_pil(images[k])})
+                    k += 1
+                else:
+                    parts.append({"type": "text", "text": part.get("text") or ""})
+            if msg["role"] == "assistant" and not any(
+                p.get("text") or p["type"] == "image" for p in parts
+            ):
+                parts = None
+            msg["content"] = parts
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function", call)
+            if not isinstance(fn.get("arguments"), str):
+                fn["arguments"] = json.dumps(fn.get("arguments") or {})
+        out.append(msg)
+    if k != len(images):
+        raise DatasetError(f"{len(images)} images for {k} placeholders")
+    return out
+
+
+def row_tools(row: dict) -> list[dict] | None:
+    tools = row.get("tools")
+    if isinstance(tools, str):
+        tools = json.loads(tools)
+    return tools or None
+
+
+class ConversationCollator:
+    """Tokenise rows one by one (each with its own tools), then pad into a batch with labels."""
+
+    def __init__(self, processor: Any, max_length: int | None = None) -> None:
+        from trl.chat_template_utils import get_training_chat_template
+
+        self.processor = processor
+        self.max_length = max_length
+        # The training variant wraps assistant turns in {% generation %} for the assistant mask.
+        self.chat_template = get_training_chat_template(processor)
+
+    def encode(self, row: dict) -> dict:
+        """input_ids, attention_mask, labels (assistant-only) and vision tensors for one row."""
+        messages = template_messages(row["messages"], list(row.get("images") or []))
+        out = self.processor.apply_chat_template(
+            messages,
+            tools=row_tools(row),
+            chat_template=self.chat_template,
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+            return_assistant_tokens_mask=True,
+            processor_kwargs={"add_special_tokens": False},
+        )
+        labels = out["input_ids"].clone()
+        labels[out.pop("assistant_masks") == 0] = -100
+        out["labels"] = labels
+        if self.max_length is not None and labels.shape[1] > self.max_length:
+            # Cutting inside an image's tokens breaks the vision inputs: refuse with a fix.
+            raise DatasetError(
+                f"a conversation has {labels.shape[1]} tokens > max_length {self.max_length}; "
+                "raise sft.max_length or keep fewer images per episode"
+            )
+        return dict(out)
+
+    def __call__(self, rows: list[dict]) -> dict:
+        import torch
+
+        encoded = [self.encode(r) for r in rows]
+        width = max(e["input_ids"].shape[1] for e in encoded)
+        pad_id = self.processor.tokenizer.pad_token_id
+        pads = {"input_ids": pad_id, "attention_mask": 0, "labels": -100, "mm_token_type_ids": 0}
+        batch: dict[str, Any] = {}
+        for key, fill in pads.items():
+            if key not in encoded[0]:
+                continue
+            rows_ = []
+            for e in encoded:
+                t = e[key]
+                extra = width - t.shape[1]
+                rows_.append(torch.nn.functional.pad(t, (0, extra), value=fill) if extra else t)
+            batch[key] = torch.cat(rows_, dim=0)
+        for key in ("pixel_values", "image_grid_thw"):
+            parts = [e[key] for e in encoded if key in e]
+            if parts:
+                batch[key] = torch.cat(parts, dim=0)
+        return batch

@@ -1,0 +1,209 @@
+"""Typed training configurations, loaded from YAML (`configs/*.yaml`).
+
+One file describes one run: `kind: sft | grpo | pipeline`, the model, LoRA, the run folder and
+the stage settings. Unknown keys are errors (a typo must not silently fall back to a default),
+and every error names the field, e.g. `grpo.num_generations: Input should be greater than 1`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A training config that cannot be used; the message names the file and the field."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class ModelSpec(Strict):
+    path: str | None = None  # local folder (or hub id on a machine that may download)
+    build_tiny: bool = False  # build `modelwright dev tiny-model` into the run dir first
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    attn_implementation: str | None = None  # e.g. "flash_attention_2" on GPUs
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        if not self.path and not self.build_tiny:
+            raise ValueError("set model.path or model.build_tiny: true")
+        return self
+
+
+class LoraSpec(Strict):
+    enabled: bool = True  # false: full fine-tune
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    # Language-model attention and MLP projections; the vision tower stays frozen.
+    target_modules: list[str] | str = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+
+
+class RunSpec(Strict):
+    out_dir: str | None = None  # default: runs/<config name>; `--out` overrides
+    seed: int = 0
+    save_steps: int = Field(20, ge=1)  # checkpoint every N optimiser steps
+    save_total_limit: int = Field(3, ge=1)
+    logging_steps: int = Field(1, ge=1)
+    cpu_threads: int | None = Field(1, ge=1)  # torch threads on CPU; 1 is fastest on a busy box
+    report_to: list[str] = Field(default_factory=lambda: ["tensorboard"])
+    # After each checkpoint, hot-load the adapter into a running `modelwright serve`.
+    serve_url: str | None = None
+    serve_adapter_name: str = "modelwright"
+
+
+class DataFilterSpec(Strict):
+    success_only: bool = True
+    sources: list[str] | None = None
+    models: list[str] | None = None  # distillation: only this teacher's episodes
+    min_reward: float | None = None
+
+
+class SFTSpec(Strict):
+    data: list[str] = Field(default_factory=list)  # Parquet files or folders (store export)
+    filter: DataFilterSpec = Field(default_factory=DataFilterSpec)
+    max_steps: int = Field(100, ge=1)
+    learning_rate: float = Field(2e-4, gt=0)
+    per_device_train_batch_size: int = Field(1, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    max_length: int | None = Field(None, ge=16)
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    gradient_checkpointing: bool = False
+
+
+class CurriculumSpec(Strict):
+    enabled: bool = True
+    # Weight of a (family, level) bucket: floor + p(1-p) from its recent success rate p, so
+    # buckets solved sometimes but not always are drawn most (cadrille-style hard-example mining).
+    floor: float = Field(0.05, ge=0)
+    window: int = Field(32, ge=1)  # recent episodes per bucket that p is computed from
+    prior_success: float = Field(0.5, ge=0, le=1)  # p of a bucket not yet seen
+
+
+class TaskSampling(Strict):
+    families: list[str] = Field(default_factory=list)  # empty: all training families
+    levels: list[int] = Field(default_factory=lambda: [1])
+    split: Literal["train", "validation", "test"] = "train"
+
+
+class GRPOSpec(Strict):
+    tasks: TaskSampling = Field(default_factory=TaskSampling)
+    curriculum: CurriculumSpec = Field(default_factory=CurriculumSpec)
+    max_steps: int = Field(20, ge=1)
+    learning_rate: float = Field(1e-5, gt=0)
+    per_device_train_batch_size: int = Field(4, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    num_generations: int = Field(4, ge=2)  # group size
+    max_completion_length: int = Field(512, ge=8)  # all turns of one rollout, tool tokens included
+    max_turns: int = Field(4, ge=1)  # tool-calling iterations per rollout
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    beta: float = Field(0.0, ge=0)  # KL coefficient (0: no reference model)
+    epsilon: float = Field(0.2, gt=0)  # clipping
+    epsilon_high: float | None = None  # DAPO's clip-higher
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = "dapo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    num_iterations: int = Field(1, ge=1)
+    mask_truncated_completions: bool = False
+    render_size: int = Field(256, ge=32)
+    rollout_workers: int = Field(1, ge=1)  # tool worker processes shared by the rollouts
+    tool_deadline_s: float = Field(30.0, gt=0)
+    # Generation backend: plain transformers `generate` (CPU), or vLLM when a GPU is present.
+    generation: Literal["transformers", "vllm_server", "vllm_colocate"] = "transformers"
+    vllm_server_host: str = "127.0.0.1"
+    vllm_server_port: int = 8000
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
+    gradient_checkpointing: bool = False
+
+    @model_validator(mode="after")
+    def _batch_holds_groups(self) -> GRPOSpec:
+        batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
+        if batch % self.num_generations:
+            raise ValueError(
+                f"per_device_train_batch_size x gradient_accumulation_steps ({batch}) must be a "
+                f"multiple of num_generations ({self.num_generations})"
+            )
+        return self
+
+
+class EvalSpec(Strict):
+    families: list[str] = Field(default_factory=list)
+    levels: list[int] = Field(default_factory=lambda: [1])
+    split: Literal["validation", "test"] = "test"
+    per_family: int = Field(8, ge=1)
+    max_steps: int = Field(3, ge=1)  # policy turns per episode
+    max_tokens: int = Field(160, ge=8)
+    workers: int = Field(1, ge=1)
+
+
+class DemoSpec(Strict):
+    families: list[str] = Field(default_factory=list)
+    levels: list[int] = Field(default_factory=lambda: [1])
+    per_family: int = Field(16, ge=1)
+    split: Literal["train"] = "train"
+
+
+class AccelerateSpec(Strict):
+    config_file: str | None = None  # configs/accelerate/*.yaml
+    num_machines: int = Field(1, ge=1)
+    num_processes: int = Field(1, ge=1)
+    main_process_ip: str | None = None
+    main_process_port: int = 29500
+
+
+class TrainConfig(Strict):
+    kind: Literal["sft", "grpo", "pipeline"]
+    name: str | None = None
+    model: ModelSpec
+    # Tools shown to the model in every prompt (demos, SFT rows, GRPO, eval); None: the whole
+    # catalogue. A tiny CPU model cannot afford ~6k tokens of schemas per prompt.
+    tools: list[str] | None = None
+    lora: LoraSpec = Field(default_factory=LoraSpec)
+    run: RunSpec = Field(default_factory=RunSpec)
+    sft: SFTSpec | None = None
+    grpo: GRPOSpec | None = None
+    demos: DemoSpec | None = None
+    eval: EvalSpec | None = None
+    accelerate: AccelerateSpec | None = None
+
+    @model_validator(mode="after")
+    def _stages_present(self) -> TrainConfig:
+        need = {"sft": ["sft"], "grpo": ["grpo"], "pipeline": ["demos", "sft", "grpo", "eval"]}
+        missing = [s for s in need[self.kind] if getattr(self, s) is None]
+        if missing:
+            raise ValueError(f"kind {self.kind!r} needs section(s): {', '.join(missing)}")
+        if self.kind == "sft" and not self.sft.data:
+            raise ValueError("sft.data is empty: list the exported Parquet files or folders")
+        return self
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read and validate a YAML config; raise `ConfigError` naming the offending field."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"no config file at {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    raw.setdefault("name", path.stem)
+    try:
+        return TrainConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: " + "; ".join(_describe(e) for e in exc.errors())) from None
+
+
+def _describe(error: dict) -> str:
+    where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+    return f"{where}: {error['msg']}"
