@@ -177,3 +177,41 @@ def test_render_is_deterministic_and_not_blank(session):
     assert Image.open(io.BytesIO(single.images[0])).size == (64, 64)
     cam = session.call("render", {"camera": {"location": [3, -3, 2], "target": [0, 0, 0]}, "size": 96})
     assert Image.open(io.BytesIO(cam.images[0])).size == (96, 96)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_snapshot_and_undo_survive_random_mutations(session, seed):
+    import random
+
+    from tools import TOOLS
+    from tools.fuzz import value_for
+
+    rng = random.Random(seed)
+    ok(session.call("add_primitive", {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}))
+    ok(session.call("cad_box", {"name": "B", "length": 1, "width": 1, "height": 1}))
+    ok(session.call("snapshot", {"name": "s"}))
+    base = session.scene_hash()
+    mutators = ["add_primitive", "transform", "set_material", "duplicate", "rename", "delete", "modifier",
+                "cad_box", "cad_fillet", "cad_hole", "boolean", "parent", "add_light"]
+    applied = 0
+    while applied < 12:
+        tool = rng.choice(mutators)
+        args = value_for(TOOLS[tool].schema(), rng)
+        for key in ("name", "target", "cutter", "child", "parent"):
+            if key in args and rng.random() < 0.7:
+                args[key] = rng.choice(["A", "B"])
+        applied += session.call(tool, args).ok
+    assert session.scene_hash() != base
+    ok(session.call("restore", {"name": "s"}))
+    assert session.scene_hash() == base
+    ok(session.call("undo", {}))  # the restore itself is one undo step
+    ok(session.call("undo", {"steps": applied}))
+    assert session.scene_hash() == base
+
+
+def test_cad_parts_show_in_renders(session):
+    empty = np.asarray(Image.open(io.BytesIO(session.render(views=["top"], size=96).images[0]))).astype(int)
+    ok(session.call("cad_box", {"name": "B", "length": 1, "width": 1, "height": 1}))
+    with_part = np.asarray(Image.open(io.BytesIO(session.render(views=["top"], size=96).images[0]))).astype(int)
+    centre = (slice(30, 66), slice(30, 66))
+    assert np.abs(with_part[centre] - empty[centre]).mean() > 20
