@@ -1,0 +1,230 @@
+"""Agent chat: a goal or the chosen task, the policy, Run/Stop, and the steps as they stream.
+
+Each event of the episode loop becomes a line: the model's message, the tool call, the
+result or error, and a thumbnail of the render. Risky calls wait in a banner for
+Approve/Reject when approval is on.
+"""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QColor, QIcon, QImage, QPixmap
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from studio.agent.runner import AgentRequest, AgentRunner
+
+POLICIES = ("oracle", "openai", "hf", "none")
+
+
+class AgentDock(QWidget):
+    sig_started = Signal()
+    sig_finished = Signal(object)  # summary dict
+
+    def __init__(self, controller, settings, parent=None) -> None:
+        super().__init__(parent)
+        self.controller, self.settings = controller, settings
+        self.runner: AgentRunner | None = None
+        self.attachment: bytes | None = None
+        self.steps_seen = 0
+        self.last_summary: dict | None = None
+        self.goal = QPlainTextEdit()
+        self.goal.setPlaceholderText("Describe what to build, or pick a task in the Task dock")
+        self.goal.setMaximumHeight(70)
+        self.use_task = QCheckBox("Use the chosen task")
+        self.use_task.setChecked(True)
+        self.policy = QComboBox()
+        self.policy.setEditable(True)  # e.g. hf:/path/to/model or script:run.jsonl
+        self.policy.addItems(POLICIES)
+        self.policy.setCurrentText(str(settings.value("agent/policy", "oracle")))
+        self.base_url = QLineEdit(str(settings.value("agent/base_url", "http://127.0.0.1:8000/v1")))
+        self.model = QLineEdit(str(settings.value("agent/model", "")))
+        self.model.setPlaceholderText("served model name (openai) or folder (hf)")
+        self.max_steps = QSpinBox()
+        self.max_steps.setRange(0, 200)
+        self.max_steps.setSpecialValueText("task budget")
+        self.approval = QCheckBox("Ask before risky tools")
+        self.approval.setChecked(settings.value("agent/approval", "true") in (True, "true"))
+        self.record = QCheckBox("Record the episode")
+        self.record.setChecked(True)
+        form = QFormLayout()
+        form.addRow("Policy", self.policy)
+        form.addRow("Endpoint", self.base_url)
+        form.addRow("Model", self.model)
+        form.addRow("Max steps", self.max_steps)
+        self.run_button = QPushButton("Run")
+        self.run_button.setObjectName("accent")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        self.run_button.clicked.connect(self.run)
+        self.stop_button.clicked.connect(self.stop)
+        self.attach_label = QLabel("")
+        self.attach_label.setObjectName("hint")
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.attach_label, 1)
+        self.banner = QFrame()
+        self.banner.setObjectName("approval")
+        self.banner_text = QLabel()
+        self.banner_text.setWordWrap(True)
+        approve, reject = QPushButton("Approve"), QPushButton("Reject")
+        approve.clicked.connect(lambda: self.answer(True))
+        reject.clicked.connect(lambda: self.answer(False))
+        row = QHBoxLayout(self.banner)
+        row.addWidget(self.banner_text, 1)
+        row.addWidget(approve)
+        row.addWidget(reject)
+        self.banner.hide()
+        self._pending = None
+        self.steps = QListWidget()
+        self.steps.setIconSize(QSize(112, 112))
+        self.steps.setWordWrap(True)
+        self.status = QLabel("Idle")
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.goal)
+        layout.addWidget(self.use_task)
+        layout.addLayout(form)
+        checks = QHBoxLayout()
+        checks.addWidget(self.approval)
+        checks.addWidget(self.record)
+        layout.addLayout(checks)
+        layout.addLayout(buttons)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.steps, 1)
+        layout.addWidget(self.status)
+
+    # -- running -------------------------------------------------------------------------
+    def request(self) -> AgentRequest:
+        policy = self.policy.currentText().strip() or "oracle"
+        options = {}
+        if policy.startswith("openai"):
+            options = {"base_url": self.base_url.text().strip() or None, "model": self.model.text().strip() or None}
+        elif policy == "hf" and self.model.text().strip():
+            policy = f"hf:{self.model.text().strip()}"
+        task = self.controller.task if self.use_task.isChecked() else None
+        return AgentRequest(policy=policy, task_id=task.id if task else None,
+                            goal=self.goal.toPlainText().strip(), options=options,
+                            max_steps=self.max_steps.value() or None, record=self.record.isChecked(),
+                            attachment=self.attachment)
+
+    def run(self, request: AgentRequest | None = None) -> None:
+        if self.runner is not None and self.runner.isRunning():
+            return
+        request = request if isinstance(request, AgentRequest) else self.request()
+        if not request.task_id and not request.goal:
+            self.controller.sig_error.emit("Type a goal or pick a task before pressing Run.")
+            return
+        self.settings.setValue("agent/policy", self.policy.currentText())
+        self.settings.setValue("agent/base_url", self.base_url.text())
+        self.settings.setValue("agent/model", self.model.text())
+        self.settings.setValue("agent/approval", self.approval.isChecked())
+        self.controller.finish_demonstration(check=False)
+        self.steps.clear()
+        self.steps_seen = 0
+        store = self.controller.store() if request.record else None
+        self.runner = AgentRunner(self.controller.worker, request, store=store,
+                                  approval=self.approval.isChecked(), parent=self)
+        self.runner.sig_event.connect(self._on_event)
+        self.runner.sig_approval.connect(self._on_approval)
+        self.runner.sig_error.connect(self.controller.sig_error)
+        self.runner.sig_finished.connect(self._on_finished)
+        self.run_button.setEnabled(False)
+        self.stop_button.setEnabled(True)
+        self.status.setText(f"Running {request.policy} on {request.task_id or 'the goal'}...")
+        self.attachment = None
+        self.attach_label.setText("")
+        self.runner.start()
+        self.sig_started.emit()
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.runner.stop()
+            self.status.setText("Stopping...")
+            if self._pending is not None:
+                self.answer(False)
+
+    def attach(self, png: bytes) -> None:
+        self.attachment = png
+        self.attach_label.setText(f"viewport attached ({len(png) // 1024} KB) — goes with the next Run")
+
+    def answer(self, approved: bool) -> None:
+        if self._pending is not None:
+            self._pending.answer(approved)
+            self._add("✔ approved" if approved else "✘ rejected", "#6fbf73" if approved else "#e07a5f")
+        self._pending = None
+        self.banner.hide()
+
+    @property
+    def running(self) -> bool:
+        return self.runner is not None and self.runner.isRunning()
+
+    # -- events ----------------------------------------------------------------------------
+    def _on_approval(self, request) -> None:
+        self._pending = request
+        args = json.dumps(request.args)[:300]
+        self.banner_text.setText(f"The agent wants to run the risky tool <b>{request.tool}</b> {args}")
+        self.banner.show()
+
+    def _on_event(self, kind: str, data: dict) -> None:
+        if kind == "step_started":
+            self.steps_seen = data["step"] + 1
+            self.status.setText(f"Step {data['step'] + 1}...")
+        elif kind == "message":
+            if data.get("error"):
+                self._add(f"policy error: {data['error']}", "#e07a5f")
+            elif data.get("text"):
+                self._add(f"model: {data['text']}", None)
+        elif kind == "call":
+            self._add(f"call {data['tool']} {json.dumps(data['args'])[:240]}", "#8ab4f8")
+        elif kind == "result":
+            if data["ok"]:
+                self._add(f"   ok {data['text'][:200]}", "#6fbf73")
+            else:
+                self._add(f"   {data['text'][:300]}", "#e07a5f")
+        elif kind == "render":
+            image = QImage.fromData(data["png"], "PNG")
+            item = QListWidgetItem(QIcon(QPixmap.fromImage(image)), "render" if data["step"] >= 0 else "start")
+            self.steps.addItem(item)
+            self.steps.scrollToBottom()
+            self.controller.sig_scene_changed.emit()
+
+    def _add(self, text: str, color: str | None) -> None:
+        item = QListWidgetItem(text)
+        if color:
+            item.setForeground(QColor(color))
+        item.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        self.steps.addItem(item)
+        self.steps.scrollToBottom()
+
+    def _on_finished(self, summary: dict) -> None:
+        self.last_summary = summary
+        self.run_button.setEnabled(True)
+        self.stop_button.setEnabled(False)
+        self.banner.hide()
+        reward = summary.get("reward")
+        words = f"{summary.get('status')}: {summary.get('steps', 0)} steps"
+        if reward is not None:
+            words += f", reward {reward:.3f}" + (" ✔" if summary.get("success") else "")
+        if summary.get("error"):
+            words += f" — {summary['error']}"
+        self.status.setText(words)
+        self._add(f"end: {words}", "#d9d9d9")
+        self.controller.refresh()
+        self.sig_finished.emit(summary)

@@ -1,0 +1,129 @@
+"""Starting the studio: the QApplication, the window, and the scripted mode used by
+`modelwright studio --task ID --policy P --autorun --screenshot PNG --exit-when-done`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
+
+from studio.controller import StudioController
+from studio.theme import apply_theme
+from studio.window import MainWindow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StudioOptions:
+    task: str | None = None
+    policy: str = "oracle"
+    autorun: bool = False
+    screenshot: Path | None = None
+    exit_when_done: bool = False
+    theme: str | None = None
+    data_dir: str | None = None
+    settings_file: str | None = None  # an .ini instead of the user's settings (tests, scripted runs)
+    size: tuple[int, int] = (1600, 1000)
+
+
+def settings_for(options: StudioOptions) -> QSettings:
+    if options.settings_file:
+        return QSettings(options.settings_file, QSettings.Format.IniFormat)
+    return QSettings("Modelwright", "Studio")
+
+
+def build(options: StudioOptions, session_factory=None) -> tuple[MainWindow, StudioController]:
+    """The window and its controller (the session starts; the window is not shown yet)."""
+    app = QApplication.instance()
+    settings = settings_for(options)
+    apply_theme(app, options.theme or str(settings.value("theme", "dark")))
+    controller = StudioController(session_factory=session_factory, data_dir=options.data_dir)
+    window = MainWindow(controller, settings)
+    if options.exit_when_done or options.screenshot:
+        window.resize(*options.size)  # scripted runs: a known size for the screenshot
+    controller.start()
+    return window, controller
+
+
+class ScriptedRun:
+    """Loads the task, runs the policy in the real window, waits for the last frame,
+    saves a screenshot of the whole window, prints the summary JSON, and (optionally) quits."""
+
+    def __init__(self, window: MainWindow, options: StudioOptions) -> None:
+        self.window, self.options = window, options
+        self.summary: dict | None = None
+        self.exit_code = 0
+        c = window.controller
+        c.sig_ready.connect(self._ready)
+        c.sig_task_ready.connect(self._task_ready)
+        window.agent.sig_finished.connect(self._finished)
+
+    def _ready(self) -> None:
+        if self.options.task:
+            self.window.controller.load_task(self.options.task)
+        elif self.options.autorun:
+            self.window.show_error("--autorun needs --task ID")
+
+    def _task_ready(self, task) -> None:
+        if not self.options.autorun:
+            return
+        agent = self.window.agent
+        agent.policy.setCurrentText(self.options.policy)
+        agent.use_task.setChecked(True)
+        agent.approval.setChecked(False)  # nobody is there to answer
+        agent.run()
+
+    def _finished(self, summary: dict) -> None:
+        self.summary = summary
+        self.exit_code = 2 if summary.get("status") == "fatal" else 0
+        viewport = self.window.viewport_panel.viewport
+        self.window.episodes.refresh()
+        if summary.get("episode_id"):
+            self.window.episodes.select_episode(summary["episode_id"])
+        # wait for the frame of the final scene (requested after the last call), then shoot
+        wanted = viewport._serial
+        deadline = time.monotonic() + 30
+
+        def check() -> None:
+            if viewport.shown_serial >= wanted or time.monotonic() > deadline:
+                QTimer.singleShot(300, self._shoot)  # let the docks repaint
+            else:
+                QTimer.singleShot(100, check)
+
+        viewport.request()
+        wanted = viewport._serial
+        check()
+
+    def _shoot(self) -> None:
+        out = dict(self.summary or {})
+        if self.options.screenshot:
+            path = Path(self.options.screenshot)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.window.grab().save(str(path), "PNG")
+            out["screenshot"] = str(path)
+        out["data_dir"] = str(self.window.controller.store().data_dir)
+        print(json.dumps(out, default=str), flush=True)
+        if self.options.exit_when_done:
+            self.window.close()
+            QApplication.instance().exit(self.exit_code)
+
+
+def run_studio(options: StudioOptions) -> int:
+    """Open the studio (blocking); returns the process exit code."""
+    logging.basicConfig(level=os.environ.get("MODELWRIGHT_LOG", "WARNING"))
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Modelwright Studio")
+    app.setOrganizationName("Modelwright")
+    window, _ = build(options)
+    scripted = ScriptedRun(window, options) if (options.task or options.autorun) else None
+    window.show()
+    code = app.exec()
+    return scripted.exit_code if scripted and code == 0 else code

@@ -1,0 +1,45 @@
+"""The `studio` command (and the bare `modelwright`), mounted by studio/cli.py.
+
+Kept light: Qt is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+
+def _display_note() -> None:
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY") \
+            and not os.environ.get("QT_QPA_PLATFORM"):
+        typer.echo("No display found: running offscreen (QT_QPA_PLATFORM=offscreen).", err=True)
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+
+
+def open_studio(**kw) -> None:
+    """Open the studio window (what `modelwright` with no command does)."""
+    from studio.app import StudioOptions, run_studio
+
+    _display_note()
+    raise typer.Exit(run_studio(StudioOptions(**kw)))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("studio")
+    def studio(
+        task: str = typer.Option(None, "--task", help="Task id family:level:seed to load."),
+        policy: str = typer.Option("oracle", "--policy", help="oracle | openai | hf:PATH | none | script:FILE"),
+        autorun: bool = typer.Option(False, "--autorun", help="Run the policy on the task at once."),
+        screenshot: Path = typer.Option(None, "--screenshot", help="Save the whole window here after the last step."),
+        exit_when_done: bool = typer.Option(False, "--exit-when-done", help="Quit after the run (prints the summary JSON)."),
+        theme: str = typer.Option(None, "--theme", help="dark | light"),
+        data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
+        settings_file: Path = typer.Option(None, "--settings", help="Use this .ini for settings and layout."),
+    ) -> None:
+        """Open Modelwright Studio; with --task/--autorun it runs an episode in the window."""
+        open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot,
+                    exit_when_done=exit_when_done, theme=theme,
+                    data_dir=str(data_dir) if data_dir else None,
+                    settings_file=str(settings_file) if settings_file else None)

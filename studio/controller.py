@@ -1,0 +1,244 @@
+"""The studio's session controller: one tool session, the models that mirror it, and the
+rules that tie them together (what a call does to the scene, the undo stack, the recording).
+
+Widgets never talk to the runtime directly: they call the controller, which validates,
+queues the work on the session thread and updates the pure models, which widgets observe.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QUndoCommand, QUndoStack
+
+from studio.models.demonstration import Demonstration, SceneJournal
+from studio.models.scene import SceneModel
+from studio.runtime.worker import SessionWorker
+from tools import TOOLS, ToolError, validate_call
+
+log = logging.getLogger(__name__)
+
+
+class ToolCallCommand(QUndoCommand):
+    """One successful mutating call on the undo stack: undo = the runtime's `undo`, redo = the call again."""
+
+    def __init__(self, controller: StudioController, tool: str, args: dict, origin: str) -> None:
+        label = f"{tool} {args.get('name', '')}".strip()
+        super().__init__(label if origin == "human" else f"{origin}: {label}")
+        self.controller, self.tool, self.args = controller, tool, args
+        self._pushed = False
+
+    def redo(self) -> None:
+        if not self._pushed:  # QUndoStack.push calls redo(); the call has already run
+            self._pushed = True
+            return
+        self.controller.send(self.tool, self.args, origin="history")
+
+    def undo(self) -> None:
+        self.controller.send("undo", {"steps": 1}, origin="history")
+
+
+class StudioController(QObject):
+    sig_error = Signal(str)  # something the person must see
+    sig_status = Signal(str)  # a passing note for the status bar
+    sig_ready = Signal()
+    sig_busy = Signal(bool)
+    sig_call = Signal(object, str)  # (ToolResult, origin), on the GUI thread
+    sig_scene_changed = Signal()  # the scene changed (viewport: render again)
+    sig_reward = Signal(object)  # RewardBreakdown of the chosen task on the current scene
+    sig_task = Signal(object)  # the chosen training.tasks.Task, or None
+    sig_target = Signal(object, object)  # (task, PNG of the solved task or None)
+    sig_task_ready = Signal(object)  # the task's start state is built
+
+    def __init__(self, session_factory: Callable[[], Any] | None = None, data_dir: str | None = None,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        if session_factory is None:
+            from tools import ToolSession
+
+            session_factory = ToolSession
+        self.data_dir = data_dir
+        self._store: Any = None
+        self.scene = SceneModel()
+        self.undo_stack = QUndoStack(self)
+        self.journal = SceneJournal()
+        self.demo = Demonstration(self.store)
+        self.task: Any = None
+        self.ready = False
+        self.crashes = 0
+        self.worker = SessionWorker(session_factory)
+        self.worker.sig_ready.connect(self._on_ready)
+        self.worker.sig_failed.connect(self.sig_error)
+        self.worker.sig_busy.connect(self.sig_busy)
+        self.worker.sig_call.connect(self._on_call)
+        self.worker.sig_reset.connect(self._on_reset)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        self.worker.start()
+
+    def shutdown(self) -> None:
+        try:
+            self.demo.abandon()
+        except Exception:
+            log.exception("closing the demonstration failed")
+        self.worker.stop()
+        if self._store is not None:
+            self._store.close()
+
+    def store(self) -> Any:
+        if self._store is None:
+            from agents.store import Store
+
+            self._store = Store(self.data_dir)
+        return self._store
+
+    def _on_ready(self) -> None:
+        self.ready = True
+        self.sig_ready.emit()
+        self.refresh()
+
+    # -- manual work ---------------------------------------------------------------------
+    def manual_call(self, tool: str, args: dict) -> None:
+        """Validate and send one call from the palette/outliner; raises ToolError when invalid
+        (nothing is sent then)."""
+        validate_call(tool, args)
+        self.send(tool, args, origin="human")
+
+    def send(self, tool: str, args: dict, origin: str = "human", on_done=None) -> None:
+        self.worker.call(tool, args, origin=origin, on_done=on_done)
+
+    def new_scene(self) -> None:
+        """Empty scene; a demonstration in progress is closed first."""
+        self.finish_demonstration(check=False)
+        self.worker.submit(lambda s: (s.reset(), self.worker.sig_reset.emit("human")), "reset")
+
+    def load_task(self, task_id: str | None) -> None:
+        """Choose a task: build its start state; later manual calls are checked against it."""
+        self.finish_demonstration(check=False)
+        if not task_id:
+            self.task = None
+            self.demo.set_task(None, None)
+            self.sig_task.emit(None)
+            return
+        from training.tasks import get_task
+
+        try:
+            task = get_task(task_id)
+        except Exception as exc:
+            self.sig_error.emit(f"Unknown task {task_id!r}: {exc}")
+            return
+        self.task = task
+        self.demo.set_task(task.id, task.prompt)
+        self.sig_task.emit(task)
+
+        def build(s: Any) -> tuple[list[dict], bytes | None]:
+            try:  # the solved scene, for the picker (our session: no second worker)
+                target = task.render_target(s)
+            except Exception:
+                log.exception("rendering the target of %s failed", task.id)
+                target = None
+            s.reset()
+            self.worker.sig_reset.emit("task")
+            calls: list[dict] = []
+
+            class Capture:  # the task's setup as replayable calls
+                def call(self, name, args=None, *a, **kw):
+                    r = s.call(name, args or {}, *a, **kw)
+                    calls.append({"tool": name, "args": dict(args or {})})
+                    return r
+
+                def __getattr__(self, name):
+                    return getattr(s, name)
+
+            task.setup(Capture())
+            return calls, target
+
+        def built(value: tuple[list[dict], bytes | None]) -> None:
+            calls, target = value
+            self.sig_target.emit(task, target)
+            self.journal.reset(calls)
+            self.refresh()
+            self.check_task()
+            self.sig_task_ready.emit(task)
+
+        self.worker.submit(build, f"setup {task.id}", on_done=built,
+                           on_error=lambda e: self.sig_error.emit(f"Task setup failed: {e}"))
+
+    def check_task(self) -> None:
+        """Score the current scene against the chosen task (the live reward)."""
+        task = self.task
+        if task is None:
+            return
+        calls = list(self.demo.calls)
+        self.worker.submit(lambda s: task.evaluate(s, calls), "check", on_done=self.sig_reward.emit,
+                           on_error=lambda e: self.sig_error.emit(f"Checking the task failed: {e}"))
+
+    def finish_demonstration(self, check: bool = True) -> None:
+        """Close the human episode: checked against the task when one is chosen."""
+        if not self.demo.active:
+            return
+        task = self.task if check else None
+        if task is None:
+            episode_id = self.demo.finish()
+            self.sig_status.emit(f"Saved demonstration {episode_id}")
+            return
+        calls = list(self.demo.calls)
+
+        def done(verdict: Any) -> None:
+            episode_id = self.demo.finish(verdict)
+            self.sig_reward.emit(verdict)
+            self.sig_status.emit(f"Saved demonstration {episode_id} (reward {verdict.total:.3f})")
+
+        self.worker.submit(lambda s: task.evaluate(s, calls), "finish", on_done=done,
+                           on_error=lambda e: self.sig_error.emit(f"Checking the task failed: {e}"))
+
+    def refresh(self) -> None:
+        """Read the scene back into the model."""
+        self.worker.submit(lambda s: (s.scene(), s.scene_hash()), "scene",
+                           on_done=lambda sh: self.scene.set_scene(sh[0], sh[1]),
+                           on_error=lambda e: self.sig_error.emit(f"Reading the scene failed: {e}"))
+
+    # -- following every call ----------------------------------------------------------------
+    def _on_call(self, result: Any, origin: str) -> None:
+        self.sig_call.emit(result, origin)
+        if result.error is not None and result.error.kind.value == "crash":
+            self.crashes += 1
+            self.sig_error.emit(f"The tool worker crashed and was restarted: {result.error.message}")
+        spec = TOOLS.get(result.tool)
+        mutating = spec is not None and spec.mutating
+        if origin in ("human", "history"):
+            try:  # the scene model's hash is the state before this call (the queue is FIFO)
+                self.demo.record(result, self.journal, self.scene.scene_hash)
+            except Exception as exc:
+                self.sig_error.emit(f"Recording the step failed: {exc}")
+        if not (result.ok and mutating):
+            if not result.ok and origin != "agent":
+                self.sig_error.emit(f"{result.tool}: {result.error.message}")
+            return
+        self.journal.add(result.tool, result.args)
+        if origin in ("human", "agent") and result.tool not in ("undo", "restore"):
+            self.undo_stack.push(ToolCallCommand(self, result.tool, result.args, origin))
+        self.scene.scene_hash = result.scene_hash
+        self.refresh()
+        self.sig_scene_changed.emit()
+        if origin != "agent":
+            self.check_task()
+
+    def _on_reset(self, origin: str) -> None:
+        self.undo_stack.clear()
+        self.journal.reset()
+        self.scene.set_scene({"objects": []}, None)
+        self.refresh()
+        self.sig_scene_changed.emit()
+
+    def validate(self, tool: str, args: dict) -> str | None:
+        """The validation error a call would get, in words, or None."""
+        try:
+            validate_call(tool, args)
+        except ToolError as e:
+            return e.message
+        return None

@@ -1,0 +1,242 @@
+"""Episodes: browse and filter the trajectory store, see a step timeline with thumbnails,
+restore the scene at a step, replay, export the selection (Parquet), delete."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QIcon, QImage, QPixmap
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+COLUMNS = ("id", "when", "source", "task", "status", "steps", "reward", "success")
+
+
+class _Unclosed:
+    """The studio's session lent to `replay_episode`, which opens and closes its own."""
+
+    def __init__(self, session: Any) -> None:
+        self._s = session
+
+    def __enter__(self):
+        return self._s
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class EpisodesDock(QWidget):
+    def __init__(self, controller, parent=None) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self.episodes: list[Any] = []
+        self.steps_of: list[Any] = []
+        self.last_replay: Any = None
+        self.source = QComboBox()
+        self.source.addItems(["any source", "human", "agent", "oracle", "rollout"])
+        self.family = QLineEdit()
+        self.family.setPlaceholderText("task family")
+        self.success = QComboBox()
+        self.success.addItems(["any outcome", "success", "failure"])
+        refresh = QPushButton("Refresh")
+        refresh.clicked.connect(self.refresh)
+        for w in (self.source, self.success):
+            w.currentIndexChanged.connect(self.refresh)
+        self.family.returnPressed.connect(self.refresh)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.itemSelectionChanged.connect(self._show_steps)
+        self.timeline = QListWidget()
+        self.timeline.setViewMode(QListWidget.ViewMode.IconMode)
+        self.timeline.setFlow(QListWidget.Flow.LeftToRight)
+        self.timeline.setWrapping(False)
+        self.timeline.setIconSize(QSize(96, 96))
+        self.timeline.setGridSize(QSize(130, 130))
+        buttons = QHBoxLayout()
+        for label, slot in (("Restore step", self.restore_selected_step), ("Replay", self.replay_selected),
+                            ("Export...", self.export_selected), ("Delete", self.delete_selected)):
+            b = QPushButton(label)
+            b.clicked.connect(slot)
+            buttons.addWidget(b)
+        filters = QHBoxLayout()
+        filters.addWidget(self.source)
+        filters.addWidget(self.family)
+        filters.addWidget(self.success)
+        filters.addWidget(refresh)
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addLayout(filters)
+        lv.addWidget(self.table, 1)
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        rv.addWidget(self.timeline, 1)
+        rv.addLayout(buttons)
+        split = QSplitter()
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setSizes([520, 480])
+        layout = QVBoxLayout(self)
+        layout.addWidget(split)
+        controller.sig_ready.connect(self.refresh)
+
+    def filter(self):
+        from agents.store import EpisodeFilter
+
+        source = self.source.currentText()
+        success = {"success": True, "failure": False}.get(self.success.currentText())
+        return EpisodeFilter(source=None if source.startswith("any") else source,
+                             task_family=self.family.text().strip() or None, success=success, limit=500)
+
+    def refresh(self) -> None:
+        try:
+            self.episodes = self.controller.store().list_episodes(self.filter())
+        except Exception as exc:
+            self.controller.sig_error.emit(f"Could not read the episode store: {exc}")
+            return
+        self.table.setRowCount(len(self.episodes))
+        for row, e in enumerate(self.episodes):
+            values = (e.id, time.strftime("%m-%d %H:%M", time.localtime(e.created_at)), e.source,
+                      e.task_id or (e.prompt or "")[:40], e.status, str(e.n_steps),
+                      "" if e.reward is None else f"{e.reward:.3f}",
+                      "" if e.success is None else ("✔" if e.success else "✘"))
+            for col, v in enumerate(values):
+                self.table.setItem(row, col, QTableWidgetItem(v))
+        self.table.resizeColumnsToContents()
+
+    def selected(self) -> list[Any]:
+        rows = sorted({i.row() for i in self.table.selectedItems()})
+        return [self.episodes[r] for r in rows if r < len(self.episodes)]
+
+    def select_episode(self, episode_id: str) -> None:
+        for row, e in enumerate(self.episodes):
+            if e.id == episode_id:
+                self.table.selectRow(row)
+                return
+
+    def _show_steps(self) -> None:
+        self.timeline.clear()
+        chosen = self.selected()
+        if not chosen:
+            return
+        store = self.controller.store()
+        episode = chosen[0]
+        self.steps_of = store.steps(episode.id)
+        for step in self.steps_of:
+            icon = QIcon()
+            try:
+                png = store.step_frame(step)
+            except Exception:
+                png = None
+            if png:
+                icon = QIcon(QPixmap.fromImage(QImage.fromData(png, "PNG")))
+            mark = "" if step.ok else " ✘"
+            item = QListWidgetItem(icon, f"{step.index}: {step.tool}{mark}")
+            item.setToolTip(step.result_text or step.error_message or "")
+            item.setData(Qt.ItemDataRole.UserRole, step.index)
+            self.timeline.addItem(item)
+
+    def restore_selected_step(self) -> None:
+        chosen, item = self.selected(), self.timeline.currentItem()
+        if not chosen:
+            return
+        index = item.data(Qt.ItemDataRole.UserRole) if item else len(self.steps_of) - 1
+        self.restore(chosen[0], index)
+
+    def restore(self, episode: Any, index: int) -> None:
+        """Rebuild the scene as it was after step `index` (setup, then steps 0..index)."""
+        calls = list(episode.setup) + [{"tool": s.tool, "args": s.args} for s in self.steps_of[: index + 1]]
+        worker = self.controller.worker
+        self.controller.finish_demonstration(check=False)
+
+        def rebuild(s: Any) -> int:
+            s.reset()
+            worker.sig_reset.emit("restore")
+            failed = 0
+            for c in calls:
+                failed += not s.call(c["tool"], c.get("args", {})).ok
+            return failed
+
+        def rebuilt(failed: int) -> None:
+            self.controller.journal.reset(calls)
+            self.controller.refresh()
+            self.controller.sig_scene_changed.emit()
+            self.controller.sig_status.emit(f"Restored {episode.id} at step {index}"
+                                            + (f" ({failed} calls failed, as recorded)" if failed else ""))
+
+        worker.submit(rebuild, "restore", on_done=rebuilt,
+                      on_error=lambda e: self.controller.sig_error.emit(f"Restore failed: {e}"))
+
+    def replay_selected(self) -> None:
+        for episode in self.selected()[:1]:
+            self.replay(episode.id)
+
+    def replay(self, episode_id: str) -> None:
+        from agents.store.replay import replay_episode
+
+        store, worker = self.controller.store(), self.controller.worker
+        self.controller.finish_demonstration(check=False)
+
+        def run(s: Any):
+            report = replay_episode(store, episode_id, session_factory=lambda: _Unclosed(s))
+            worker.sig_reset.emit("replay")
+            return report
+
+        def done(report) -> None:
+            self.last_replay = report
+            self.controller.refresh()
+            self.controller.sig_scene_changed.emit()
+            if report.matched:
+                self.controller.sig_status.emit(report.summary())
+            else:
+                self.controller.sig_error.emit(report.summary())
+
+        worker.submit(run, "replay", on_done=done,
+                      on_error=lambda e: self.controller.sig_error.emit(f"Replay failed: {e}"))
+
+    def export_selected(self, path: str | None = None) -> None:
+        from pathlib import Path
+
+        from agents.store import EpisodeFilter
+        from agents.store.export import export_parquet
+
+        chosen = self.selected()
+        if not chosen:
+            return
+        if not path:
+            path = QFileDialog.getExistingDirectory(self, "Export the selected episodes to")
+            if not path:
+                return
+        try:
+            report = export_parquet(self.controller.store(), Path(path),
+                                    EpisodeFilter(ids=tuple(e.id for e in chosen)))
+        except Exception as exc:
+            self.controller.sig_error.emit(f"Export failed: {exc}")
+            return
+        self.controller.sig_status.emit(f"Exported to {path}: {report}")
+
+    def delete_selected(self) -> None:
+        chosen = self.selected()
+        if chosen:
+            self.controller.store().delete([e.id for e in chosen])
+            self.refresh()

@@ -1,0 +1,123 @@
+"""Outliner: the scene's objects as the runtime reports them (`get_scene`).
+
+Select (shared with the palette: the selected name fills `name` fields), rename (edit the
+name in place: a `rename` call), delete (a `delete` call). Each edit is one tool call, so
+it is one undo step and one recorded step. There is no show/hide: the runtime has no
+visibility flag for objects (see the report).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+
+class OutlinerDock(QWidget):
+    def __init__(self, controller, parent=None) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Object", "Type", "Size (m)"])
+        self.tree.setRootIsDecorated(True)
+        self.tree.itemSelectionChanged.connect(self._selection_from_tree)
+        self.tree.itemChanged.connect(self._renamed)
+        rename, delete = QPushButton("Rename"), QPushButton("Delete")
+        rename.clicked.connect(self._edit_selected)
+        delete.clicked.connect(self.delete_selected)
+        row = QHBoxLayout()
+        row.addWidget(rename)
+        row.addWidget(delete)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tree, 1)
+        layout.addLayout(row)
+        self._filling = False
+        controller.scene.changed.connect(self.fill)
+        controller.scene.selection_changed.connect(self._select_in_tree)
+
+    def fill(self) -> None:
+        self._filling = True
+        try:
+            self.tree.clear()
+            items: dict[str, QTreeWidgetItem] = {}
+            objects = self.controller.scene.objects
+            for obj in objects:
+                dims = ", ".join(f"{d:.3g}" for d in obj.get("dimensions") or [])
+                kind = f"{obj.get('type', '')} ({obj.get('source', '')})"
+                item = QTreeWidgetItem([obj["name"], kind, dims])
+                item.setData(0, Qt.ItemDataRole.UserRole, obj["name"])
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+                color = (obj.get("material") or {}).get("color")
+                if color:
+                    item.setToolTip(0, f"material {color}")
+                items[obj["name"]] = item
+            for obj in objects:
+                parent = items.get(obj.get("parent") or "")
+                (parent.addChild if parent else self.tree.addTopLevelItem)(items[obj["name"]])
+            self.tree.expandAll()
+            for col in range(3):
+                self.tree.resizeColumnToContents(col)
+            self._select_in_tree(self.controller.scene.selected)
+        finally:
+            self._filling = False
+
+    def names(self) -> list[str]:
+        out = []
+
+        def walk(item: QTreeWidgetItem) -> None:
+            out.append(item.text(0))
+            for i in range(item.childCount()):
+                walk(item.child(i))
+
+        for i in range(self.tree.topLevelItemCount()):
+            walk(self.tree.topLevelItem(i))
+        return sorted(out)
+
+    def _find(self, name: str | None) -> QTreeWidgetItem | None:
+        if not name:
+            return None
+        found = self.tree.findItems(name, Qt.MatchFlag.MatchExactly | Qt.MatchFlag.MatchRecursive, 0)
+        return found[0] if found else None
+
+    def _select_in_tree(self, name: str | None) -> None:
+        item = self._find(name)
+        was, self._filling = self._filling, True
+        self.tree.setCurrentItem(item) if item else self.tree.clearSelection()
+        self._filling = was
+
+    def _selection_from_tree(self) -> None:
+        if self._filling:
+            return
+        items = self.tree.selectedItems()
+        self.controller.scene.select(items[0].data(0, Qt.ItemDataRole.UserRole) if items else None)
+
+    def _edit_selected(self) -> None:
+        item = self._find(self.controller.scene.selected)
+        if item:
+            self.tree.editItem(item, 0)
+
+    def _renamed(self, item: QTreeWidgetItem, column: int) -> None:
+        if self._filling or column != 0:
+            return
+        old, new = item.data(0, Qt.ItemDataRole.UserRole), item.text(0).strip()
+        if new and new != old:
+            self.rename(old, new)
+
+    def rename(self, old: str, new: str) -> None:
+        error = self.controller.validate("rename", {"name": old, "new_name": new})
+        if error:
+            self.controller.sig_error.emit(error)
+            self.fill()
+            return
+        self.controller.manual_call("rename", {"name": old, "new_name": new})
+
+    def delete_selected(self) -> None:
+        name = self.controller.scene.selected
+        if name:
+            self.controller.manual_call("delete", {"name": name})

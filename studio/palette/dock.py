@@ -1,0 +1,64 @@
+"""Tool palette: pick a tool, fill its generated form, Send. Invalid values never leave the studio."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+
+from studio.palette.forms import FormError, ToolForm
+from tools import TOOLS, ToolError, validate_call
+
+
+class PaletteDock(QWidget):
+    def __init__(self, controller, parent=None) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self.tool = QComboBox()
+        self.tool.addItems([n for n in TOOLS if n not in ("get_scene",)])
+        self.tool.currentTextChanged.connect(self.show_tool)
+        self.description = QLabel()
+        self.description.setWordWrap(True)
+        self.description.setObjectName("hint")
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("accent")
+        self.send_button.clicked.connect(self.send)
+        self.error = QLabel()
+        self.error.setObjectName("error")
+        self.error.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tool)
+        layout.addWidget(self.description)
+        layout.addWidget(self.scroll, 1)
+        layout.addWidget(self.error)
+        layout.addWidget(self.send_button)
+        self.form: ToolForm | None = None
+        self.sent = 0
+        self.show_tool(self.tool.currentText())
+
+    def show_tool(self, name: str) -> None:
+        spec = TOOLS[name]
+        self.description.setText(spec.description + ("  ⚠ risky" if spec.risky else ""))
+        self.form = ToolForm(name, spec.schema())
+        self.scroll.setWidget(self.form)
+        self.error.setText("")
+
+    def select(self, name: str, **values) -> ToolForm:
+        self.tool.setCurrentText(name)
+        for key, value in values.items():
+            self.form.set_value(key, value)
+        return self.form
+
+    def send(self) -> bool:
+        """Validate the form and send the call; False (and an error shown) when it is refused."""
+        assert self.form is not None
+        try:
+            args = self.form.values()
+            validate_call(self.form.tool, args)
+        except (FormError, ToolError) as exc:
+            self.error.setText(f"Not sent — {getattr(exc, 'message', str(exc))}")
+            return False
+        self.error.setText("")
+        self.controller.manual_call(self.form.tool, args)
+        self.sent += 1
+        return True

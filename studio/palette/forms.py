@@ -1,0 +1,120 @@
+"""A form generated from a tool's JSON schema (`TOOLS[name].schema()`).
+
+Enums become combo boxes, booleans check boxes, everything else a line edit holding a
+number, a comma-separated list or JSON. Reading the form parses the text; the caller then
+validates with `tools.validate_call`, so a bad value is refused before anything is sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QLabel, QLineEdit, QWidget
+
+UNSET = "(default)"
+
+
+class FormError(ValueError):
+    """A field's text is not a value of its type; the message names the field."""
+
+
+class ToolForm(QWidget):
+    def __init__(self, tool: str, schema: dict, parent=None) -> None:
+        super().__init__(parent)
+        self.tool, self.schema = tool, schema
+        self.required = set(schema.get("required", []))
+        self.fields: dict[str, QWidget] = {}
+        layout = QFormLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for name, prop in schema.get("properties", {}).items():
+            widget = self._widget(name, prop)
+            self.fields[name] = widget
+            label = QLabel(name + (" *" if name in self.required else ""))
+            label.setToolTip(prop.get("description", ""))
+            layout.addRow(label, widget)
+
+    def _widget(self, name: str, prop: dict) -> QWidget:
+        default = prop.get("default")
+        if "enum" in prop:
+            box = QComboBox()
+            if name not in self.required:
+                box.addItem(UNSET)
+            box.addItems([str(v) for v in prop["enum"]])
+            if default is not None:
+                box.setCurrentText(str(default))
+            return box
+        if prop.get("type") == "boolean":
+            check = QCheckBox()
+            check.setChecked(bool(default))
+            return check
+        edit = QLineEdit()
+        if default is not None:
+            edit.setText(_show(default))
+        hint = prop.get("type", "json")
+        if hint == "array":
+            n = prop.get("minItems")
+            hint = f"{n} values, comma-separated" if n and n == prop.get("maxItems") else "list: a, b, c"
+        elif hint == "object":
+            hint = "JSON object"
+        edit.setPlaceholderText(hint if name in self.required else f"{hint} (optional)")
+        return edit
+
+    def set_value(self, name: str, value: Any) -> None:
+        widget = self.fields[name]
+        if isinstance(widget, QComboBox):
+            widget.setCurrentText(str(value))
+        elif isinstance(widget, QCheckBox):
+            widget.setChecked(bool(value))
+        else:
+            widget.setText(_show(value))
+
+    def values(self) -> dict[str, Any]:
+        """The arguments the form holds; raises FormError for text that is not a value."""
+        args: dict[str, Any] = {}
+        for name, widget in self.fields.items():
+            prop = self.schema["properties"][name]
+            if isinstance(widget, QComboBox):
+                if widget.currentText() != UNSET:
+                    args[name] = _typed_enum(widget.currentText(), prop["enum"])
+            elif isinstance(widget, QCheckBox):
+                args[name] = widget.isChecked()
+            else:
+                text = widget.text().strip()
+                if text:
+                    args[name] = parse(text, prop, name)
+        return args
+
+
+def parse(text: str, prop: dict, name: str) -> Any:
+    kind = prop.get("type")
+    try:
+        if kind == "number":
+            return float(text)
+        if kind == "integer":
+            return int(text)
+        if kind == "string":
+            return text
+        if kind == "array" and not text.startswith("["):
+            items = [t.strip() for t in text.split(",") if t.strip()]
+            item_type = prop.get("items", {}).get("type")
+            if item_type == "number":
+                return [float(t) for t in items]
+            if item_type == "integer":
+                return [int(t) for t in items]
+            return items
+        return json.loads(text)
+    except (ValueError, json.JSONDecodeError):
+        raise FormError(f"{name}: {text!r} is not a valid {kind or 'JSON value'}") from None
+
+
+def _typed_enum(text: str, options: list) -> Any:
+    return next((o for o in options if str(o) == text), text)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list) and all(isinstance(v, int | float) for v in value):
+        return ", ".join(f"{v:g}" for v in value)
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)

@@ -1,0 +1,128 @@
+"""Task picker: choose a task (family, level, seed), see its prompt and target, and the live
+reward of the scene as you model; Finish checks it and saves the demonstration."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+
+class TaskDock(QWidget):
+    def __init__(self, controller, parent=None) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self.family = QComboBox()
+        self.level = QSpinBox()
+        self.level.setRange(1, 3)
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 1_000_000)
+        self.seed.setValue(42)
+        self.task_id = QLineEdit()
+        self.task_id.setPlaceholderText("family:level:seed")
+        for w in (self.family, self.level, self.seed):
+            (w.currentTextChanged if isinstance(w, QComboBox) else w.valueChanged).connect(self._compose)
+        load, clear = QPushButton("Load task"), QPushButton("No task")
+        load.setObjectName("accent")
+        load.clicked.connect(self.load)
+        clear.clicked.connect(lambda: controller.load_task(None))
+        self.prompt = QLabel("No task chosen: model freely.")
+        self.prompt.setWordWrap(True)
+        self.prompt.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.target = QLabel()
+        self.target.setMinimumHeight(90)
+        self.target.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.reward = QLabel("reward —")
+        self.reward.setObjectName("reward")
+        self.components = QLabel("")
+        self.components.setWordWrap(True)
+        self.components.setObjectName("hint")
+        finish = QPushButton("Finish (check and save demonstration)")
+        finish.clicked.connect(lambda: controller.finish_demonstration(check=True))
+        self.steps = QLabel("")
+        self.steps.setObjectName("hint")
+        form = QFormLayout()
+        form.addRow("Family", self.family)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Level"))
+        row.addWidget(self.level)
+        row.addWidget(QLabel("Seed"))
+        row.addWidget(self.seed)
+        form.addRow(row)
+        form.addRow("Task", self.task_id)
+        buttons = QHBoxLayout()
+        buttons.addWidget(load)
+        buttons.addWidget(clear)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addLayout(buttons)
+        layout.addWidget(self.prompt)
+        layout.addWidget(self.target, 1)
+        layout.addWidget(self.reward)
+        layout.addWidget(self.components)
+        layout.addWidget(self.steps)
+        layout.addWidget(finish)
+        controller.sig_task.connect(self._on_task)
+        controller.sig_target.connect(self._on_target)
+        controller.sig_reward.connect(self._on_reward)
+        controller.demo.changed.connect(lambda n: self.steps.setText(f"demonstration: {n} recorded step(s)" if n else ""))
+        self._families()
+
+    def _families(self) -> None:
+        try:
+            from training.tasks import list_families
+
+            self.family.addItems([f["family"] for f in list_families()])
+        except Exception as exc:  # the picker still works with a typed id
+            self.controller.sig_error.emit(f"Could not list task families: {exc}")
+
+    def _compose(self) -> None:
+        self.task_id.setText(f"{self.family.currentText()}:{self.level.value()}:{self.seed.value()}")
+
+    def load(self) -> None:
+        self.controller.load_task(self.task_id.text().strip() or None)
+
+    def _on_task(self, task) -> None:
+        self.target.clear()
+        self.reward.setText("reward —")
+        self.components.setText("")
+        if task is None:
+            self.prompt.setText("No task chosen: model freely.")
+            return
+        self.task_id.setText(task.id)
+        self.prompt.setText(f"<b>{task.id}</b> (budget {task.budget} steps)<br>{task.prompt}")
+        self.target.setText("rendering the target...")
+
+    def _on_target(self, task, png) -> None:
+        if png is None:
+            self.target.setText("(no target image)")
+            return
+        pix = QPixmap.fromImage(QImage.fromData(png, "PNG"))
+        self.target.setPixmap(pix.scaled(150, 150, Qt.AspectRatioMode.KeepAspectRatio,
+                                         Qt.TransformationMode.SmoothTransformation))
+        self.target.setToolTip("the task solved by the oracle")
+
+    def _on_reward(self, verdict) -> None:
+        mark = "✔ success" if verdict.success else "not yet"
+        self.reward.setText(f"reward {verdict.total:.3f} — {mark}")
+        self.components.setText("  ".join(f"{k} {v:.2f}" for k, v in sorted(verdict.components.items())))
+
+    def show_summary(self, summary: dict) -> None:
+        """An agent run's outcome (its checker already scored the final scene)."""
+        reward = summary.get("reward")
+        if reward is None:
+            return
+        mark = "✔ success" if summary.get("success") else "not solved"
+        self.reward.setText(f"reward {reward:.3f} — {mark} (agent)")
+        comps = summary.get("components") or {}
+        self.components.setText("  ".join(f"{k} {v:.2f}" for k, v in sorted(comps.items())))

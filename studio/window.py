@@ -1,0 +1,182 @@
+"""The main window: the viewport in the middle, one dock per feature around it.
+
+Layout and settings persist in QSettings; errors from anywhere land in the error bar and
+the status bar, never only in a terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from studio.agent.dock import AgentDock
+from studio.episodes.dock import EpisodesDock
+from studio.history.dock import HistoryDock
+from studio.outliner.dock import OutlinerDock
+from studio.palette.dock import PaletteDock
+from studio.server.dock import ServerDock
+from studio.tasks.dock import TaskDock
+from studio.theme import apply_theme
+from studio.training.dock import TrainingDock
+from studio.viewport.panel import ViewportPanel
+
+log = logging.getLogger(__name__)
+
+
+class ErrorBar(QFrame):
+    """The latest error, until dismissed; all of them are kept in `errors`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("errorbar")
+        self.errors: list[str] = []
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        dismiss = QPushButton("Dismiss")
+        dismiss.clicked.connect(self.hide)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 4, 8, 4)
+        row.addWidget(self.text, 1)
+        row.addWidget(dismiss)
+        self.hide()
+
+    def show_error(self, message: str) -> None:
+        self.errors.append(message)
+        more = f"  (+{len(self.errors) - 1} earlier)" if len(self.errors) > 1 else ""
+        self.text.setText(f"⚠ {message}{more}")
+        self.show()
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, controller, settings, view_size: int = 384) -> None:
+        super().__init__()
+        self.controller, self.settings = controller, settings
+        self.setWindowTitle("Modelwright Studio")
+        self.setObjectName("studio")
+        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks)
+        self.errors = ErrorBar()
+        self.viewport_panel = ViewportPanel(controller, size=view_size)
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.errors)
+        layout.addWidget(self.viewport_panel, 1)
+        self.setCentralWidget(central)
+
+        self.agent = AgentDock(controller, settings)
+        self.palette = PaletteDock(controller)
+        self.outliner = OutlinerDock(controller)
+        self.history = HistoryDock(controller)
+        self.tasks = TaskDock(controller)
+        self.episodes = EpisodesDock(controller)
+        self.training = TrainingDock(controller, settings)
+        self.server = ServerDock(controller, settings)
+        self.docks: dict[str, QDockWidget] = {}
+        left, right, bottom = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea,
+                               Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Task", self.tasks, left)
+        self._dock("Outliner", self.outliner, left)
+        self._dock("Tool palette", self.palette, left)
+        self._dock("History", self.history, left, tab_with="Tool palette")
+        self._dock("Agent", self.agent, right)
+        self._dock("Episodes", self.episodes, bottom)
+        self._dock("Training", self.training, bottom, tab_with="Episodes")
+        self._dock("Model server", self.server, bottom, tab_with="Training")
+        self.docks["Tool palette"].raise_()
+        self.docks["Episodes"].raise_()
+        self.resizeDocks([self.docks["Outliner"], self.docks["Agent"]], [330, 420], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["Episodes"], self.docks["Task"], self.docks["Outliner"]], [210, 330, 150],
+                         Qt.Orientation.Vertical)
+        self._menus()
+        self.busy = QLabel("")
+        self.statusBar().addPermanentWidget(self.busy)
+        controller.sig_error.connect(self.show_error)
+        controller.sig_status.connect(lambda m: self.statusBar().showMessage(m, 8000))
+        controller.sig_busy.connect(lambda b: self.busy.setText("working..." if b else ""))
+        controller.sig_ready.connect(lambda: self.statusBar().showMessage("Tool runtime ready", 5000))
+        self.viewport_panel.sig_send_to_agent.connect(self.agent.attach)
+        self.agent.sig_finished.connect(self.tasks.show_summary)
+        self.statusBar().showMessage("Starting the tool runtime (Blender + CadQuery)...")
+        self.restore_layout()
+
+    def _dock(self, title: str, widget: QWidget, area, tab_with: str | None = None) -> None:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock-{title}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        if tab_with:
+            self.tabifyDockWidget(self.docks[tab_with], dock)
+        self.docks[title] = dock
+
+    def _menus(self) -> None:
+        file = self.menuBar().addMenu("&File")
+        new = QAction("New scene", self)
+        new.setShortcut(QKeySequence.StandardKey.New)
+        new.triggered.connect(self.controller.new_scene)
+        file.addAction(new)
+        quit_ = QAction("Quit", self)
+        quit_.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_.triggered.connect(self.close)
+        file.addAction(quit_)
+        edit = self.menuBar().addMenu("&Edit")
+        undo = self.controller.undo_stack.createUndoAction(self, "Undo")
+        undo.setShortcut(QKeySequence.StandardKey.Undo)
+        redo = self.controller.undo_stack.createRedoAction(self, "Redo")
+        redo.setShortcut(QKeySequence.StandardKey.Redo)
+        edit.addAction(undo)
+        edit.addAction(redo)
+        view = self.menuBar().addMenu("&View")
+        for name in ("dark", "light"):
+            action = QAction(f"{name.title()} theme", self)
+            action.triggered.connect(lambda _=False, n=name: self.set_theme(n))
+            view.addAction(action)
+        view.addSeparator()
+        for dock in self.docks.values():
+            view.addAction(dock.toggleViewAction())
+
+    def set_theme(self, name: str) -> None:
+        applied = apply_theme(QApplication.instance(), name)
+        self.settings.setValue("theme", applied)
+
+    def show_error(self, message: str) -> None:
+        log.warning("%s", message)
+        self.errors.show_error(message)
+        self.statusBar().showMessage(message, 10000)
+
+    def restore_layout(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if isinstance(geometry, QByteArray | bytes):
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1600, 1000)
+        if isinstance(state, QByteArray | bytes):
+            self.restoreState(state)
+
+    def save_layout(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.settings.sync()
+
+    def closeEvent(self, event) -> None:
+        self.save_layout()
+        if self.agent.running:
+            self.agent.stop()
+            self.agent.runner.wait(20000)
+        self.training.shutdown()
+        self.server.shutdown()
+        self.controller.shutdown()
+        super().closeEvent(event)
