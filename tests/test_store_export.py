@@ -81,7 +81,7 @@ def test_export_loads_with_datasets_in_trl_conversational_format(tmp_path):
     assert m[3]["content"] == [{"type": "text", "text": '{"name":"Cube"}'}, {"type": "image", "text": None}]
     assert m[4]["content"] == [{"type": "text", "text": "ok"}]  # no frame: no image part
     assert m[5]["content"] is None  # tool-call-only turn: content null, not ""
-    assert m[6]["content"][0]["text"] == "error (validation): kind must be cube or sphere"
+    assert m[6]["content"][0]["text"] == "ERROR (validation): kind must be cube or sphere"
     assert m[9] == {"role": "assistant", "content": [{"type": "text", "text":
                     "Done: a red cube and a sphere."}], "tool_calls": None}
     shades = [img.convert("RGB").getpixel((0, 0))[0] for img in row["images"]]

@@ -59,7 +59,7 @@ def step_text(step: Step) -> str:
     if step.result_text is not None:
         return step.result_text
     if step.error_kind is not None:
-        return f"error ({step.error_kind}): {step.error_message or ''}".rstrip()
+        return f"ERROR ({step.error_kind}): {step.error_message or ''}".rstrip()  # as to_text()
     if step.result is not None:
         return json.dumps(step.result, ensure_ascii=False, separators=(",", ":"))
     return "ok"
