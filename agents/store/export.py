@@ -131,6 +131,18 @@ def _image(data: bytes | None) -> dict | None:
     return None if data is None else {"bytes": data, "path": None}
 
 
+def _frame_reader(store: Store, episode_id: str) -> Callable[[str, str | None], bytes]:
+    """Reads (and verifies) each frame of an episode once, for both tables."""
+    read: dict[str, bytes] = {}
+
+    def frame(rel: str, sha: str | None) -> bytes:
+        if rel not in read:
+            read[rel] = store.frame(episode_id, rel, sha)
+        return read[rel]
+
+    return frame
+
+
 def export_parquet(
     store: Store,
     out: Path,
@@ -174,9 +186,9 @@ def export_parquet(
                 steps = store.steps(ep.id)
                 if ep.tools_version not in specs:
                     specs[ep.tools_version] = store.tool_specs(ep.tools_version)
-                messages, images = episode_conversation(
-                    ep, steps, lambda rel, sha, eid=ep.id: store.frame(eid, rel, sha)
-                )
+                frame = _frame_reader(store, ep.id)
+
+                messages, images = episode_conversation(ep, steps, frame)
                 n_images += len(images)
                 ep_rows.append(
                     {
@@ -211,7 +223,9 @@ def export_parquet(
                     row = asdict(st)
                     row["arguments"] = json.dumps(row.pop("args"), ensure_ascii=False)
                     row["result"] = None if st.result is None else json.dumps(st.result)
-                    row["frame"] = _image(store.step_frame(st))
+                    row["frame"] = _image(
+                        None if st.frame is None else frame(st.frame, st.frame_sha256)
+                    )
                     row.pop("frame_sha256")
                     step_rows.append(row)
                 n_steps += len(steps)
