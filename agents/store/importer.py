@@ -9,15 +9,18 @@ episodes imported from an export have none.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.store.atomic import atomic_copy_file, atomic_write_bytes
+from agents.store.atomic import TEMP_MARK, atomic_copy_file, atomic_write_bytes, fsync_dir
 from agents.store.errors import ImportSourceError, StoreError
 from agents.store.export import EXPORT_FORMAT
 from agents.store.frames import check_png, sha256
+from agents.store.lease import Lease, holder_alive
 from agents.store.recorder import ARTIFACTS, FRAMES, dumps
 from agents.store.schema import INDEX_NAME
 from agents.store.store import tools_version
@@ -132,6 +135,42 @@ def _commit(store: Store, ep: dict, steps: list[dict], specs: list[dict] | None)
         )
 
 
+class _Staging:
+    """An imported episode's folder, built hidden under a held lease (so no reader takes it
+    for an orphan), renamed into place, then committed: rows never point at missing files."""
+
+    def __init__(self, store: Store, episode_id: str):
+        self.final = store.episode_dir(episode_id)
+        self.path = store.episodes_dir / f"{TEMP_MARK}{episode_id}.{os.getpid()}.import"
+        self._episodes_dir = store.episodes_dir
+        self._lease: Lease | None = None
+
+    def __enter__(self) -> _Staging:
+        shutil.rmtree(self.path, ignore_errors=True)  # our own leftover from a killed import
+        (self.path / FRAMES).mkdir(parents=True)
+        self._lease = Lease(self.path)
+        return self
+
+    def __truediv__(self, rel: str) -> Path:
+        return self.path / rel
+
+    def publish(self, commit: Callable[[], None]) -> None:
+        if self.final.exists():
+            if holder_alive(self.final, {}):
+                raise StoreError(f"{self.final} is being written by another process")
+            shutil.rmtree(self.final)  # a folder no row owns: a dead writer's orphan
+        os.rename(self.path, self.final)
+        self.path = self.final
+        fsync_dir(self._episodes_dir)
+        commit()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._lease is not None:
+            self._lease.release()
+        if exc is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
 def _existing(store: Store) -> set[str]:
     with store._lock:
         return {r[0] for r in store._conn.execute("SELECT id FROM episodes")}
@@ -163,9 +202,7 @@ def _from_store(store: Store, source: Path) -> ImportReport:
                 report.skipped.append(ep.id)
                 continue
             steps = other.steps(ep.id)
-            folder = store.episode_dir(ep.id)
-            (folder / FRAMES).mkdir(parents=True, exist_ok=True)
-            try:
+            with _Staging(store, ep.id) as folder:
                 if ep.initial_frame:
                     atomic_write_bytes(folder / ep.initial_frame, other.initial_frame(ep))
                 for st in steps:
@@ -176,15 +213,9 @@ def _from_store(store: Store, source: Path) -> ImportReport:
                     atomic_copy_file(
                         other.episode_dir(ep.id) / ARTIFACTS / name, folder / ARTIFACTS / name
                     )
-                _commit(
-                    store,
-                    ep.to_dict(),
-                    [s.to_dict() for s in steps],
-                    other.tool_specs(ep.tools_version),
-                )
-            except BaseException:
-                shutil.rmtree(folder, ignore_errors=True)
-                raise
+                specs = other.tool_specs(ep.tools_version)
+                folder.publish(lambda ep=ep, steps=steps, specs=specs: _commit(
+                    store, ep.to_dict(), [s.to_dict() for s in steps], specs))
             report.imported.append(ep.id)
     return report
 
@@ -212,9 +243,7 @@ def _from_export(store: Store, source: Path, manifest: dict) -> ImportReport:
         if ep["id"] in have:
             report.skipped.append(ep["id"])
             continue
-        folder = store.episode_dir(ep["id"])
-        (folder / FRAMES).mkdir(parents=True, exist_ok=True)
-        try:
+        with _Staging(store, ep["id"]) as folder:
             if ep["initial_frame"]:
                 data = row["images"][0]["bytes"]  # the user turn's image is the first one
                 check_png(data, f"initial frame of {ep['id']}")
@@ -239,9 +268,8 @@ def _from_export(store: Store, source: Path, manifest: dict) -> ImportReport:
                         "frame_sha256": sha,
                     }
                 )
-            _commit(store, {**ep, "artifacts": []}, steps, specs.get(str(ep["tools_version"])))
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
+            tool_specs = specs.get(str(ep["tools_version"]))
+            folder.publish(lambda ep=ep, steps=steps, tool_specs=tool_specs: _commit(
+                store, {**ep, "artifacts": []}, steps, tool_specs))
         report.imported.append(ep["id"])
     return report
