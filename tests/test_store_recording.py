@@ -244,3 +244,30 @@ def test_import_from_another_store_keeps_everything_and_is_idempotent(tmp_path):
         with pytest.raises(StoreError, match="neither a store"):
             import_into(b, tmp_path)
         json.dumps(src_ep.to_dict())  # JSON-able for `data show --json`
+
+
+def test_two_threads_share_one_store(tmp_path):
+    import threading
+
+    errors: list[BaseException] = []
+
+    def worker(name: str, store: Store) -> None:
+        try:
+            for _ in range(5):
+                with store.begin_episode(prompt=name) as rec:
+                    for k in range(3):
+                        rec.add_step(tool="t", args={"k": k}, frame=png(size=32))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    with Store(tmp_path) as store:
+        threads = [threading.Thread(target=worker, args=(n, store)) for n in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        episodes = store.list_episodes()
+        assert sorted(e.prompt for e in episodes) == ["a"] * 5 + ["b"] * 5
+        assert all(e.status == "finished" and e.n_steps == 3 for e in episodes)
+        assert all([s.args["k"] for s in store.steps(e.id)] == [0, 1, 2] for e in episodes)
