@@ -142,8 +142,9 @@ def sample_surface(mesh: trimesh.Trimesh, n: int = SAMPLES, seed: int = 0) -> np
 
 def chamfer_points(a: np.ndarray, b: np.ndarray) -> float:
     """Mean squared nearest distance a->b plus b->a (no scaling)."""
-    da, _ = cKDTree(b).query(a, k=1)
-    db, _ = cKDTree(a).query(b, k=1)
+    # Unbalanced, uncompacted trees build ~3x faster and query as fast on surface samples.
+    da, _ = cKDTree(b, balanced_tree=False, compact_nodes=False).query(a, k=1)
+    db, _ = cKDTree(a, balanced_tree=False, compact_nodes=False).query(b, k=1)
     return float(np.mean(da**2) + np.mean(db**2))
 
 
@@ -169,52 +170,63 @@ def voxel_occupancy(
     Casts one ray along +z per grid column and accumulates signed crossings (a face whose
     normal points down is entered, one pointing up is left), so the winding number is
     non-zero inside. Unlike parity this stays right where closed parts overlap, as the
-    separate objects of a Blender scene often do.
+    separate objects of a Blender scene often do. Triangles are rasterised row by row
+    (exact y-span per column row), so long thin triangles cost their area, not their bbox.
     """
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     r = int(resolution)
     step = (hi - lo) / r
     # A tiny irrational offset keeps rays off the shared edges of axis-aligned meshes.
-    jitter = step[:2] * np.array([1e-3 * np.pi, 1e-3 * np.e])
+    origin = lo[:2] + step[:2] * np.array([1e-3 * np.pi, 1e-3 * np.e])
     tri = mesh.triangles
     x, y = tri[:, :, 0], tri[:, :, 1]
     det = (x[:, 1] - x[:, 0]) * (y[:, 2] - y[:, 0]) - (x[:, 2] - x[:, 0]) * (y[:, 1] - y[:, 0])
     keep = np.abs(det) > 1e-18
     tri, x, y, det = tri[keep], x[keep], y[keep], det[keep]
-    origin = lo[:2] + jitter
+    empty = np.zeros((r, r, r), dtype=bool)
+    if len(tri) == 0:
+        return empty
+    # Rows (column index i along x) each triangle spans.
     i0 = np.maximum(np.ceil((x.min(1) - origin[0]) / step[0] - 0.5), 0).astype(np.int64)
     i1 = np.minimum(np.floor((x.max(1) - origin[0]) / step[0] - 0.5), r - 1).astype(np.int64)
-    j0 = np.maximum(np.ceil((y.min(1) - origin[1]) / step[1] - 0.5), 0).astype(np.int64)
-    j1 = np.minimum(np.floor((y.max(1) - origin[1]) / step[1] - 0.5), r - 1).astype(np.int64)
     ni = np.maximum(i1 - i0 + 1, 0)
-    nj = np.maximum(j1 - j0 + 1, 0)
-    counts = ni * nj
-    total = int(counts.sum())
-    acc = np.zeros(r * r * (r + 1), dtype=np.int32)
-    if total == 0:
-        return np.zeros((r, r, r), dtype=bool)
-    t = np.repeat(np.arange(len(tri)), counts)
-    k = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    ii = i0[t] + k // nj[t]
-    jj = j0[t] + k % nj[t]
+    t = np.repeat(np.arange(len(tri)), ni)
+    if len(t) == 0:
+        return empty
+    ii = i0[t] + np.arange(len(t)) - np.repeat(np.cumsum(ni) - ni, ni)
     px = origin[0] + (ii + 0.5) * step[0]
-    py = origin[1] + (jj + 0.5) * step[1]
-    xt, yt, d = x[t], y[t], det[t]
-    w1 = ((px - xt[:, 0]) * (yt[:, 2] - yt[:, 0]) - (xt[:, 2] - xt[:, 0]) * (py - yt[:, 0])) / d
-    w2 = ((xt[:, 1] - xt[:, 0]) * (py - yt[:, 0]) - (px - xt[:, 0]) * (yt[:, 1] - yt[:, 0])) / d
-    w0 = 1.0 - w1 - w2
-    hit = (w0 >= 0) & (w1 >= 0) & (w2 >= 0)
-    t, ii, jj = t[hit], ii[hit], jj[hit]
-    z = tri[t, :, 2]
-    zc = w0[hit] * z[:, 0] + w1[hit] * z[:, 1] + w2[hit] * z[:, 2]
-    sign = np.where(det[t] > 0, -1, 1).astype(np.int32)  # normal up (+z) = leaving the solid
+    # The y-span of the triangle on the line x = px: intersect it with the three edges.
+    xs, ys = x[t], y[t]
+    ymin = np.full(len(t), np.inf)
+    ymax = np.full(len(t), -np.inf)
+    for a, b in ((0, 1), (1, 2), (2, 0)):
+        xa, xb, ya, yb = xs[:, a], xs[:, b], ys[:, a], ys[:, b]
+        crosses = (np.minimum(xa, xb) <= px) & (px <= np.maximum(xa, xb)) & (xa != xb)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            yc = ya + (px - xa) * (yb - ya) / (xb - xa)
+        ymin = np.where(crosses, np.minimum(ymin, yc), ymin)
+        ymax = np.where(crosses, np.maximum(ymax, yc), ymax)
+    j0 = np.maximum(np.ceil((ymin - origin[1]) / step[1] - 0.5), 0)
+    j1 = np.minimum(np.floor((ymax - origin[1]) / step[1] - 0.5), r - 1)
+    ok = np.isfinite(j0) & np.isfinite(j1)
+    nj = np.where(ok, np.maximum(j1 - j0 + 1, 0), 0).astype(np.int64)
+    j0 = np.where(ok, j0, 0).astype(np.int64)
+    rows = np.repeat(np.arange(len(t)), nj)
+    if len(rows) == 0:
+        return empty
+    jj = j0[rows] + np.arange(len(rows)) - np.repeat(np.cumsum(nj) - nj, nj)
+    tt, ii = t[rows], ii[rows]
+    px, py = px[rows], origin[1] + (jj + 0.5) * step[1]
+    # z on the triangle's plane at (px, py).
+    a, b, c = tri[tt, 0], tri[tt, 1], tri[tt, 2]
+    n = np.cross(b - a, c - a)
+    zc = a[:, 2] - (n[:, 0] * (px - a[:, 0]) + n[:, 1] * (py - a[:, 1])) / n[:, 2]
+    sign = np.where(n[:, 2] > 0, -1.0, 1.0)  # normal up (+z) = leaving the solid
     kz = np.clip(np.ceil((zc - lo[2]) / step[2] - 0.5), 0, r).astype(np.int64)
-    acc += np.bincount((ii * r + jj) * (r + 1) + kz, weights=sign, minlength=acc.size).astype(
-        np.int32
-    )
+    acc = np.bincount((ii * r + jj) * (r + 1) + kz, weights=sign, minlength=r * r * (r + 1))
     winding = np.cumsum(acc.reshape(r, r, r + 1), axis=2)[:, :, :r]
-    return winding != 0
+    return np.abs(winding) > 0.5
 
 
 def _common_box(a: trimesh.Trimesh, b: trimesh.Trimesh, pad: float = 0.02):
