@@ -130,3 +130,11 @@ def test_deliverable_left_by_an_earlier_attempt_does_not_count(task_session):
     task = get_task("deliverables:1:4")
     assert attempt(task, task_session, task.oracle).reward.success
     assert not attempt(task, task_session, []).reward.success
+
+
+def test_render_reconstruction_has_a_target_image_and_others_do_not(task_session):
+    task = get_task("render_reconstruction:2:4")
+    png = task.render_target(task_session)
+    assert png.startswith(b"\x89PNG") and len(png) > 1000
+    assert task.target_image == png  # cached: no second worker
+    assert get_task("materials:1:4").target_image is None
