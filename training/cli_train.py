@@ -105,4 +105,29 @@ def register(app: typer.Typer) -> None:
         report = run_pipeline(cfg, _out(cfg, out), resume=resume)
         typer.echo(report["summary"])
 
+    @train.command("launch")
+    def launch(
+        config: Path = CONFIG,
+        out: Path | None = OUT,
+        machine_rank: int = typer.Option(0, help="This machine's rank (0 on the main node)."),
+        vllm_gpus: str | None = typer.Option(None, help="GPUs for `trl vllm-serve`, e.g. 7."),
+        tensor_parallel: int = typer.Option(1, help="vLLM tensor parallel size."),
+    ) -> None:
+        """Print the command lines for a multi-GPU / multi-node run of CONFIG (nothing is started)."""
+        from training.launch import render, train_command, vllm_server_command
+        from training.train_config import ConfigError, load_config
+
+        try:
+            cfg = load_config(config)
+            server = vllm_server_command(cfg, tensor_parallel=tensor_parallel, gpus=vllm_gpus)
+            line = train_command(cfg, config, out=out, machine_rank=machine_rank)
+        except (ConfigError, ValueError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if server:
+            typer.echo("# 1. the rollout server (once, on GPUs the trainers do not use)")
+            typer.echo(render(server))
+            typer.echo("# 2. the trainers (on every machine, with its own --machine_rank)")
+        typer.echo(render(line))
+
     app.add_typer(train, name="train")

@@ -35,6 +35,7 @@ class GRPOResult:
     steps: int
     resumed_from: int | None
     crash_retries: int
+    last_rollout: dict | None = None  # completion_ids and loss_mask of the last batch
 
 
 def grpo_args(spec: GRPOSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
@@ -159,6 +160,11 @@ def _trainer_class():
         def _generate_and_score_completions(self, inputs):
             start, reward0 = time.perf_counter(), getattr(self.runtime, "reward_seconds", 0.0)
             out = super()._generate_and_score_completions(inputs)
+            # Kept for inspection (tests, debugging): which completion tokens carry loss.
+            self.last_rollout = {
+                "completion_ids": out["completion_ids"].tolist(),
+                "loss_mask": (out["completion_mask"] * out.get("tool_mask", 1)).tolist(),
+            }
             self._split["reward"] += getattr(self.runtime, "reward_seconds", 0.0) - reward0
             self._split["rollout_total"] += time.perf_counter() - start
             return out
@@ -278,6 +284,7 @@ def run_grpo(
             trainer.state.global_step,
             int(ckpt.name.split("-")[1]) if ckpt else None,
             runtime.crash_retries,
+            getattr(trainer, "last_rollout", None),
         )
     finally:
         if own_runtime:

@@ -53,6 +53,7 @@ def peft_config(spec: LoraSpec):
         lora_alpha=spec.alpha,
         lora_dropout=spec.dropout,
         target_modules=spec.target_modules,
+        modules_to_save=spec.modules_to_save or None,
         task_type="CAUSAL_LM",
     )
 

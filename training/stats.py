@@ -65,6 +65,9 @@ def stage_summary(report: dict) -> dict:
     """
     episodes = report["episodes"]
     n = len(episodes)
+    broken = [e for e in episodes if e.get("status") == "error"]
+    if broken and len(broken) == n:
+        raise RuntimeError(f"every evaluation episode failed to run: {broken[0].get('error')}")
     ok_calls = sum(e.get("calls", 0) - e.get("tool_errors", 0) for e in episodes)
     attempts = sum(max(e.get("calls", 0), 1) for e in episodes)
     successes = sum(1 for e in episodes if e["success"])
@@ -81,6 +84,7 @@ def stage_summary(report: dict) -> dict:
         "components": overall.get("components", {}),
         "tool_error_rate": overall.get("tool_error_rate"),
         "mean_steps": overall.get("mean_steps"),
+        "episodes_not_run": len(broken),
         "families": {
             k: {"success_rate": v.get("success_rate"), "mean_reward": v.get("mean_reward")}
             for k, v in report.get("families", {}).items()

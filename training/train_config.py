@@ -43,6 +43,9 @@ class LoraSpec(Strict):
     target_modules: list[str] | str = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
     )
+    # Modules trained in full next to the adapter (saved with it), e.g. ["lm_head"] for a
+    # random tiny model whose output layer is too small to ever give a peaked distribution.
+    modules_to_save: list[str] = Field(default_factory=list)
 
 
 class RunSpec(Strict):

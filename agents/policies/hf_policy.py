@@ -52,9 +52,11 @@ class HFPolicy:
         self._turn = 0
 
     @classmethod
-    def from_loaded(cls, model: Any, processor: Any, **options: Any) -> HFPolicy:
-        """Wrap a model already in memory (e.g. a PEFT model being trained) without reloading."""
-        return cls(HFPolicyConfig(**options), model=model, processor=processor)
+    def from_loaded(cls, loaded_model: Any, processor: Any, **options: Any) -> HFPolicy:
+        """Wrap a model already in memory (e.g. a PEFT model being trained) without reloading.
+
+        `options` are HFPolicyConfig fields; `model` there only labels the policy."""
+        return cls(HFPolicyConfig(**options), model=loaded_model, processor=processor)
 
     def reset(self, task_info: dict | None = None) -> None:
         self._turn = 0

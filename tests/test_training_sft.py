@@ -1,0 +1,229 @@
+"""SFT on the tiny model with real TRL and PEFT: masking, train/inference agreement, a step
+that changes the adapter, and resume after kill -9 with the same step counter and data order."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from agents.policy import PolicyReply
+from training.demos import conversation_row, write_rows
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add_primitive",
+            "description": "Add a primitive object.",
+            "parameters": {
+                "type": "object",
+                "properties": {"kind": {"type": "string"}, "name": {"type": "string"}},
+                "required": ["kind", "name"],
+            },
+        },
+    }
+]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # 2 threads on a busy 2-core box spin against each other
+    yield
+    torch.set_num_threads(before)
+
+
+def _png(colour) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), colour).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def loop_messages(i: int) -> tuple[list[dict], dict]:
+    """An episode as the loop shows it to a policy, and the call it answered with."""
+    kind = ["cube", "sphere", "cylinder", "cone"][i % 4]
+    call = {
+        "id": "c0",
+        "type": "function",
+        "function": {
+            "name": "add_primitive",
+            "arguments": json.dumps({"kind": kind, "name": f"P{i}"}),
+        },
+    }
+    messages = [
+        {"role": "system", "content": "You build 3D models."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": f"Goal: add a {kind} named P{i}."},
+                {"type": "image_url", "image_url": {"url": _png((10 * i, 0, 0))}},
+                {"type": "text", "text": 'Scene: {"objects":[]}'},
+            ],
+            "_step": -1,
+        },
+        {"role": "assistant", "content": None, "tool_calls": [call], "_step": 0},
+        {"role": "tool", "tool_call_id": "c0", "content": f"TOOLRESULT ok {kind}", "_step": 0},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Step 0 done: 1 call(s) ok, 0 failed."},
+                {"type": "image_url", "image_url": {"url": _png((0, 10 * i, 0))}},
+            ],
+            "_step": 0,
+        },
+    ]
+    return messages, call
+
+
+def demo_rows(n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        messages, _ = loop_messages(i)
+        row = conversation_row(messages, TOOLS, PolicyReply(text="Done.", tool_calls=[]))
+        row.update(episode_id=f"ep{i}", success=True, source="oracle", reward=1.0, model="oracle")
+        rows.append(row)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("demos") / "demos.parquet"
+    rows = demo_rows(6)
+    rows.append({**demo_rows(1)[0], "episode_id": "failed", "success": False})
+    write_rows(rows, path)
+    return path
+
+
+def test_only_assistant_turns_carry_loss(tiny_model_dir, demos):
+    from transformers import AutoProcessor
+
+    from training.sft_data import ConversationCollator, load_conversations
+
+    processor = AutoProcessor.from_pretrained(tiny_model_dir)
+    data = load_conversations(demos)
+    assert "failed" not in data["episode_id"]  # success_only by default
+    batch = ConversationCollator(processor)([data[0], data[1]])
+    tok = processor.tokenizer
+    ids, labels = batch["input_ids"][0], batch["labels"][0]
+    learnt = tok.decode(ids[labels != -100])
+    assert learnt == (
+        '<tool_call>\n{"name": "add_primitive", "arguments": {"kind": "cube", "name": "P0"}}\n'
+        "</tool_call><|im_end|>\nDone.<|im_end|>\n"
+    )
+    # The tool result, the tools block, the prompt and every image token are masked.
+    masked = tok.decode(ids[labels == -100])
+    assert "TOOLRESULT ok cube" in masked and "<tool_response>" in masked and "<tools>" in masked
+    image_id = tok.convert_tokens_to_ids("<|image_pad|>")
+    assert bool((ids == image_id).any()) and not bool((labels[ids == image_id] != -100).any())
+    assert batch["pixel_values"].shape[0] > 0 and batch["image_grid_thw"].shape[0] == 4
+
+
+def test_training_rows_render_exactly_what_the_hf_policy_sees(tiny_model_dir):
+    from transformers import AutoProcessor
+
+    from agents.policies.hf_policy import encode_prompt
+    from training.sft_data import ConversationCollator
+
+    processor = AutoProcessor.from_pretrained(tiny_model_dir)
+    messages, call = loop_messages(3)
+    train = ConversationCollator(processor).encode(demo_rows(4)[3])["input_ids"][0].tolist()
+    for upto in (2, 5):  # the first turn, and the turn after the tool result + observation
+        prompt = encode_prompt(processor, messages[:upto], TOOLS)["input_ids"][0].tolist()
+        assert train[: len(prompt)] == prompt
+
+
+def _adapter_tensors(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "adapter_model.safetensors"))
+
+
+def _sft_config(tmp_path: Path, model: Path, demos: Path, steps: int, save: int) -> Path:
+    cfg = tmp_path / "sft.yaml"
+    cfg.write_text(
+        f"kind: sft\nmodel: {{path: {model}}}\nlora: {{r: 4, alpha: 8}}\n"
+        f"run: {{seed: 3, save_steps: {save}, report_to: [tensorboard]}}\n"
+        f"sft: {{data: [{demos}], max_steps: {steps}, learning_rate: 1.0e-3}}\n"
+    )
+    return cfg
+
+
+def test_one_sft_step_changes_the_adapter(tmp_path, tiny_model_dir, demos):
+    from training.sft import run_sft
+    from training.train_config import load_config
+
+    cfg = load_config(_sft_config(tmp_path, tiny_model_dir, demos, steps=1, save=1))
+    result = run_sft(cfg, tmp_path / "run")
+    assert result.steps == 1
+    tensors = _adapter_tensors(result.adapter_dir)
+    b = [t for k, t in tensors.items() if "lora_B" in k]
+    assert b and any(float(t.abs().sum()) > 0 for t in b)  # LoRA B starts at zero
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["step"] == 1 and "loss" in rows[0] and "time" in rows[0]
+    assert (tmp_path / "run" / "checkpoint-1" / "COMPLETE").is_file()
+    assert any((tmp_path / "run" / "tensorboard").iterdir())
+
+
+def test_resume_after_kill_continues_step_counter_and_data_order(tmp_path, tiny_model_dir, demos):
+    from training.sft import run_sft
+    from training.train_config import load_config
+
+    steps = 14
+    cfg_path = _sft_config(tmp_path, tiny_model_dir, demos, steps=steps, save=2)
+    reference = run_sft(load_config(cfg_path), tmp_path / "straight")
+    order = [
+        json.loads(x) for x in (tmp_path / "straight" / "samples.jsonl").read_text().splitlines()
+    ]
+    assert reference.steps == steps and [r["step"] for r in order] == list(range(1, steps + 1))
+
+    run_dir = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "studio.cli",
+            "train",
+            "sft",
+            "--config",
+            str(cfg_path),
+            "--out",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    deadline = time.time() + 240
+    while not (run_dir / "checkpoint-4" / "COMPLETE").is_file():
+        assert proc.poll() is None and time.time() < deadline, (
+            "the run ended before it could be killed"
+        )
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    from training.runs import checkpoint_step, latest_checkpoint
+
+    last = latest_checkpoint(run_dir)
+    assert 4 <= checkpoint_step(last) < steps
+
+    resumed = run_sft(load_config(cfg_path), run_dir, resume=True)
+    assert resumed.resumed_from == checkpoint_step(last) and resumed.steps == steps
+    after = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text().splitlines()]
+    # Same steps, same examples per step, whether or not the run was killed on the way.
+    assert after == order
+    logged = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert logged[:steps] == list(range(1, steps + 1))
