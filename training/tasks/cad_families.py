@@ -63,10 +63,16 @@ def mesh_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     part = _pick(level, rng)
     target = f"target/{part.name.lower()}.stl"
     bb = " x ".join(f"{v:g}" for v in part.size)
+    lead = rng.choice(
+        (
+            f"The workspace file {target} is a triangle mesh of a part (millimetres).",
+            f"Here is a scanned part as a mesh: {target} in the workspace (units: mm).",
+            f"Reverse-engineer the mesh {target} (in the workspace, millimetres).",
+        )
+    )
     prompt = (
-        f"The workspace file {target} is a triangle mesh of a part (millimetres). Rebuild it as an "
-        f"exact CAD part named '{part.name}' in the same place. Its bounding box is {bb} mm; hole "
-        f"diameters are whole or half millimetres."
+        f"{lead} Rebuild it as an exact CAD part named '{part.name}' in the same place. Its "
+        f"bounding box is {bb} mm; hole diameters are whole or half millimetres."
     )
     return TaskSpec(
         prompt=prompt,

@@ -239,10 +239,16 @@ def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     kinds = ", ".join(
         f"{KIND_WORDS[it['kind']]} '{it['name']}' {fmt(it['dimensions'])} m" for it in items
     )
+    lead = rng.choice(
+        (
+            "Rebuild the scene shown in the target image",
+            "Recreate what the target render shows",
+            "Model the scene in the target picture",
+        )
+    )
     prompt = (
-        f"Rebuild the scene shown in the target image (views iso, front, top, right; the grid "
-        f"has 1 m cells). It holds {n} object(s), all resting on the ground: {kinds}. "
-        f"Read their positions from the image."
+        f"{lead} (views iso, front, top, right; the grid has 1 m cells). It holds {n} "
+        f"object(s), all resting on the ground: {kinds}. Read their positions from the image."
     )
     # Positions read off a render with a 1 m grid: judged to 0.15 m, sizes as stated.
     constraints = [{"kind": "count", "equal": n}]
