@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from agents.store import Store
@@ -34,32 +35,58 @@ CHILD = textwrap.dedent(
         return (b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
                 + chunk(b"IDAT", zlib.compress(raw, 0)) + chunk(b"IEND", b""))
 
-    data_dir, episodes, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    mode, data_dir, episodes, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     artifact = bytes(range(256)) * 400
     small, big = png(64, 64), png(256, 256)  # big frames widen the window a kill can hit
     software_versions()  # warm, so that kills land in episodes rather than in start-up
-    sys.stdin.readline()  # started ahead while the parent checks the last kill: wait for "go"
-    store = Store(data_dir)
-    print("ready", flush=True)
-    i = 0
-    while episodes < 0 or i < episodes:
-        rec = store.begin_episode(task_id=f"crash:1:{i}", source="rollout", prompt="p",
-                                  tools=[{"name": "t", "parameters": {}}], initial_frame=small)
-        for k in range(steps):
-            rec.add_step(tool="t", args={"k": k, "pid": os.getpid()}, result={"k": k},
-                         frame=big if k % 2 else small, scene_hash=f"h{k}")
-        rec.finish(reward=1.0, success=True, artifacts={"final.bin": artifact})
-        i += 1
+
+    def record(episodes):
+        store = Store(data_dir)
+        print("ready", os.getpid(), flush=True)
+        i = 0
+        while episodes < 0 or i < episodes:
+            rec = store.begin_episode(task_id=f"crash:1:{i}", source="rollout", prompt="p",
+                                      tools=[{"name": "t", "parameters": {}}], initial_frame=small)
+            for k in range(steps):
+                rec.add_step(tool="t", args={"k": k, "pid": os.getpid()}, result={"k": k},
+                             frame=big if k % 2 else small, scene_hash=f"h{k}")
+            rec.finish(reward=1.0, success=True, artifacts={"final.bin": artifact})
+            i += 1
+
+    if mode == "once":
+        sys.stdin.readline()  # "go": both writers start together
+        record(episodes)
+    else:
+        # A fork server: one clean single-threaded process that forks the writers the test
+        # kills, so each of the 200 writers costs a fork rather than an interpreter start.
+        for line in sys.stdin:
+            cmd, _, arg = line.strip().partition(" ")
+            if cmd == "spawn":
+                if os.fork() == 0:
+                    try:
+                        record(-1)
+                    finally:
+                        os._exit(1)
+            elif cmd == "reap":
+                print("reaped", os.waitpid(int(arg), 0)[1], flush=True)
     """
 )
 
 
-def _child(tmp_path: Path, data_dir: Path, episodes: int, steps: int) -> subprocess.Popen:
+def _child(tmp_path: Path, data_dir: Path, episodes: int, steps: int,
+           mode: str = "once") -> subprocess.Popen:
     script = tmp_path / "record_loop.py"
     script.write_text(CHILD)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, str(script), str(data_dir), str(episodes), str(steps)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=REPO)
+    return subprocess.Popen(
+        [sys.executable, str(script), mode, str(data_dir), str(episodes), str(steps)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=REPO)
+
+
+def _ask(server: subprocess.Popen, line: str) -> str:
+    server.stdin.write(line.encode() + b"\n")
+    server.stdin.flush()
+    return server.stdout.readline().decode().strip()
 
 
 def _go(proc: subprocess.Popen) -> None:
@@ -120,27 +147,23 @@ def test_200_kill9_never_lose_a_committed_step_or_show_half_a_file(tmp_path):
     verifier = Verifier(data_dir)
     rng = random.Random(5)
     kills = int(os.environ.get("STORE_KILLS", 200))  # smaller only to debug the test itself
-    proc = _child(tmp_path, data_dir, episodes=-1, steps=4)
+    server = _child(tmp_path, data_dir, episodes=-1, steps=4, mode="forkserver")
     for kill in range(kills):
-        _go(proc)
-        assert proc.stdout.readline().strip() == b"ready"
-        try:
-            proc.wait(timeout=rng.uniform(0.0, 0.1))
-        except subprocess.TimeoutExpired:
-            pass
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
-        # the next writer starts (imports) while this one's wreckage is checked
-        proc = _child(tmp_path, data_dir, episodes=-1, steps=4)
+        ready, pid = _ask(server, "spawn").split()
+        assert ready == "ready"
+        time.sleep(rng.uniform(0.0, 0.1))
+        os.kill(int(pid), signal.SIGKILL)
+        status = int(_ask(server, f"reap {pid}").split()[1])
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL  # never died early
         verifier.check()
         if kill % 50 == 49:  # a reader marks the dead writer's episodes interrupted
             with Store(data_dir) as store:
                 episodes = store.list_episodes()
                 assert all(e.status in ("finished", "interrupted") for e in episodes)
             verifier.check()
-    proc.kill()
-    proc.wait()
+    server.stdin.close()
+    assert server.wait(timeout=30) == 0
+    server.stdout.close()
     with Store(data_dir) as store:
         episodes = store.list_episodes()
         interrupted = [e for e in episodes if e.status == "interrupted"]
