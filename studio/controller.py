@@ -205,7 +205,8 @@ class StudioController(QObject):
     # -- following every call ----------------------------------------------------------------
     def _on_call(self, result: Any, origin: str) -> None:
         self.sig_call.emit(result, origin)
-        if result.error is not None and result.error.kind.value == "crash":
+        crashed = result.error is not None and result.error.kind.value == "crash"
+        if crashed:
             self.crashes += 1
             self.sig_error.emit(f"The tool worker crashed and was restarted: {result.error.message}")
         spec = TOOLS.get(result.tool)
@@ -216,7 +217,7 @@ class StudioController(QObject):
             except Exception as exc:
                 self.sig_error.emit(f"Recording the step failed: {exc}")
         if not (result.ok and mutating):
-            if not result.ok and origin != "agent":
+            if not result.ok and not crashed and origin in ("human", "history"):
                 self.sig_error.emit(f"{result.tool}: {result.error.message}")
             return
         self.journal.add(result.tool, result.args)

@@ -36,6 +36,7 @@ POLICIES = ("oracle", "openai", "hf", "none")
 class AgentDock(QWidget):
     sig_started = Signal()
     sig_finished = Signal(object)  # summary dict
+    sig_event = Signal(str, object)  # every event of the running episode (kind, data)
 
     def __init__(self, controller, settings, parent=None) -> None:
         super().__init__(parent)
@@ -183,6 +184,7 @@ class AgentDock(QWidget):
         self.banner.show()
 
     def _on_event(self, kind: str, data: dict) -> None:
+        self.sig_event.emit(kind, data)
         if kind == "step_started":
             self.steps_seen = data["step"] + 1
             self.status.setText(f"Step {data['step'] + 1}...")

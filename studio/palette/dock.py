@@ -43,8 +43,8 @@ class PaletteDock(QWidget):
         self.scroll.setWidget(self.form)
         self.error.setText("")
 
-    def select(self, name: str, **values) -> ToolForm:
-        self.tool.setCurrentText(name)
+    def select(self, tool: str, /, **values) -> ToolForm:
+        self.tool.setCurrentText(tool)
         for key, value in values.items():
             self.form.set_value(key, value)
         return self.form
