@@ -61,6 +61,7 @@ class ScriptedRun:
         self.window, self.options = window, options
         self.summary: dict | None = None
         self.exit_code = 0
+        self.after_last_frame: list = []  # callables run (with this run) before the screenshot
         c = window.controller
         c.sig_ready.connect(self._ready)
         c.sig_task_ready.connect(self._task_ready)
@@ -104,6 +105,8 @@ class ScriptedRun:
 
     def _shoot(self) -> None:
         out = dict(self.summary or {})
+        for hook in self.after_last_frame:
+            out.update(hook(self) or {})
         if self.options.screenshot:
             path = Path(self.options.screenshot)
             path.parent.mkdir(parents=True, exist_ok=True)

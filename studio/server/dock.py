@@ -64,7 +64,7 @@ class ServerDock(QWidget):
         self.status = QLabel("stopped")
         self.status.setWordWrap(True)
         self.adapters = QListWidget()
-        self.adapters.setMaximumHeight(80)
+        self.adapters.setMaximumHeight(70)
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(300)

@@ -40,7 +40,7 @@ class TaskDock(QWidget):
         self.prompt.setWordWrap(True)
         self.prompt.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.target = QLabel()
-        self.target.setMinimumHeight(90)
+        self.target.setMinimumHeight(60)
         self.target.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.reward = QLabel("reward —")
         self.reward.setObjectName("reward")

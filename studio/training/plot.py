@@ -14,7 +14,7 @@ class LinePlot(QWidget):
         super().__init__(parent)
         self.title = title
         self.series: dict[str, list[tuple[float, float]]] = {}
-        self.setMinimumSize(260, 160)
+        self.setMinimumSize(180, 110)
 
     def set_series(self, series: dict[str, list[tuple[float, float]]]) -> None:
         self.series = {k: list(v) for k, v in series.items() if v}

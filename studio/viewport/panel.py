@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -31,10 +32,12 @@ class ViewportPanel(QWidget):
         shot = QPushButton("Screenshot...")
         shot.clicked.connect(self._screenshot)
         send = QPushButton("Send what I see to the agent")
+        send.setToolTip("Attach the viewport as you see it to the next agent run")
         send.setObjectName("accent")
         send.clicked.connect(self.send_to_agent)
         self.hint = QLabel("drag: orbit · wheel: zoom · middle/shift-drag: pan")
         self.hint.setObjectName("hint")
+        self.hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         bar = QHBoxLayout()
         bar.addWidget(QLabel("View"))
         bar.addWidget(self.mode)

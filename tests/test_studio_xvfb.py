@@ -1,0 +1,87 @@
+"""The studio's real window on an X server (Xvfb): run a task, then capture the viewport
+from the screen with `mss` and check it is what the viewport shows (not blank, same size)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# Runs in a child process: Qt picks its platform once per process and the other studio
+# tests run offscreen.
+CHILD = r"""
+import json, sys
+import numpy as np
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication
+from studio.app import ScriptedRun, StudioOptions, build
+from studio.viewport.capture import on_real_display, screen_capture
+
+def pixels(image):
+    image = image.convertToFormat(QImage.Format.Format_RGB32)
+    return np.frombuffer(bytes(image.constBits()), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)[:, :image.width(), :3]
+
+def compare(run):
+    viewport = run.window.viewport_panel.viewport
+    screen = screen_capture(viewport)
+    shown = viewport.grab().toImage()
+    screen.save(sys.argv[3])
+    a, b = pixels(screen).astype(int), pixels(shown).astype(int)
+    same_size = a.shape == b.shape
+    return {"real_display": on_real_display(), "screen_size": [screen.width(), screen.height()],
+            "widget_size": [shown.width(), shown.height()],
+            "screen_colours": int(len(np.unique(a.reshape(-1, 3), axis=0))),
+            "mean_abs_diff": float(np.abs(a - b).mean()) if same_size else None,
+            "frames": viewport.frames}
+
+app = QApplication(sys.argv[:1])
+options = StudioOptions(task=sys.argv[1], autorun=True, exit_when_done=True, data_dir=sys.argv[2],
+                        settings_file=sys.argv[2] + "/settings.ini", size=(1500, 1000))
+window, _ = build(options)
+run = ScriptedRun(window, options)
+run.after_last_frame.append(compare)
+window.show()
+sys.exit(app.exec())
+"""
+
+
+@pytest.fixture
+def xvfb_display():
+    """A fresh Xvfb on a free display number; DISPLAY for the child; stopped afterwards."""
+    binary = shutil.which("Xvfb")
+    assert binary, "Xvfb is not installed (apt-get install xvfb; see VERIFIED.md)"
+    number = next(n for n in range(90, 200) if not Path(f"/tmp/.X{n}-lock").exists()
+                  and not Path(f"/tmp/.X11-unix/X{n}").exists())
+    proc = subprocess.Popen([binary, f":{number}", "-screen", "0", "1920x1200x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    socket = Path(f"/tmp/.X11-unix/X{number}")
+    deadline = time.monotonic() + 20
+    while not socket.exists():
+        assert proc.poll() is None, "Xvfb exited at start"
+        assert time.monotonic() < deadline, "Xvfb did not come up"
+        time.sleep(0.05)  # waiting for an external process, not timing the code under test
+    yield f":{number}"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_real_window_viewport_capture_matches_what_it_shows(xvfb_display, tmp_path):
+    env = {**os.environ, "DISPLAY": xvfb_display, "QT_QPA_PLATFORM": "xcb"}
+    shot = tmp_path / "viewport-screen.png"
+    proc = subprocess.run([sys.executable, "-c", CHILD, "primitive_placement:1:42", str(tmp_path), str(shot)],
+                          env=env, capture_output=True, text=True, timeout=240, cwd=Path(__file__).parent.parent)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    out = json.loads(lines[-1])
+    assert out["status"] == "done" and out["success"] is True
+    assert out["real_display"] is True
+    assert out["screen_size"] == out["widget_size"]
+    assert out["screen_colours"] > 50  # a rendered scene, not a blank or single-colour capture
+    assert out["mean_abs_diff"] < 8.0, out  # the screen shows what the viewport paints
+    assert shot.is_file() and out["frames"] >= 1
