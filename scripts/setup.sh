@@ -55,6 +55,8 @@ fi
 say "installing modelwright[dev] into $VENV (first time: a few minutes, ~9 GB with torch)"
 start=$(date +%s)
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -U pip >/dev/null
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
+# (this machine's pip config lists local indexes that may be absent: drop that noise only)
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 \
+  | sed -e '/is ignored: it is neither a file nor a directory/d'
 say "done in $(( $(date +%s) - start )) s"
 touch "$VENV/.installed"

@@ -373,13 +373,18 @@ def _explain(e: ValidationError) -> str:
 
 
 def _flatten_schema(schema: dict) -> dict:
+    """Inline $refs and drop what costs prompt tokens without telling a model anything
+    (titles, `additionalProperties`, the name pattern, +-1e4 bounds); validation still
+    enforces all of it."""
     defs = schema.get("$defs", {})
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
             if "$ref" in node:
                 return walk(copy.deepcopy(defs[node["$ref"].split("/")[-1]]))
-            out = {k: walk(v) for k, v in node.items() if k not in ("title", "$defs")}
+            out = {k: walk(v) for k, v in node.items() if k not in ("title", "$defs", "additionalProperties")
+                   and not (k in ("minimum", "maximum") and isinstance(v, (int, float)) and abs(v) >= 10_000)
+                   and not (k == "pattern" and v == NAME)}
             if "anyOf" in out:  # Optional[X] -> X (null allowed by omission)
                 variants = [v for v in out["anyOf"] if v != {"type": "null"}]
                 if len(variants) == 1:
