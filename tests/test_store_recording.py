@@ -271,3 +271,37 @@ def test_two_threads_share_one_store(tmp_path):
         assert sorted(e.prompt for e in episodes) == ["a"] * 5 + ["b"] * 5
         assert all(e.status == "finished" and e.n_steps == 3 for e in episodes)
         assert all([s.args["k"] for s in store.steps(e.id)] == [0, 1, 2] for e in episodes)
+
+
+def test_a_migration_upgrades_an_existing_store_in_place(tmp_path, monkeypatch):
+    from agents.store import schema
+
+    with Store(tmp_path) as store:
+        eid = record_full(store)
+    v2 = schema.Migration(2, "episodes get a rating", (
+        "ALTER TABLE episodes ADD COLUMN rating INTEGER NOT NULL DEFAULT 3",))
+    monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, v2))
+    monkeypatch.setattr(schema, "LATEST_VERSION", 2)
+    with Store(tmp_path) as store:
+        assert store.episode(eid).n_steps == 3  # the data came through
+        rows = store._conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+        assert [r[0] for r in rows] == [1, 2]
+        assert store._conn.execute("SELECT rating FROM episodes").fetchone()[0] == 3
+    with Store(tmp_path) as store:  # applied once
+        assert len(store._conn.execute("SELECT * FROM schema_version").fetchall()) == 2
+
+
+def test_opening_a_store_removes_only_rowless_unleased_folders(tmp_path):
+    with Store(tmp_path) as store:
+        eid = record_full(store)
+        live = store.begin_episode(prompt="live")
+        orphan = store.episodes_dir / "20260101-000000-deadbeef"
+        (orphan / "frames").mkdir(parents=True)
+        (orphan / "frames" / "000000.png").write_bytes(png())
+        young_hidden = store.episodes_dir / ".mwtmp-20260101-000000-cafecafe"
+        young_hidden.mkdir()
+        with Store(tmp_path) as other:  # what any process does on open
+            assert other.orphan_folders() == []
+        assert not orphan.exists() and young_hidden.exists()
+        assert store.episode_dir(eid).exists() and store.episode_dir(live.episode_id).exists()
+        live.finish()

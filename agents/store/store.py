@@ -440,22 +440,29 @@ class Store:
 
     def orphan_folders(self) -> list[Path]:
         """Folders no episode row owns and no live writer holds: a writer killed before its
-        episode's first commit, or a delete killed half-way. Hidden folders still being set
-        up are left alone for a minute (their lease may not be taken yet)."""
-        with self._lock:
+        episode's first commit, an import or delete killed half-way. Hidden folders still
+        being set up are left alone for a minute (their lease may not be taken yet)."""
+        candidates = [
+            p for p in self.episodes_dir.iterdir()
+            if p.is_dir() and not (is_temp_name(p.name) and time.time() - p.stat().st_mtime < 60)
+        ]  # listed before the ids are read: a folder listed here whose row commits later
+        with self._lock:  # is still leased by its writer when holder_alive looks
             known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
-        out = []
-        for p in self.episodes_dir.iterdir():
-            if not p.is_dir() or p.name in known:
-                continue
-            if is_temp_name(p.name) and time.time() - p.stat().st_mtime < 60:
-                continue
-            if not holder_alive(p, {}):
-                out.append(p)
-        return out
+        return [p for p in candidates if p.name not in known and not holder_alive(p, {})]
 
     def remove_orphan_folders(self) -> int:
-        orphans = self.orphan_folders()
-        for p in orphans:
-            shutil.rmtree(p, ignore_errors=True)
-        return len(orphans)
+        removed = 0
+        for p in self.orphan_folders():
+            lease = try_take(p) if p.exists() else None
+            if lease is None:
+                continue
+            try:
+                with self._lock:  # under the lease nobody writes it: is it still rowless?
+                    owned = self._conn.execute(
+                        "SELECT 1 FROM episodes WHERE id = ?", (p.name,)).fetchone()
+                if not owned:
+                    shutil.rmtree(p, ignore_errors=True)
+                    removed += 1
+            finally:
+                lease.release()
+        return removed
