@@ -1,5 +1,6 @@
-"""Crash safety of recording: 200 random kill -9s of a process recording a loop of episodes,
-and two processes recording into one store at once. Needs no Blender: synthetic steps."""
+"""Crash safety of recording: 200 random kill -9s of a process recording a loop of episodes
+(half with durable=True, half with durable=False), and two processes recording into one store
+at once. Needs no Blender: synthetic steps."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ CHILD = textwrap.dedent(
     small, big = png(64, 64), png(256, 256)  # big frames widen the window a kill can hit
     software_versions()  # warm, so that kills land in episodes rather than in start-up
 
-    def record(episodes):
-        store = Store(data_dir)
+    def record(episodes, durable=True):
+        store = Store(data_dir, durable=durable)
         print("ready", os.getpid(), flush=True)
         i = 0
         while episodes < 0 or i < episodes:
@@ -64,7 +65,7 @@ CHILD = textwrap.dedent(
             if cmd == "spawn":
                 if os.fork() == 0:
                     try:
-                        record(-1)
+                        record(-1, durable=arg == "durable")
                     finally:
                         os._exit(1)
             elif cmd == "reap":
@@ -149,7 +150,8 @@ def test_200_kill9_never_lose_a_committed_step_or_show_half_a_file(tmp_path):
     kills = int(os.environ.get("STORE_KILLS", 200))  # smaller only to debug the test itself
     server = _child(tmp_path, data_dir, episodes=-1, steps=4, mode="forkserver")
     for kill in range(kills):
-        ready, pid = _ask(server, "spawn").split()
+        # half the writers fsync (power-loss safe), half do not: both must survive kill -9
+        ready, pid = _ask(server, "spawn " + ("durable" if kill % 2 else "fast")).split()
         assert ready == "ready"
         time.sleep(rng.uniform(0.0, 0.1))
         os.kill(int(pid), signal.SIGKILL)

@@ -37,19 +37,21 @@ def _temp_path(final: Path) -> Path:
     return final.with_name(f"{TEMP_MARK}{final.name}.{os.getpid()}.{secrets.token_hex(4)}")
 
 
-def atomic_write_bytes(final: Path, data: bytes, *, sync_dir: bool = True) -> None:
-    """Write `data` to `final` atomically and durably."""
+def atomic_write_bytes(final: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write `data` to `final` atomically; `durable` also survives power loss (two fsyncs).
+    Without it the write still survives the writer being killed: the kernel keeps the pages."""
     tmp = _temp_path(final)
     try:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    if sync_dir:
+    if durable:
         fsync_dir(final.parent)
 
 

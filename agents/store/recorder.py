@@ -109,7 +109,7 @@ class Recorder:
             if frame_bytes is not None:
                 frame_rel = f"{FRAMES}/{index:06d}.png"
                 frame_sha = sha256(frame_bytes)
-                atomic_write_bytes(self.folder / frame_rel, frame_bytes)
+                atomic_write_bytes(self.folder / frame_rel, frame_bytes, durable=self._store.durable)
             step = Step(
                 episode_id=self.episode_id,
                 index=index,

@@ -105,8 +105,9 @@ MIGRATIONS: tuple[Migration, ...] = (
 LATEST_VERSION = MIGRATIONS[-1].version
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open the index with the durability settings every writer must share."""
+def connect(path: Path, durable: bool = True) -> sqlite3.Connection:
+    """Open the index in WAL mode; `durable`: synchronous=FULL (a commit survives power loss),
+    else NORMAL (a commit survives the process being killed, not the machine losing power)."""
     try:
         conn = sqlite3.connect(
             path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
@@ -118,7 +119,7 @@ def connect(path: Path) -> sqlite3.Connection:
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if mode.lower() != "wal":
         raise StoreError(f"the store index {path} could not switch to WAL mode (got {mode!r})")
-    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
 

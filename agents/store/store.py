@@ -79,7 +79,11 @@ def new_episode_id() -> str:
 class Store:
     """One data dir. Safe to share between threads; several processes may write at once."""
 
-    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, create: bool = True):
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, create: bool = True,
+                 durable: bool = True):
+        """`durable=False` (e.g. for RL rollouts) skips the fsyncs: still safe against a
+        killed process, not against power loss."""
+        self.durable = durable
         self.data_dir = resolve_data_dir(data_dir)
         self.index_path = self.data_dir / INDEX_NAME
         self.episodes_dir = self.data_dir / EPISODES
@@ -93,7 +97,7 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot create the store at {self.data_dir}: {exc.strerror}") from exc
         self._lock = threading.RLock()
-        self._conn = connect(self.index_path)
+        self._conn = connect(self.index_path, durable)
         migrate(self._conn)
         if create:
             self.remove_orphan_folders()
@@ -160,12 +164,13 @@ class Store:
         lease = Lease(hidden)
         os.rename(hidden, folder)
         lease.path = folder / lease.path.name
-        fsync_dir(self.episodes_dir)
+        if self.durable:
+            fsync_dir(self.episodes_dir)
         try:
             frame_rel = frame_sha = None
             if initial_frame is not None:
                 frame_rel, frame_sha = f"{FRAMES}/initial.png", sha256(initial_frame)
-                atomic_write_bytes(folder / frame_rel, initial_frame)
+                atomic_write_bytes(folder / frame_rel, initial_frame, durable=self.durable)
             family, level, seed = parse_task_id(task_id)
             version, specs = tools_version(tools)
             with self._write() as db:
