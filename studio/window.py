@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -67,6 +67,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Modelwright Studio")
         self.setObjectName("studio")
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks)
+        self._shown_once = False
         self.errors = ErrorBar()
         self.viewport_panel = ViewportPanel(controller, size=view_size)
         central = QWidget()
@@ -85,21 +86,21 @@ class MainWindow(QMainWindow):
         self.training = TrainingDock(controller, settings)
         self.server = ServerDock(controller, settings)
         self.docks: dict[str, QDockWidget] = {}
+        # the agent column runs the full height: the streamed steps need the room
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         left, right, bottom = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea,
                                Qt.DockWidgetArea.BottomDockWidgetArea)
-        self._dock("Task", self.tasks, left)
         self._dock("Outliner", self.outliner, left)
         self._dock("Tool palette", self.palette, left)
         self._dock("History", self.history, left, tab_with="Tool palette")
         self._dock("Agent", self.agent, right)
+        self._dock("Task", self.tasks, right)
         self._dock("Episodes", self.episodes, bottom)
         self._dock("Training", self.training, bottom, tab_with="Episodes")
         self._dock("Model server", self.server, bottom, tab_with="Training")
         self.docks["Tool palette"].raise_()
         self.docks["Episodes"].raise_()
-        self.resizeDocks([self.docks["Outliner"], self.docks["Agent"]], [330, 420], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["Episodes"], self.docks["Task"], self.docks["Outliner"]], [210, 330, 150],
-                         Qt.Orientation.Vertical)
+        self._default_sizes()
         self._menus()
         self.busy = QLabel("")
         self.statusBar().addPermanentWidget(self.busy)
@@ -111,6 +112,18 @@ class MainWindow(QMainWindow):
         self.agent.sig_finished.connect(self.tasks.show_summary)
         self.statusBar().showMessage("Starting the tool runtime (Blender + CadQuery)...")
         self.restore_layout()
+
+    def _default_sizes(self) -> None:
+        self.resizeDocks([self.docks["Outliner"], self.docks["Agent"]], [330, 430], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["Episodes"], self.docks["Agent"], self.docks["Task"], self.docks["Outliner"]],
+                         [190, 600, 330, 260], Qt.Orientation.Vertical)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if not self._shown_once:
+            self._shown_once = True
+            if self.settings.value("window/state") is None:  # first start: sizes once laid out
+                QTimer.singleShot(0, self._default_sizes)
 
     def _dock(self, title: str, widget: QWidget, area, tab_with: str | None = None) -> None:
         dock = QDockWidget(title, self)

@@ -47,8 +47,8 @@ class AgentDock(QWidget):
         self.last_summary: dict | None = None
         self.goal = QPlainTextEdit()
         self.goal.setPlaceholderText("Describe what to build, or pick a task in the Task dock")
-        self.goal.setMaximumHeight(70)
-        self.use_task = QCheckBox("Use the chosen task")
+        self.goal.setMaximumHeight(52)
+        self.use_task = QCheckBox("Chosen task")
         self.use_task.setChecked(True)
         self.policy = QComboBox()
         self.policy.setEditable(True)  # e.g. hf:/path/to/model or script:run.jsonl
@@ -60,15 +60,19 @@ class AgentDock(QWidget):
         self.max_steps = QSpinBox()
         self.max_steps.setRange(0, 200)
         self.max_steps.setSpecialValueText("task budget")
-        self.approval = QCheckBox("Ask before risky tools")
+        self.approval = QCheckBox("Approve risky tools")
         self.approval.setChecked(settings.value("agent/approval", "true") in (True, "true"))
-        self.record = QCheckBox("Record the episode")
+        self.record = QCheckBox("Record")
         self.record.setChecked(True)
         form = QFormLayout()
-        form.addRow("Policy", self.policy)
+        form.setVerticalSpacing(3)
+        policy_row = QHBoxLayout()
+        policy_row.addWidget(self.policy, 2)
+        policy_row.addWidget(QLabel("max steps"))
+        policy_row.addWidget(self.max_steps, 1)
+        form.addRow("Policy", policy_row)
         form.addRow("Endpoint", self.base_url)
         form.addRow("Model", self.model)
-        form.addRow("Max steps", self.max_steps)
         self.run_button = QPushButton("Run")
         self.run_button.setObjectName("accent")
         self.stop_button = QPushButton("Stop")
@@ -97,12 +101,14 @@ class AgentDock(QWidget):
         self.steps = QListWidget()
         self.steps.setIconSize(QSize(112, 112))
         self.steps.setWordWrap(True)
+        self.steps.setMinimumHeight(200)
+        self.steps.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.status = QLabel("Idle")
         layout = QVBoxLayout(self)
         layout.addWidget(self.goal)
-        layout.addWidget(self.use_task)
         layout.addLayout(form)
         checks = QHBoxLayout()
+        checks.addWidget(self.use_task)
         checks.addWidget(self.approval)
         checks.addWidget(self.record)
         layout.addLayout(checks)
@@ -194,10 +200,10 @@ class AgentDock(QWidget):
             elif data.get("text"):
                 self._add(f"model: {data['text']}", None)
         elif kind == "call":
-            self._add(f"call {data['tool']} {json.dumps(data['args'])[:240]}", "#8ab4f8")
+            self._add(f"call {data['tool']} {json.dumps(data['args'])[:160]}", "#8ab4f8")
         elif kind == "result":
             if data["ok"]:
-                self._add(f"   ok {data['text'][:200]}", "#6fbf73")
+                self._add(f"   ok {data['text'][:110]}", "#6fbf73")
             else:
                 self._add(f"   {data['text'][:300]}", "#e07a5f")
         elif kind == "render":
@@ -227,6 +233,6 @@ class AgentDock(QWidget):
         if summary.get("error"):
             words += f" — {summary['error']}"
         self.status.setText(words)
-        self._add(f"end: {words}", "#d9d9d9")
+        self._add(f"end: {words}", None)
         self.controller.refresh()
         self.sig_finished.emit(summary)

@@ -48,7 +48,7 @@ class OrbitCamera:
         lo, hi = bounds
         self.target = [(a + b) / 2 for a, b in zip(lo, hi, strict=True)]
         radius = max(0.1, math.dist(lo, hi) / 2)
-        self.distance = max(MIN_DISTANCE, min(MAX_DISTANCE, radius * self.lens_mm / 18.0 * 2.2))
+        self.distance = max(MIN_DISTANCE, min(MAX_DISTANCE, radius * self.lens_mm / 18.0 * 1.5))
 
     def render_args(self, size: int) -> dict:
         loc = [round(v, 5) for v in self.location()]

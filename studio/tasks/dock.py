@@ -7,7 +7,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
-    QFormLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -38,9 +37,11 @@ class TaskDock(QWidget):
         clear.clicked.connect(lambda: controller.load_task(None))
         self.prompt = QLabel("No task chosen: model freely.")
         self.prompt.setWordWrap(True)
+        self.prompt.setMinimumHeight(64)
+        self.prompt.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.prompt.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.target = QLabel()
-        self.target.setMinimumHeight(60)
+        self.target.setMinimumHeight(110)
         self.target.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.reward = QLabel("reward —")
         self.reward.setObjectName("reward")
@@ -51,20 +52,18 @@ class TaskDock(QWidget):
         finish.clicked.connect(lambda: controller.finish_demonstration(check=True))
         self.steps = QLabel("")
         self.steps.setObjectName("hint")
-        form = QFormLayout()
-        form.addRow("Family", self.family)
         row = QHBoxLayout()
-        row.addWidget(QLabel("Level"))
-        row.addWidget(self.level)
-        row.addWidget(QLabel("Seed"))
-        row.addWidget(self.seed)
-        form.addRow(row)
-        form.addRow("Task", self.task_id)
+        row.addWidget(self.family, 3)
+        row.addWidget(QLabel("level"))
+        row.addWidget(self.level, 1)
+        row.addWidget(QLabel("seed"))
+        row.addWidget(self.seed, 1)
         buttons = QHBoxLayout()
+        buttons.addWidget(self.task_id, 1)
         buttons.addWidget(load)
         buttons.addWidget(clear)
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
+        layout.addLayout(row)
         layout.addLayout(buttons)
         layout.addWidget(self.prompt)
         layout.addWidget(self.target, 1)
@@ -99,6 +98,10 @@ class TaskDock(QWidget):
         if task is None:
             self.prompt.setText("No task chosen: model freely.")
             return
+        for w, value in ((self.family, task.family), (self.level, task.level), (self.seed, task.seed)):
+            w.blockSignals(True)
+            w.setCurrentText(value) if isinstance(w, QComboBox) else w.setValue(value)
+            w.blockSignals(False)
         self.task_id.setText(task.id)
         self.prompt.setText(f"<b>{task.id}</b> (budget {task.budget} steps)<br>{task.prompt}")
         self.target.setText("rendering the target...")
@@ -108,7 +111,7 @@ class TaskDock(QWidget):
             self.target.setText("(no target image)")
             return
         pix = QPixmap.fromImage(QImage.fromData(png, "PNG"))
-        self.target.setPixmap(pix.scaled(150, 150, Qt.AspectRatioMode.KeepAspectRatio,
+        self.target.setPixmap(pix.scaled(200, 130, Qt.AspectRatioMode.KeepAspectRatio,
                                          Qt.TransformationMode.SmoothTransformation))
         self.target.setToolTip("the task solved by the oracle")
 
