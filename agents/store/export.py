@@ -18,7 +18,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -157,6 +157,8 @@ def export_parquet(
 
     t0 = time.perf_counter()
     where = where or EpisodeFilter()
+    if not include_interrupted and where.status is None:
+        where = replace(where, status="finished")  # in SQL, so that --limit counts exported ones
     episodes = [
         e
         for e in store.list_episodes(where)
