@@ -81,7 +81,7 @@ def mesh_reconstruction(level: int, rng: random.Random) -> TaskSpec:
         constraints=part.constraints(with_volume=False) + _topology(part, level),
         files={target: ("reference_stl", part.script)},
         geometry=_part_geometry(part),
-        geometry_min=0.99,
+        geometry_min=PART_IOU_MIN,  # the mesh is fine enough to read every dimension exactly
     )
 
 
