@@ -248,6 +248,7 @@ def test_server_dock_says_clearly_that_vllm_is_missing_and_tests_connections(stu
         assert dock.adapters.count() == 2 and "adapter of base" in dock.adapters.item(1).text()
     finally:
         server.shutdown()
+        server.server_close()
     dock.endpoint.setText(f"http://127.0.0.1:{server.server_port}")  # now closed
     with qtbot.waitSignal(dock.sig_status, timeout=10_000,
                           check_params_cb=lambda m: m.startswith("No model server")):

@@ -169,16 +169,14 @@ class EpisodesDock(QWidget):
         worker = self.controller.worker
         self.controller.finish_demonstration(check=False)
 
-        def rebuild(s: Any) -> int:
+        def rebuild(s: Any) -> list[dict]:
             s.reset()
             worker.sig_reset.emit("restore")
-            failed = 0
-            for c in calls:
-                failed += not s.call(c["tool"], c.get("args", {})).ok
-            return failed
+            return [c for c in calls if s.call(c["tool"], c.get("args", {})).ok]
 
-        def rebuilt(failed: int) -> None:
-            self.controller.journal.reset(calls)
+        def rebuilt(done: list[dict]) -> None:
+            failed = len(calls) - len(done)
+            self.controller.journal.reset(done)  # a later demonstration's setup: what succeeded
             self.controller.refresh()
             self.controller.sig_scene_changed.emit()
             self.controller.sig_status.emit(f"Restored {episode.id} at step {index}"

@@ -35,6 +35,13 @@ class PaletteDock(QWidget):
         self.form: ToolForm | None = None
         self.sent = 0
         self.show_tool(self.tool.currentText())
+        controller.scene.selection_changed.connect(self._selected)
+
+    def _selected(self, name: str | None) -> None:
+        """The outliner's selection fills the `name` of tools that act on an object."""
+        if name and self.form is not None and "name" in self.form.fields and not self.form.tool.startswith(
+                ("add_", "cad_box", "cad_cylinder", "cad_sketch", "cad_revolve", "cadquery")):
+            self.form.set_value("name", name)
 
     def show_tool(self, name: str) -> None:
         spec = TOOLS[name]
