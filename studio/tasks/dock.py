@@ -3,7 +3,7 @@ reward of the scene as you model; Finish checks it and saves the demonstration."
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
@@ -75,13 +75,17 @@ class TaskDock(QWidget):
         controller.sig_target.connect(self._on_target)
         controller.sig_reward.connect(self._on_reward)
         controller.demo.changed.connect(lambda n: self.steps.setText(f"demonstration: {n} recorded step(s)" if n else ""))
-        self._families()
+        QTimer.singleShot(0, self._families)  # after the window shows: the task suite takes ~1.5 s to import
 
     def _families(self) -> None:
         try:
             from training.tasks import list_families
 
+            self.family.blockSignals(True)
             self.family.addItems([f["family"] for f in list_families()])
+            if self.controller.task is not None:
+                self.family.setCurrentText(self.controller.task.family)
+            self.family.blockSignals(False)
         except Exception as exc:  # the picker still works with a typed id
             self.controller.sig_error.emit(f"Could not list task families: {exc}")
 
