@@ -128,3 +128,14 @@ def test_tasks_try_runs_in_a_fresh_session(tmp_path):
     assert code == 2 and "not JSON" in out
     code, out = cli("tasks", "try", "composition:1:3", "--oracle", "--none")
     assert code == 2 and "exactly one" in out
+
+
+def test_tasks_verify_sweeps_oracles_idleness_and_perturbations():
+    code, out = cli("tasks", "verify", "--families", "recovery", "--seeds", "0:1", "--json")
+    assert code == 0, out
+    report = json.loads(out[out.index("{") :])
+    assert report == {"checked": 3, "problems": []}
+    code, out = cli("tasks", "verify", "--families", "nope", "--seeds", "0:1")
+    assert code == 2 and "bad --families" in out
+    code, out = cli("tasks", "verify", "--seeds", "zero")
+    assert code == 2

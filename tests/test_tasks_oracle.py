@@ -3,12 +3,10 @@ workers, the oracle succeeds, doing nothing fails, and a perturbed oracle fails.
 
 from __future__ import annotations
 
-import copy
-import re
-
 import pytest
 
 from training.tasks import FAMILIES, get_task
+from training.tasks.perturb import PERTURBATIONS
 from training.tasks.runner import attempt
 
 # Scene families: two seeds at levels 1-2, one at the top level. CAD families (exact
@@ -21,8 +19,6 @@ CASES = [
     for lvl in FAMILIES[fam].levels
     for seed in ((11,) if fam in CAD or lvl == FAMILIES[fam].levels[-1] else (11, 12))
 ]
-QUERIES = {"get_scene", "cad_query", "cad_pattern", "measure", "render"}
-SIZE_KEYS = ("dimensions", "length", "radius", "diameter", "scale", "width", "height")
 
 
 @pytest.fixture(scope="module")
@@ -30,54 +26,6 @@ def task_session(worker_pool):
     s = worker_pool.session(deadline_s=60)
     yield s
     s.close()
-
-
-def drop_last(plan):
-    """Leave out the last call that does work (a missing part, edit or file)."""
-    idx = max(i for i, c in enumerate(plan) if c["tool"] not in QUERIES)
-    return plan[:idx] + plan[idx + 1 :]
-
-
-def resize(plan):
-    """Make the last sized thing 25 % bigger (in a script: its first dimension)."""
-    plan = copy.deepcopy(plan)
-    for step in reversed(plan):
-        args = step["args"]
-        if step["tool"] == "cadquery_script":
-            args["code"] = re.sub(
-                r"(?<=[(\s])(\d+(?:\.\d+)?)(?=[,)])",
-                lambda m: f"{float(m.group(1)) * 1.25:g}",
-                args["code"],
-                count=1,
-            )
-            return plan
-        for key in SIZE_KEYS:
-            if key in args:
-                v = args[key]
-                args[key] = [x * 1.25 for x in v] if isinstance(v, list) else v * 1.25
-                return plan
-    return None
-
-
-def move(plan):
-    """Shift the last placed thing along x by a quarter of its size plus 0.2 m."""
-    plan = copy.deepcopy(plan)
-    for step in reversed(plan):
-        loc = step["args"].get("location")
-        if loc is not None:
-            size = max(step["args"].get("dimensions", [1.0]))
-            loc[0] += 0.25 * size + 0.2
-            return plan
-    return None
-
-
-def recolour(plan):
-    plan = copy.deepcopy(plan)
-    for step in reversed(plan):
-        if step["tool"] == "set_material":
-            step["args"]["color"] = "#7F7F7F" if step["args"]["color"] != "#7F7F7F" else "#000000"
-            return plan
-    return None
 
 
 @pytest.mark.parametrize("task_id", CASES)
@@ -91,13 +39,13 @@ def test_oracle_succeeds_nothing_fails_perturbed_fails(task_session, task_id):
     assert not idle.reward.success, task_id
     assert idle.reward.total <= good.reward.total - 0.1, (task_id, idle.reward.total)
 
-    for perturb in (drop_last, resize, move, recolour):
+    for name, perturb in PERTURBATIONS.items():
         plan = perturb(task.oracle)
         if plan is None or plan == task.oracle:
             continue
         bad = attempt(task, task_session, plan)
-        assert not bad.reward.success, (task_id, perturb.__name__, bad.summary())
-        assert bad.reward.total < good.reward.total, (task_id, perturb.__name__)
+        assert not bad.reward.success, (task_id, name, bad.summary())
+        assert bad.reward.total < good.reward.total, (task_id, name)
 
 
 def test_breakdown_reports_every_component_in_range(task_session):

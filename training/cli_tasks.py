@@ -173,6 +173,49 @@ def try_cmd(
     _print(summary, as_json)
 
 
+@tasks_app.command("verify")
+def verify(
+    families: str | None = typer.Option(None, help="Comma-separated families (default: all)."),
+    seeds: str = typer.Option("0:3", help="Seed range A:B (B excluded)."),
+    perturb: bool = typer.Option(True, help="Also check that perturbed oracles fail."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Prove the checkers over many seeds: oracle passes, nothing fails, perturbed fails."""
+    from training.tasks import FAMILIES, TaskError, get_task
+    from training.tasks.perturb import verify_task
+
+    names = families.split(",") if families else list(FAMILIES)
+    try:
+        lo, hi = (int(v) for v in seeds.split(":"))
+        ids = [f"{f}:{lvl}:{s}" for f in names for lvl in FAMILIES[f].levels for s in range(lo, hi)]
+    except (ValueError, KeyError) as exc:
+        _fail(
+            f"bad --families or --seeds ({exc}); seeds look like 0:5, families like cad_parts,materials"
+        )
+    from tools.session import ToolSession
+    from tools.supervisor import WorkerPool
+
+    problems: list[str] = []
+    pool = WorkerPool(size=0, prewarm=False)
+    try:
+        with ToolSession(pool=pool, deadline_s=60) as session:
+            for n, task_id in enumerate(ids, 1):
+                try:
+                    found = verify_task(get_task(task_id), session, perturb)
+                except TaskError as exc:
+                    found = [f"{task_id}: {exc}"]
+                problems += found
+                typer.echo(
+                    f"[{n}/{len(ids)}] {task_id}: {'ok' if not found else '; '.join(found)}",
+                    err=True,
+                )
+    finally:
+        pool.close()
+    _print({"checked": len(ids), "problems": problems}, as_json)
+    if problems:
+        raise typer.Exit(1)
+
+
 def score(
     a: Path = typer.Argument(..., help="Reference shape (.stl/.obj/.glb/.step)."),
     b: Path = typer.Argument(..., help="Candidate shape (.stl/.obj/.glb/.step)."),
