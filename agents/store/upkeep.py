@@ -1,0 +1,98 @@
+"""Upkeep of a store: marking the episodes of dead writers `interrupted` and clearing what
+dead writers left half-done (temp files, a frame whose step never committed, a folder whose
+episode never committed). Mixed into `Store`; every removal happens under the episode's lease.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from agents.store.atomic import is_temp_name, sweep_temp_files
+from agents.store.lease import holder_alive, try_take
+from agents.store.recorder import FRAMES
+
+
+class Upkeep:
+    """Needs from its host: episodes_dir, episode_dir(), _lock, _conn, _write()."""
+
+    def reap(self) -> list[str]:
+        """Mark episodes whose recording process died as `interrupted`, and clear what the
+        dead writer left half-done (temp files, a frame whose step never committed)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, writer FROM episodes WHERE status = 'running'"
+            ).fetchall()
+        reaped = []
+        for row in rows:
+            folder = self.episode_dir(row["id"])
+            if holder_alive(folder, json.loads(row["writer"])):
+                continue
+            lease = try_take(folder)
+            if lease is None:
+                continue
+            try:
+                # Sweep first, mark second: a reaper killed in between leaves the episode
+                # 'running' with a free lease, so the next reader redoes both.
+                self._sweep_episode(row["id"])
+                with self._write() as db:
+                    changed = db.execute(
+                        "UPDATE episodes SET status = 'interrupted' "
+                        "WHERE id = ? AND status = 'running'",
+                        (row["id"],),
+                    ).rowcount
+                if changed:
+                    reaped.append(row["id"])
+            finally:
+                lease.release()
+        return reaped
+
+    def _sweep_episode(self, episode_id: str) -> None:
+        folder = self.episode_dir(episode_id)
+        sweep_temp_files(folder)
+        with self._lock:
+            known = {
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT frame FROM steps WHERE episode_id = ? AND frame IS NOT NULL "
+                    "UNION SELECT initial_frame FROM episodes WHERE id = ? "
+                    "AND initial_frame IS NOT NULL",
+                    (episode_id, episode_id),
+                )
+            }
+        frames = folder / FRAMES
+        if frames.is_dir():
+            for path in frames.iterdir():
+                if f"{FRAMES}/{path.name}" not in known:
+                    path.unlink(missing_ok=True)  # complete, but its step never committed
+
+    def orphan_folders(self) -> list[Path]:
+        """Folders no episode row owns and no live writer holds: a writer killed before its
+        episode's first commit, an import or delete killed half-way. Hidden folders still
+        being set up are left alone for a minute (their lease may not be taken yet)."""
+        candidates = [
+            p for p in self.episodes_dir.iterdir()
+            if p.is_dir() and not (is_temp_name(p.name) and time.time() - p.stat().st_mtime < 60)
+        ]  # listed before the ids are read: a folder listed here whose row commits later
+        with self._lock:  # is still leased by its writer when holder_alive looks
+            known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
+        return [p for p in candidates if p.name not in known and not holder_alive(p, {})]
+
+    def remove_orphan_folders(self) -> int:
+        removed = 0
+        for p in self.orphan_folders():
+            lease = try_take(p) if p.exists() else None
+            if lease is None:
+                continue
+            try:
+                with self._lock:  # under the lease nobody writes it: is it still rowless?
+                    owned = self._conn.execute(
+                        "SELECT 1 FROM episodes WHERE id = ?", (p.name,)).fetchone()
+                if not owned:
+                    shutil.rmtree(p, ignore_errors=True)
+                    removed += 1
+            finally:
+                lease.release()
+        return removed
