@@ -75,6 +75,8 @@ class ScriptedRun:
 
     def _task_ready(self, task) -> None:
         if not self.options.autorun:
+            if self.options.exit_when_done or self.options.screenshot:  # just the loaded task
+                self._finished({"task": task.id, "status": "loaded"})
             return
         agent = self.window.agent
         agent.policy.setCurrentText(self.options.policy)

@@ -39,6 +39,8 @@ def register(app: typer.Typer) -> None:
         settings_file: Path = typer.Option(None, "--settings", help="Use this .ini for settings and layout."),
     ) -> None:
         """Open Modelwright Studio; with --task/--autorun it runs an episode in the window."""
+        if autorun and not task:
+            raise typer.BadParameter("--autorun needs --task ID", param_hint="--autorun")
         open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot,
                     exit_when_done=exit_when_done, theme=theme,
                     data_dir=str(data_dir) if data_dir else None,
