@@ -45,13 +45,14 @@ def resize(plan: Plan) -> Plan | None:
 
 
 def move(plan: Plan) -> Plan | None:
-    """Shift the last placed thing along x by a quarter of its size plus 0.2 m."""
+    """Shift the last placed thing along x by a quarter of its distance from the origin plus
+    a quarter of its size plus 0.2 m (a position 20-30 % off, never a negligible nudge)."""
     plan = copy.deepcopy(plan)
     for step in reversed(plan):
         loc = step["args"].get("location")
         if loc is not None:
             size = max(step["args"].get("dimensions", [1.0]))
-            loc[0] += 0.25 * size + 0.2
+            loc[0] += 0.25 * max(abs(loc[0]), abs(loc[1])) + 0.25 * size + 0.2
             return plan
     return None
 

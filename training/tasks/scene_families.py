@@ -3,6 +3,7 @@ rebuilding a scene from a target render."""
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -232,6 +233,16 @@ def materials(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+def grid_cell(items: list[dict[str, Any]]) -> float:
+    """The renderer's grid step for these objects (the rule in tools/worker/render.py)."""
+    from training.tasks.scene_geometry import items_bounds
+
+    lo, hi = items_bounds(items)
+    raw = max(hi[0] - lo[0], hi[1] - lo[1], 1e-3) * 1.6 / 8
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+
+
 @family("render_reconstruction", "Rebuild a scene of primitives from a rendered target image.")
 def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     n = {1: 1, 2: 3, 3: 8}[level]
@@ -246,23 +257,32 @@ def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
             "Model the scene in the target picture",
         )
     )
+    # A small fixed cube marks the origin, so every render shows where (0, 0) is.
+    marker = {
+        "name": "Origin", "kind": "cube", "dimensions": [0.2, 0.2, 0.2],
+        "location": [0.0, 0.0, 0.1], "rotation_deg": [0.0, 0.0, 0.0],
+    }  # fmt: skip
+    cell = grid_cell(items + [marker])
     prompt = (
-        f"{lead} (views iso, front, top, right; the grid has 1 m cells). It holds {n} "
-        f"object(s), all resting on the ground: {kinds}. Read their positions from the image."
+        f"{lead} (views iso, front, top, right; the ground grid has {cell:g} m cells and the "
+        f"small cube 'Origin' marks (0, 0); leave it). It holds {n} more object(s), all resting "
+        f"on the ground: {kinds}. Read their positions from the image."
     )
-    # Positions read off a render with a 1 m grid: judged to 0.15 m, sizes as stated.
-    constraints = [{"kind": "count", "equal": n}]
+    # Positions are read off a render: judged to a tenth of a grid cell (at least 0.15 m).
+    tol = round(max(0.15, 0.1 * cell), 3)
+    constraints = [{"kind": "count", "equal": n + 1}] + placed(marker, guard=True)
     for it in items:
         constraints += [
-            {"kind": "position", "object": it["name"], "value": it["location"], "tol": 0.15},
+            {"kind": "position", "object": it["name"], "value": it["location"], "tol": tol},
             {"kind": "size", "object": it["name"], "value": it["dimensions"], "tol_rel": SIZE_TOL},
         ]
     return TaskSpec(
         prompt=prompt,
-        parameters={"objects": items},
+        parameters={"objects": items, "position_tolerance": tol},
         oracle=[add_call(it) for it in items],
         constraints=constraints,
-        geometry=scene_geometry(items),
+        start=[add_call(marker)],
+        geometry=scene_geometry(items + [marker]),
         geometry_min=0.6,
         has_target_image=True,
     )
