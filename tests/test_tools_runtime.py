@@ -215,3 +215,24 @@ def test_cad_parts_show_in_renders(session):
     with_part = np.asarray(Image.open(io.BytesIO(session.render(views=["top"], size=96).images[0]))).astype(int)
     centre = (slice(30, 66), slice(30, 66))
     assert np.abs(with_part[centre] - empty[centre]).mean() > 20
+
+
+def test_scene_hash_is_the_same_in_another_worker_process(session):
+    """Replay depends on it: Blender emits some primitives' faces in a per-process order."""
+    from tools import WorkerPool
+
+    calls = [("add_primitive", {"kind": k, "name": k, "dimensions": [2, 2, 1]})
+             for k in ("uv_sphere", "torus", "cylinder", "cone", "cube")]
+    calls.append(("cad_cylinder", {"name": "pin", "radius": 1, "height": 3}))
+    for tool, args in calls:
+        ok(session.call(tool, args))
+    other_pool = WorkerPool(size=0, prewarm=False)
+    try:
+        with other_pool.session() as other:
+            for tool, args in calls:
+                ok(other.call(tool, args))
+            assert other.scene_hash() == session.scene_hash()
+            ok(other.call("transform", {"name": "torus", "rotation_deg": [0, 0, 1]}))
+            assert other.scene_hash() != session.scene_hash()
+    finally:
+        other_pool.close()

@@ -130,9 +130,7 @@ class SceneState:
                 co = np.empty(len(me.vertices) * 3, dtype=np.float32)
                 me.vertices.foreach_get("co", co)
                 h.update(co.tobytes())
-                loops = np.empty(len(me.loops), dtype=np.int32)
-                me.loops.foreach_get("vertex_index", loops)
-                h.update(loops.tobytes())
+                h.update(canonical_faces(me).tobytes())
                 for mod in ob.modifiers:
                     h.update(mod.type.encode())
             for slot in ob.material_slots:
@@ -144,3 +142,28 @@ class SceneState:
                 h.update(struct.pack("<4d", ob.data.energy, *ob.data.color))
         h.update(self.parts.digest().encode())
         return h.hexdigest()[:32]
+
+
+def canonical_faces(me) -> np.ndarray:
+    """Faces as vertex-index rows, each rotated to start at its smallest index (winding kept),
+    rows sorted: Blender's primitive builders emit the same faces in a per-process order."""
+    n = len(me.polygons)
+    if n == 0:
+        return np.zeros((0,), dtype=np.int32)
+    loops = np.empty(len(me.loops), dtype=np.int32)
+    me.loops.foreach_get("vertex_index", loops)
+    starts = np.empty(n, dtype=np.int64)
+    totals = np.empty(n, dtype=np.int64)
+    me.polygons.foreach_get("loop_start", starts)
+    me.polygons.foreach_get("loop_total", totals)
+    seg = np.cumsum(totals) - totals  # where each polygon's run starts in `vals`
+    poly = np.repeat(np.arange(n), totals)
+    pos = np.arange(int(totals.sum())) - seg[poly]
+    vals = loops[starts[poly] + pos]
+    mins = np.minimum.reduceat(vals, seg)
+    hit = np.nonzero(vals == mins[poly])[0]
+    first = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(first, poly[hit], pos[hit])
+    rows = np.full((n, int(totals.max())), -1, dtype=np.int32)
+    rows[poly, (pos - first[poly]) % totals[poly]] = vals
+    return rows[np.lexsort(rows.T[::-1])]
