@@ -3,7 +3,9 @@ reward of the scene as you model; Finish checks it and saves the demonstration."
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
+import threading
+
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
@@ -18,6 +20,8 @@ from PySide6.QtWidgets import (
 
 
 class TaskDock(QWidget):
+    sig_families = Signal(object)  # the task families' names, once the suite is imported
+
     def __init__(self, controller, parent=None) -> None:
         super().__init__(parent)
         self.controller = controller
@@ -75,19 +79,24 @@ class TaskDock(QWidget):
         controller.sig_target.connect(self._on_target)
         controller.sig_reward.connect(self._on_reward)
         controller.demo.changed.connect(lambda n: self.steps.setText(f"demonstration: {n} recorded step(s)" if n else ""))
-        QTimer.singleShot(0, self._families)  # after the window shows: the task suite takes ~1.5 s to import
+        # the task suite takes ~1.5 s to import: off the GUI thread, the combo fills when it is in
+        self.sig_families.connect(self._families)
+        threading.Thread(target=self._load_families, daemon=True, name="mw-task-families").start()
 
-    def _families(self) -> None:
+    def _load_families(self) -> None:
         try:
             from training.tasks import list_families
 
-            self.family.blockSignals(True)
-            self.family.addItems([f["family"] for f in list_families()])
-            if self.controller.task is not None:
-                self.family.setCurrentText(self.controller.task.family)
-            self.family.blockSignals(False)
+            self.sig_families.emit([f["family"] for f in list_families()])
         except Exception as exc:  # the picker still works with a typed id
             self.controller.sig_error.emit(f"Could not list task families: {exc}")
+
+    def _families(self, names: list[str]) -> None:
+        self.family.blockSignals(True)
+        self.family.addItems(names)
+        if self.controller.task is not None:
+            self.family.setCurrentText(self.controller.task.family)
+        self.family.blockSignals(False)
 
     def _compose(self) -> None:
         self.task_id.setText(f"{self.family.currentText()}:{self.level.value()}:{self.seed.value()}")
