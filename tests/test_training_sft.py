@@ -227,3 +227,53 @@ def test_resume_after_kill_continues_step_counter_and_data_order(tmp_path, tiny_
     assert after == order
     logged = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert logged[:steps] == list(range(1, steps + 1))
+
+
+def test_each_checkpoint_is_hot_loaded_into_a_running_server(
+    tmp_path, tiny_model_dir, demos, monkeypatch
+):
+    import http.server
+    import threading
+
+    from training.sft import run_sft
+    from training.train_config import load_config
+
+    posted: list[dict] = []
+
+    class Server(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # /v1/models: what the server serves so far
+            body = json.dumps({"data": [{"id": p["lora_name"]} for p in posted]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            length = int(self.headers["Content-Length"])
+            payload = json.loads(self.rfile.read(length))
+            if self.path == "/v1/load_lora_adapter":
+                posted.append(payload)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    monkeypatch.setenv("MODELWRIGHT_ADAPTER_REGISTRY", str(tmp_path / "registry.json"))
+    try:
+        text = _sft_config(tmp_path, tiny_model_dir, demos, steps=2, save=1).read_text()
+        cfg = tmp_path / "serve.yaml"
+        url = f"http://127.0.0.1:{httpd.server_port}/v1"
+        cfg.write_text(
+            text.replace("report_to: [tensorboard]", f"report_to: [], serve_url: '{url}'")
+        )
+        run_sft(load_config(cfg), tmp_path / "run")
+    finally:
+        httpd.shutdown()
+    assert [p["lora_name"] for p in posted] == ["modelwright-v1", "modelwright-v2"]
+    assert [Path(p["lora_path"]).name for p in posted] == ["checkpoint-1", "checkpoint-2"]

@@ -132,8 +132,12 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     model_dir = Path(config.model.path) if config.model.path else out / "model"
     stages: dict[str, Any] = {}
     if config.model.build_tiny:
+        size = config.model.tiny_size
         stages["model"] = _stage(
-            out, "model", resume, lambda: str(build_tiny_model(model_dir, seed=config.run.seed))
+            out,
+            "model",
+            resume,
+            lambda: str(build_tiny_model(model_dir, seed=config.run.seed, size=size)),
         )
     stages["demos"] = _stage(out, "demos", resume, lambda: collect_demos(config, out))
     stages["eval_untrained"] = _stage(
@@ -148,18 +152,23 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     stages["sft"] = _stage(
         out, "sft", resume, lambda: _sft(run_sft, sft_cfg, out, model_dir, resume)
     )
-    sft_adapter = out / "sft" / "adapter"
+    # After a full fine-tune the SFT model is the base GRPO puts a fresh LoRA on; after a LoRA
+    # SFT, GRPO keeps training the SFT adapter on the original base.
+    if config.sft.full_finetune:
+        sft_base, sft_adapter = out / "sft" / "model", None
+    else:
+        sft_base, sft_adapter = model_dir, out / "sft" / "adapter"
     stages["eval_sft"] = _stage(
-        out, "eval_sft", resume, lambda: evaluate_model(config, model_dir, sft_adapter, "sft", out)
+        out, "eval_sft", resume, lambda: evaluate_model(config, sft_base, sft_adapter, "sft", out)
     )
     stages["grpo"] = _stage(
-        out, "grpo", resume, lambda: _grpo(run_grpo, config, out, model_dir, sft_adapter, resume)
+        out, "grpo", resume, lambda: _grpo(run_grpo, config, out, sft_base, sft_adapter, resume)
     )
     stages["eval_grpo"] = _stage(
         out,
         "eval_grpo",
         resume,
-        lambda: evaluate_model(config, model_dir, out / "grpo" / "adapter", "grpo", out),
+        lambda: evaluate_model(config, sft_base, out / "grpo" / "adapter", "grpo", out),
     )
     report = build_report(config, out, stages, time.time() - started)
     (out / "report.json").write_text(json.dumps(report, indent=1))
@@ -173,7 +182,7 @@ def _sft(run_sft, cfg: TrainConfig, out: Path, model_dir: Path, resume: bool) ->
 
 
 def _grpo(
-    run_grpo, cfg: TrainConfig, out: Path, model_dir: Path, adapter: Path, resume: bool
+    run_grpo, cfg: TrainConfig, out: Path, model_dir: Path, adapter: Path | None, resume: bool
 ) -> dict:
     r = run_grpo(cfg, out / "grpo", resume=resume, adapter=adapter, model_path=model_dir)
     return {"steps": r.steps, "crash_retries": r.crash_retries}

@@ -20,7 +20,7 @@ from training.train_config import LoraSpec, ModelSpec, RunSpec, SFTSpec, TrainCo
 @dataclass
 class SFTResult:
     run_dir: Path
-    adapter_dir: Path
+    adapter_dir: Path  # the LoRA adapter, or the whole model with sft.full_finetune
     steps: int
     final_loss: float | None
     resumed_from: int | None
@@ -148,14 +148,14 @@ def run_sft(
         train_dataset=data,
         processing_class=processor,
         data_collator=collator,
-        peft_config=peft_config(config.lora),
+        peft_config=None if spec.full_finetune else peft_config(config.lora),
         callbacks=make_callbacks(
             out_dir, serve_url=run.serve_url, serve_name=run.serve_adapter_name
         ),
     )
     trainer.samples_path = out_dir / "samples.jsonl"
     output = trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
-    adapter_dir = out_dir / "adapter"
+    adapter_dir = out_dir / ("model" if spec.full_finetune else "adapter")
     trainer.save_model(str(adapter_dir))
     processor.save_pretrained(str(adapter_dir))
     loss = output.training_loss if output is not None else None

@@ -24,6 +24,7 @@ class Strict(BaseModel):
 class ModelSpec(Strict):
     path: str | None = None  # local folder (or hub id on a machine that may download)
     build_tiny: bool = False  # build `modelwright dev tiny-model` into the run dir first
+    tiny_size: Literal["tiny", "small"] = "tiny"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
     attn_implementation: str | None = None  # e.g. "flash_attention_2" on GPUs
 
@@ -70,6 +71,10 @@ class DataFilterSpec(Strict):
 
 class SFTSpec(Strict):
     data: list[str] = Field(default_factory=list)  # Parquet files or folders (store export)
+    # Train every weight instead of a LoRA adapter; the run then saves a full model in
+    # RUN/model (GRPO puts its LoRA on top of it). A random tiny model learns the tool-call
+    # format far faster this way than through low-rank updates.
+    full_finetune: bool = False
     filter: DataFilterSpec = Field(default_factory=DataFilterSpec)
     max_steps: int = Field(100, ge=1)
     learning_rate: float = Field(2e-4, gt=0)
