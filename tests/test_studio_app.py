@@ -140,9 +140,7 @@ def test_manual_steps_undo_redo_outliner_and_a_replayable_human_episode(fresh, q
     w = fresh
     c = w.controller
     send(qtbot, w, "add_primitive", kind="cube", name="A", dimensions="1, 1, 1")
-    # (a cylinder, not a uv_sphere: the runtime's scene hash of a uv_sphere is not yet stable
-    # from run to run, which a replay would report as a divergence)
-    send(qtbot, w, "add_primitive", kind="cylinder", name="S", dimensions="0.5, 0.5, 0.5", location="0, 0, 1")
+    send(qtbot, w, "add_primitive", kind="uv_sphere", name="S", dimensions="0.5, 0.5, 0.5", location="0, 0, 1")
     qtbot.waitUntil(lambda: w.outliner.names() == ["A", "S"], timeout=20_000)
     with qtbot.waitSignal(c.sig_call, timeout=30_000):
         w.outliner.rename("A", "Base")
