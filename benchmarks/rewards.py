@@ -12,15 +12,21 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 
-import numpy as np
-import trimesh
-from scipy.spatial import cKDTree
+# Run as a script, this folder comes first on sys.path, and benchmarks/training.py would
+# shadow the `training` package: put the project root first.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training import geometry as g
-from training.tasks import parts as P
-from training.tasks.shapes import build_reference
+import numpy as np  # noqa: E402
+import trimesh  # noqa: E402
+from scipy.spatial import cKDTree  # noqa: E402
+
+from training import geometry as g  # noqa: E402
+from training.tasks import parts as P  # noqa: E402
+from training.tasks.shapes import build_reference  # noqa: E402
 
 TARGET_MS = 30.0
 
