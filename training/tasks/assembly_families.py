@@ -137,8 +137,62 @@ def polygon_area(radius: float, n: int = SEGMENTS) -> float:
     return n / 2 * radius**2 * math.sin(2 * math.pi / n)
 
 
-@register_family("booleans", "Cut holes and join parts with mesh booleans.")
+def _array(rng: random.Random) -> TaskSpec:
+    """A fence of N posts from one post and an applied array modifier (relative offset)."""
+    n = rng.choice((3, 4, 5, 6))
+    w, d, h = r05(rng.uniform(0.1, 0.3)), r05(rng.uniform(0.1, 0.3)), r05(rng.uniform(0.8, 1.5))
+    gap = r05(rng.uniform(0.3, 0.8))
+    x0, y = r05(rng.uniform(-3, 0)), r05(rng.uniform(-2, 2))
+    post = item("Fence", "cube", (w, d, h), (x0, y, h / 2))
+    length = n * w + (n - 1) * gap
+    centres = [round(x0 + i * (w + gap), 4) for i in range(n)]
+    posts = [{**post, "location": [cx, y, h / 2], "op": "add"} for cx in centres]
+    oracle = [
+        add_call(post),
+        call(
+            "modifier", name="Fence", kind="array", count=n, offset=[round((w + gap) / w, 6), 0, 0]
+        ),
+    ]
+    prompt = (
+        f"Make a fence 'Fence' of {n} posts, each a {w:g} x {d:g} x {h:g} m box standing on the "
+        f"ground, the first centred at ({x0:g}, {y:g}), the rest following along +x with {gap:g} m "
+        "gaps between posts. Model one post and repeat it with an array modifier (applied), so "
+        "the fence is one object."
+    )
+    centre = [round(x0 - w / 2 + length / 2, 4), y, h / 2]
+    constraints = [
+        {"kind": "count", "equal": 1},
+        {"kind": "size", "object": "Fence", "value": [round(length, 4), d, h], "tol_rel": 0.02},
+        {"kind": "position", "object": "Fence", "value": centre, "tol": 0.05},
+        {
+            "kind": "mesh_volume",
+            "object": "Fence",
+            "value": round(n * w * d * h, 6),
+            "tol_rel": 0.01,
+        },
+        {
+            "kind": "occupancy",
+            "object": "Fence",
+            "filled": [[cx, y, h / 2] for cx in centres],
+            "empty": [[round(cx + w / 2 + gap / 2, 4), y, h / 2] for cx in centres[:-1]],
+        },
+    ]
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"posts": n, "post": post, "gap": gap},
+        oracle=oracle,
+        constraints=constraints,
+        geometry={"kind": "scene", "items": posts, "objects": ["Fence"]},
+        geometry_min=0.95,
+    )
+
+
+@register_family(
+    "booleans", "Cut holes and join parts with mesh booleans; repeat parts with an array modifier."
+)
 def booleans(level: int, rng: random.Random) -> TaskSpec:
+    if level == 2 and rng.random() < 0.5:
+        return _array(rng)
     a, b, c = r05(rng.uniform(2.0, 3.0)), r05(rng.uniform(1.2, 2.0)), r05(rng.uniform(0.4, 0.8))
     x, y = r05(rng.uniform(-2, 2)), r05(rng.uniform(-2, 2))
     block = item("Block", "cube", (a, b, c), (x, y, c / 2))
