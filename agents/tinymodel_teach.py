@@ -1,12 +1,16 @@
 """Teach a tiny model to say given replies: scripted model behaviour for tests and demos.
 
 A random tiny model emits noise and never a tool call, which exercises little of the loop.
-`teach_replies` over-fits a copy of a tiny model (see `agents.tinymodel`) so that for each
-given conversation it answers with the given text (a valid call, a hallucinated tool,
-malformed JSON, a call in a code fence...). The prompts are built exactly as
-`transformers serve` builds them from OpenAI messages, so the served model answers the
-same; images are varied during teaching so the replies do not hinge on the pixels.
-A few hundred optimiser steps on CPU take a few seconds. torch is imported lazily.
+`teach_replies` edits a copy of a tiny model (see `agents.tinymodel`) so that for each
+given conversation it answers, greedily, with the given text (a valid call, a hallucinated
+tool, malformed JSON, a call in a code fence...). Prompts are built exactly as
+`transformers serve` builds them from OpenAI messages, so the served model answers the same.
+
+Why it is cheap: only the last decoder layer, the final norm and `lm_head` are trained.
+Everything before them is frozen, so the last layer's inputs are computed once per lesson
+and the loss is taken on the reply's positions only; a few hundred steps on a CPU instead
+of back-propagating through the whole model. Greedy decoding then reproduces each reply
+token by token, because every position sees exactly the input it was taught on.
 """
 
 from __future__ import annotations
@@ -23,93 +27,104 @@ class Lesson:
     reply: str  # the exact text the model should produce (without the end token)
 
 
+class TeachingError(RuntimeError):
+    pass
+
+
 def teach_replies(
     model_dir: str | Path,
     out_dir: str | Path,
     lessons: list[Lesson],
     *,
-    steps: int = 240,
+    steps: int = 400,
     lr: float = 1e-2,
     seed: int = 0,
 ) -> Path:
     """Write to `out_dir` a copy of the model at `model_dir` that answers each lesson's
-    messages with its reply; returns `out_dir`."""
-    import io
-    import random
-
+    messages with its reply; returns `out_dir`. Raises TeachingError if some token of a
+    reply is still not the model's first choice after `steps` optimiser steps."""
     import torch
-    from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoProcessor
     from transformers.cli.serving.utils import BaseHandler, Modality
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
+    torch.manual_seed(seed)
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = AutoModelForImageTextToText.from_pretrained(model_dir)
+    model.eval()
+    tokenizer = processor.tokenizer
+    text_model = model.model.language_model
+    last = text_model.layers[-1]
+
+    # the last layer's inputs (hidden states and the rotary/mask arguments) per lesson
+    captured: list = []
+    hook = last.register_forward_pre_hook(
+        lambda module, args, kwargs: captured.append((args, kwargs)), with_kwargs=True
+    )
+    examples = []
+    try:
+        for lesson in lessons:
+            target = tokenizer(lesson.reply + "<|im_end|>", add_special_tokens=False).input_ids
+            inputs = BaseHandler.get_processor_inputs_from_messages(lesson.messages, Modality.VLM)
+            enc = processor.apply_chat_template(
+                inputs, add_generation_prompt=True, tools=lesson.tools,
+                return_tensors="pt", return_dict=True, tokenize=True,
+            )  # fmt: skip
+            n = enc["input_ids"].shape[1]
+            ids = torch.cat([enc["input_ids"], torch.tensor([target])], 1)
+            batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "use_cache": False}
+            for key in ("pixel_values", "image_grid_thw"):
+                if key in enc:
+                    batch[key] = enc[key]
+            if "mm_token_type_ids" in enc:
+                pad = torch.zeros((1, len(target)), dtype=enc["mm_token_type_ids"].dtype)
+                batch["mm_token_type_ids"] = torch.cat([enc["mm_token_type_ids"], pad], 1)
+            captured.clear()
+            with torch.no_grad():
+                model(**batch)
+            args, kwargs = captured[-1]
+            args = tuple(a.detach() if torch.is_tensor(a) else a for a in args)
+            # position n-1+i predicts target[i]
+            examples.append((args, kwargs, slice(n - 1, n - 1 + len(target)), torch.tensor(target)))
+    finally:
+        hook.remove()
+    y = torch.cat([t for *_, t in examples])
+
+    head = [last, text_model.norm, model.lm_head]
+    params = [p for module in head for p in module.parameters()]
+    optimiser = torch.optim.Adam(params, lr=lr)
+
+    def logits() -> torch.Tensor:
+        outs = []
+        for args, kwargs, span, _ in examples:
+            h = last(*args, **kwargs)
+            h = h[0] if isinstance(h, tuple) else h
+            outs.append(model.lm_head(text_model.norm(h[0, span])))
+        return torch.cat(outs)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: threads only add contention on a busy machine
+    try:
+        _fit(torch, logits, y, optimiser, steps)
+    finally:
+        torch.set_num_threads(threads)
+    with torch.no_grad():
+        wrong = int((logits().argmax(-1) != y).sum())
+    if wrong:
+        raise TeachingError(f"{wrong} of {len(y)} reply tokens are still not the first choice")
     if out_dir.exists():
         shutil.rmtree(out_dir)
     shutil.copytree(model_dir, out_dir)
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
-    processor = AutoProcessor.from_pretrained(model_dir)
-    model = AutoModelForImageTextToText.from_pretrained(model_dir)
-    tokenizer = processor.tokenizer
-    end = "<|im_end|>"
+    model.save_pretrained(out_dir)
+    return out_dir
 
-    def png(color: tuple[int, int, int]) -> str:
-        from agents.context import data_url
 
-        buf = io.BytesIO()
-        Image.new("RGB", (96, 96), color).save(buf, "PNG")
-        return data_url(buf.getvalue())
-
-    def with_image(messages: list[dict], url: str) -> list[dict]:
-        out = []
-        for m in messages:
-            content = m.get("content")
-            if isinstance(content, list):
-                content = [
-                    {"type": "image_url", "image_url": {"url": url}}
-                    if p.get("type") == "image_url"
-                    else p
-                    for p in content
-                ]
-            out.append({**m, "content": content})
-        return out
-
-    examples = []
-    for lesson in lessons:
-        target = tokenizer(lesson.reply + end, add_special_tokens=False, return_tensors="pt")
-        for _ in range(3):
-            color = (rng.randrange(256), rng.randrange(256), rng.randrange(256))
-            inputs = BaseHandler.get_processor_inputs_from_messages(
-                with_image(lesson.messages, png(color)), Modality.VLM
-            )
-            enc = processor.apply_chat_template(
-                inputs,
-                add_generation_prompt=True,
-                tools=lesson.tools,
-                return_tensors="pt",
-                return_dict=True,
-                tokenize=True,
-            )
-            n = enc["input_ids"].shape[1]
-            ids = torch.cat([enc["input_ids"], target.input_ids], 1)
-            labels = ids.clone()
-            labels[:, :n] = -100
-            batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
-            if "pixel_values" in enc:
-                batch["pixel_values"] = enc["pixel_values"]
-                batch["image_grid_thw"] = enc["image_grid_thw"]
-            if "mm_token_type_ids" in enc:
-                pad = torch.zeros_like(target.input_ids)
-                batch["mm_token_type_ids"] = torch.cat([enc["mm_token_type_ids"], pad], 1)
-            examples.append(batch)
-
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
-    for step in range(steps):
-        loss = model(**examples[step % len(examples)]).loss
+def _fit(torch, logits, y, optimiser, steps: int) -> None:
+    for _ in range(steps):
+        out = logits()
+        loss = torch.nn.functional.cross_entropy(out, y)
+        if bool((out.argmax(-1) == y).all()) and float(loss.detach()) < 0.05:
+            break
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
-    model.eval()
-    model.save_pretrained(out_dir)
-    return out_dir

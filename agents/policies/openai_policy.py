@@ -156,6 +156,12 @@ class OpenAIPolicy:
                 f"({tries} tries): is it running? Start one with `modelwright serve --model M` "
                 f"or `transformers serve PATH --port N`, then pass --base-url http://HOST:N/v1"
             )
+        if isinstance(exc, openai.InternalServerError):
+            return (
+                f"the server at {self.config.base_url} failed to answer ({tries} tries, "
+                f"{_short(str(exc))}); servers fail like this when the model's tool call is not "
+                "valid JSON and their tool parser cannot read it"
+            )
         return (
             f"the server at {self.config.base_url} kept failing ({tries} tries): {_short(str(exc))}"
         )
