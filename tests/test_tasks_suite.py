@@ -147,3 +147,24 @@ def test_efficiency_falls_from_oracle_length_to_budget():
     assert rewards.efficiency(3, 3, 10) == 1.0
     assert rewards.efficiency(10, 3, 10) == 0.0
     assert rewards.efficiency(6, 2, 10) == pytest.approx(0.5)
+
+
+def test_per_object_matching_ignores_names_and_counts_missing_and_extra_objects():
+    import trimesh
+
+    from training.tasks.scene_geometry import matched_iou, primitive_mesh
+
+    items = [
+        {"name": "A", "kind": "cube", "dimensions": [1, 1, 1], "location": [0, 0, 0.5]},
+        {"name": "B", "kind": "cylinder", "dimensions": [1, 1, 2], "location": [4, 0, 1]},
+    ]
+    right = {"whatever": primitive_mesh(items[1]), "other": primitive_mesh(items[0])}
+    score, pairs = matched_iou(right, items)
+    assert score == pytest.approx(1.0) and {p["object"] for p in pairs} == {"whatever", "other"}
+    half, _ = matched_iou({"only": primitive_mesh(items[0])}, items)
+    assert half == pytest.approx(0.5)
+    blob = trimesh.util.concatenate([primitive_mesh(it) for it in items])
+    merged, _ = matched_iou({"blob": blob}, items)
+    assert merged < 0.5
+    extra = dict(right, spare=primitive_mesh({**items[0], "location": [9, 9, 0.5]}))
+    assert matched_iou(extra, items)[0] == pytest.approx(2 / 3)

@@ -182,7 +182,7 @@ def _array(rng: random.Random) -> TaskSpec:
         parameters={"posts": n, "post": post, "gap": gap},
         oracle=oracle,
         constraints=constraints,
-        geometry={"kind": "scene", "items": posts, "objects": ["Fence"]},
+        geometry={"kind": "scene", "items": posts, "objects": ["Fence"], "per_object": False},
         geometry_min=0.95,
     )
 
@@ -259,6 +259,6 @@ def booleans(level: int, rng: random.Random) -> TaskSpec:
         oracle=oracle,
         constraints=constraints,
         start=start,
-        geometry={"kind": "scene", "items": items, "objects": ["Block"]},
+        geometry={"kind": "scene", "items": items, "objects": ["Block"], "per_object": False},
         geometry_min=0.95,
     )

@@ -90,3 +90,46 @@ def kind_of(mesh: trimesh.Trimesh, dimensions) -> str:
     box = float(np.prod(dimensions))
     ratio = abs(float(mesh.volume)) / box if box > 0 else 0.0
     return min(FILL_RATIO, key=lambda k: abs(FILL_RATIO[k] - ratio))
+
+
+def matched_iou(
+    meshes: dict[str, trimesh.Trimesh], items: list[Mapping[str, Any]], resolution: int = 32
+) -> tuple[float, list[dict[str, Any]]]:
+    """Per-object matching for multi-object scenes, independent of names.
+
+    Target items (only `add` ones) and scene meshes are paired by the Hungarian method on
+    box-centre distance plus size difference; each pair's IoU is taken on a grid around the
+    pair. The score is the sum of pair IoUs over max(#targets, #objects): a missing or an
+    extra object costs as much as a wrong one.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    targets = [it for it in items if it.get("op", "add") == "add"]
+    names = list(meshes)
+    if not targets or not names:
+        return 0.0, []
+    t_meshes = [primitive_mesh(it) for it in targets]
+    cost = np.zeros((len(targets), len(names)))
+    for i, tm in enumerate(t_meshes):
+        tc, ts = tm.bounds.mean(0), tm.extents
+        for j, n in enumerate(names):
+            m = meshes[n]
+            scale = max(float(np.max(ts)), 1e-9)
+            cost[i, j] = (
+                np.linalg.norm(m.bounds.mean(0) - tc) + np.linalg.norm(m.extents - ts)
+            ) / scale
+    rows, cols = linear_sum_assignment(cost)
+    pairs = []
+    for i, j in zip(rows, cols, strict=True):
+        a, b = t_meshes[i], meshes[names[j]]
+        lo = np.minimum(a.bounds[0], b.bounds[0])
+        hi = np.maximum(a.bounds[1], b.bounds[1])
+        size = float(np.max(hi - lo)) or 1.0
+        c = (lo + hi) / 2
+        va = voxel_occupancy(a, c - 0.51 * size, c + 0.51 * size, resolution)
+        vb = voxel_occupancy(b, c - 0.51 * size, c + 0.51 * size, resolution)
+        union = np.count_nonzero(va | vb)
+        iou = float(np.count_nonzero(va & vb)) / union if union else 0.0
+        pairs.append({"target": targets[i].get("name"), "object": names[j], "iou": round(iou, 4)})
+    score = sum(p["iou"] for p in pairs) / max(len(targets), len(names))
+    return score, pairs

@@ -87,15 +87,27 @@ def evaluate_geometry(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """The geometry component: {score in [0, 1], valid, and what was measured}."""
     kind = spec["kind"]
     if kind == "scene":
-        from training.tasks.scene_geometry import scene_iou
+        from training.tasks.scene_geometry import matched_iou, scene_iou
 
         meshes = ctx.meshes()
         names = spec.get("objects")
-        chosen = [m for n, m in meshes.items() if names is None or n in names]
+        chosen = {n: m for n, m in meshes.items() if names is None or n in names}
         if not chosen:
             return {"score": 0.0, "valid": bool(ctx.objects), "iou": 0.0}
-        iou = scene_iou(chosen, spec["items"])
-        return {"score": round(iou, 6), "iou": round(iou, 6), "valid": True}
+        iou = scene_iou(chosen.values(), spec["items"])
+        if not spec.get("per_object", True):  # targets merged into one object (booleans)
+            return {"score": round(iou, 6), "iou": round(iou, 6), "valid": True}
+        per_object, pairs = matched_iou(chosen, spec["items"])
+        # Half the union's IoU, half per-object agreement: one merged blob in the right
+        # place is not the same as the right separate objects.
+        score = 0.5 * iou + 0.5 * per_object
+        return {
+            "score": round(score, 6),
+            "iou": round(iou, 6),
+            "per_object_iou": round(per_object, 6),
+            "matches": pairs,
+            "valid": True,
+        }
     if kind == "parts":
         parts = [_part_score(ctx, p["name"], p["script"]) for p in spec["parts"]]
         iou = float(np.mean([p["iou"] for p in parts]))
