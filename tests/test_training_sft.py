@@ -217,11 +217,11 @@ def test_resume_after_kill_continues_step_counter_and_data_order(tmp_path, tiny_
     proc.wait()
     from training.runs import checkpoint_step, latest_checkpoint
 
-    last = latest_checkpoint(run_dir)
-    assert 4 <= checkpoint_step(last) < steps
+    last_step = checkpoint_step(latest_checkpoint(run_dir))
+    assert 4 <= last_step < steps
 
     resumed = run_sft(load_config(cfg_path), run_dir, resume=True)
-    assert resumed.resumed_from == checkpoint_step(last) and resumed.steps == steps
+    assert resumed.resumed_from == last_step and resumed.steps == steps
     after = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text().splitlines()]
     # Same steps, same examples per step, whether or not the run was killed on the way.
     assert after == order

@@ -84,10 +84,14 @@ class ToolEnvironmentBase:
         rt = self.runtime
         self._index = rt.created
         rt.created += 1
-        self._session = rt.sessions[self._index % len(rt.sessions)]
         self.task: Any = None
         self.outcomes: list[CallOutcome] = []
         self._verdict: Any = None
+
+    @property
+    def _session(self) -> Any:
+        # Looked up each time: a worker replaced after a crash is seen by every rollout on it.
+        return self.runtime.sessions[self._index % len(self.runtime.sessions)]
 
     # -- TRL hooks ----------------------------------------------------------------------------
 
@@ -141,15 +145,22 @@ class ToolEnvironmentBase:
             if name == RECALL_TOOL:
                 outcome = self._recall(call)
                 return [{"type": "text", "text": outcome.text}]
-            self._ensure_owner()
-            result = self._session.call(name, arguments)
+            try:
+                self._ensure_owner()
+                result = self._session.call(name, arguments)
+            except (
+                Exception
+            ) as exc:  # the runtime itself failed (e.g. a worker that cannot restart)
+                result = _Crashed(str(exc))
             if _crashed(result):
                 self.runtime.crash_retries += 1
                 log.warning(
-                    "tool worker crashed under %s in %s; replaying and retrying once",
+                    "tool worker crashed under %s in %s (%s); replaying and retrying once",
                     name,
                     self.task.id,
+                    getattr(result.error, "message", result.error),
                 )
+                self._replace_session_if_dead()
                 self.runtime.owners.pop(id(self._session), None)
                 self._ensure_owner()
                 result = self._session.call(name, arguments)
@@ -159,6 +170,25 @@ class ToolEnvironmentBase:
         finally:
             self.runtime.tool_seconds += time.perf_counter() - start
 
+    def _replace_session_if_dead(self) -> None:
+        """The runtime restarts a crashed worker itself; if even that failed, open a new one."""
+        try:
+            self._session.status()
+            return
+        except Exception:  # noqa: BLE001 - any failure means this session is unusable
+            pass
+        from tools import ToolSession
+
+        old = self._session
+        fresh = ToolSession(deadline_s=getattr(old, "deadline_s", 30.0))
+        self.runtime.sessions[self._index % len(self.runtime.sessions)] = fresh
+        self.runtime.owners.pop(id(old), None)
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001 - it is already broken
+            pass
+        log.warning("replaced an unrecoverable tool worker in %s with a fresh one", self.task.id)
+
     def _recall(self, call: ToolCall) -> CallOutcome:
         index = call.arguments.get("index")
         real = [o for o in self.outcomes if not o.local]
@@ -167,6 +197,19 @@ class ToolEnvironmentBase:
             return CallOutcome(call=call, ok=False, text=text, error_kind="validation", local=True)
         o = real[index]
         return CallOutcome(call=call, ok=True, text=f"{o.call.name}: {o.text}", local=True)
+
+
+@dataclass
+class _Crashed:
+    """Stands in for a ToolResult when the session raised instead of returning one."""
+
+    message: str
+
+    @property
+    def error(self) -> Any:
+        from tools import ErrorKind, ToolError
+
+        return ToolError(ErrorKind.CRASH, self.message)
 
 
 def _crashed(result: Any) -> bool:
