@@ -120,7 +120,7 @@ def episode(base_url: str, goal: str, session, max_steps: int = 3):
     policy = make_policy(
         "openai", base_url=base_url, temperature=0.0, max_tokens=72, max_retries=1, backoff_s=0.05
     )
-    config = LoopConfig(max_steps=max_steps, stuck_after=3, observe="never")
+    config = LoopConfig(max_steps=max_steps, stuck_after=2, observe="never")
     return run_episode(policy, session, goal, config=config, catalogue=tool_subset())
 
 
