@@ -178,6 +178,9 @@ def test_manual_steps_undo_redo_outliner_and_a_replayable_human_episode(fresh, q
     w.episodes.steps_of = store.steps(episode_id)
     w.episodes.restore(episode, 0)
     qtbot.waitUntil(lambda: w.outliner.names() == ["A"], timeout=30_000)
+    w.episodes.select_episode(episode_id)
+    w.episodes.delete_selected()
+    assert episode_id not in [e.id for e in store.list_episodes()]
 
 
 def test_worker_crash_shows_an_error_and_the_studio_keeps_working(fresh, qtbot):
@@ -280,7 +283,6 @@ def test_settings_and_layout_persist(studio, qtbot, tmp_path):
 def test_training_dock_trains_plots_live_and_stops_cleanly(studio, qtbot, tmp_path, tiny_model_dir):
     """The real trainer as a child process: SFT of the tiny model on the episodes this
     module recorded (exported from the studio's store), plotted from metrics.jsonl, stopped."""
-    from agents.store.export import export_parquet
     from studio.probe import LatenessProbe
 
     store = studio.controller.store()
@@ -290,7 +292,10 @@ def test_training_dock_trains_plots_live_and_stops_cleanly(studio, qtbot, tmp_pa
         with qtbot.waitSignal(studio.agent.sig_finished, timeout=90_000):
             studio.agent.run(AgentRequest(policy="oracle", task_id=TASK))
     data = tmp_path / "demos"
-    export_parquet(store, data)
+    studio.episodes.refresh()
+    studio.episodes.table.selectAll()
+    studio.episodes.export_selected(str(data))  # the Episodes dock's Export
+    assert (data / "episodes.parquet").is_file()
     config = tmp_path / "sft.yaml"
     config.write_text(
         f"kind: sft\nmodel: {{path: {tiny_model_dir}}}\ntools: [add_primitive, set_material, delete]\n"
