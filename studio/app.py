@@ -91,19 +91,16 @@ class ScriptedRun:
         self.window.episodes.refresh()
         if summary.get("episode_id"):
             self.window.episodes.select_episode(summary["episode_id"])
-        # wait for the frame of the final scene (requested after the last call), then shoot
-        wanted = viewport._serial
+        # wait until the final scene is framed and its frame is on screen, then shoot
         deadline = time.monotonic() + 30
 
         def check() -> None:
-            if viewport.shown_serial >= wanted or time.monotonic() > deadline:
+            if viewport.settled or time.monotonic() > deadline:
                 QTimer.singleShot(300, self._shoot)  # let the docks repaint
             else:
                 QTimer.singleShot(100, check)
 
-        viewport.request()
-        wanted = viewport._serial
-        check()
+        QTimer.singleShot(100, check)
 
     def _shoot(self) -> None:
         out = dict(self.summary or {})

@@ -110,6 +110,7 @@ class MainWindow(QMainWindow):
         controller.sig_ready.connect(lambda: self.statusBar().showMessage("Tool runtime ready", 5000))
         self.viewport_panel.sig_send_to_agent.connect(self.agent.attach)
         self.agent.sig_finished.connect(self.tasks.show_summary)
+        self.agent.sig_finished.connect(self.viewport_panel.viewport.reframe_on_next_scene)
         self.statusBar().showMessage("Starting the tool runtime (Blender + CadQuery)...")
         self.restore_layout()
 

@@ -68,6 +68,15 @@ class Viewport(QWidget):
         self.camera.frame(self.controller.scene.bounds())
         self.request()
 
+    def reframe_on_next_scene(self, *_: object) -> None:
+        """Frame the whole scene when it next arrives (after an agent run, a restore...)."""
+        self._framed = False
+
+    @property
+    def settled(self) -> bool:
+        """Framed, and the newest request is the frame on screen."""
+        return (self._framed or not self.controller.scene.objects) and self.shown_serial >= self._serial
+
     def _maybe_frame(self) -> None:
         if not self._framed and self.controller.scene.objects:
             self._framed = True
