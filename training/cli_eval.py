@@ -151,7 +151,7 @@ def register(app: typer.Typer) -> None:
         data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
         json_out: Path = typer.Option(None, "--json", help="Write the report here ('-': stdout)."),
         compare: tuple[Path, Path] = typer.Option(
-            (None, None), "--compare", help="OLD.json NEW.json: print the regression table."
+            None, "--compare", help="OLD.json NEW.json: print the regression table."
         ),
         seed: int = typer.Option(0, help="Base seed for the episode scheduler."),
     ) -> None:
@@ -159,7 +159,7 @@ def register(app: typer.Typer) -> None:
         from training.evaluation import compare as compare_reports
         from training.evaluation import format_table, load_report
 
-        if compare and compare[0] is not None:
+        if compare:
             try:
                 rows = compare_reports(load_report(compare[0]), load_report(compare[1]))
             except (OSError, ValueError) as exc:

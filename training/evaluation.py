@@ -267,6 +267,12 @@ def compare(old: dict, new: dict, reward_tolerance: float = 0.01) -> list[Row]:
 
 
 def _verdict(old: dict, new: dict, tol: float) -> str:
+    if not old.get("episodes") or not new.get("episodes"):
+        return (
+            "same"
+            if old.get("episodes") == new.get("episodes")
+            else ("new" if new.get("episodes") else "gone")
+        )
     ds = new["success_rate"] - old["success_rate"]
     if abs(ds) > 1e-9:
         return "better" if ds > 0 else "worse"
