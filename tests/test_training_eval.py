@@ -145,3 +145,47 @@ def test_compare_verdicts() -> None:
     assert rows["b"].verdict == "same" and rows["c"].verdict == "better"
     assert rows["overall"].verdict == "worse"
     assert "1 better, 1 worse, 1 same" in format_table(list(rows.values()))
+
+
+REFERENCE = """import cadquery as cq
+result = cq.Workplane("XY").box(20, 10, 5).faces(">Z").workplane().hole(4)
+"""
+
+
+def test_eval_benchmark_scores_references_and_skips_malformed_cases(
+    cli, tmp_path, worker_pool
+) -> None:
+    import cadquery as cq
+
+    bench = tmp_path / "bench"
+    case = bench / "plate"
+    case.mkdir(parents=True)
+    solid = cq.Workplane("XY").box(20, 10, 5).faces(">Z").workplane().hole(4)
+    cq.exporters.export(solid, str(case / "plate.stl"))
+    (case / "prompt.txt").write_text("A 20 x 10 x 5 plate with a 4 mm hole through its middle.")
+    (case / "reference.py").write_text(REFERENCE)
+    (bench / "broken").mkdir()
+    (bench / "broken" / "prompt.txt").write_text("no mesh here")
+    out = tmp_path / "ref.json"
+    result = cli(
+        "eval",
+        "--policy",
+        "reference",
+        "--benchmark",
+        str(bench),
+        "--no-record",
+        "--json",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["overall"]["episodes"] == 1 and report["overall"]["success_rate"] == 1.0
+    assert report["episodes"][0]["components"]["geometry"] > 0.9
+    assert report["skipped"] == [
+        {"case": "broken", "reason": "no ground-truth mesh (.stl or .obj)"}
+    ]
+    from training.evaluation import benchmark_specs
+
+    specs, _ = benchmark_specs(bench)
+    none = evaluate(specs, lambda: make_policy("none"), session_factory=worker_pool.session)
+    assert none["overall"]["success_rate"] == 0.0

@@ -185,10 +185,13 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     from training.tasks import TaskError, split_ids
 
     try:
+        skipped: list[dict] = []
         if benchmark is not None:
-            from training.benchmark_eval import benchmark_specs
+            from training.evaluation import benchmark_specs
 
-            specs = benchmark_specs(benchmark)
+            specs, skipped = benchmark_specs(benchmark)
+            for case in skipped:
+                typer.echo(f"skipped case {case['case']}: {case['reason']}", err=True)
         else:
             chosen = [f.strip() for f in families.split(",")] if families else None
             specs = [task_spec(i) for i in split_ids(split, per_family=per_family, families=chosen)]
@@ -216,6 +219,7 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     bar.close()
     report["policy"] = policy
     report["workers"] = workers
+    report["skipped"] = skipped
     text = json.dumps(report, indent=2, default=str)
     if json_out is None or str(json_out) == "-":
         typer.echo(text)

@@ -54,6 +54,36 @@ def task_spec(task_id: str) -> EpisodeSpec:
     )
 
 
+def benchmark_specs(folder: str | Path) -> tuple[list[EpisodeSpec], list[dict]]:
+    """One episode per case and prompt of an external benchmark folder, and the skipped
+    (malformed) cases with their reasons."""
+    from training.benchmarks_ext import PART_NAME, load_benchmark
+
+    bench = load_benchmark(folder)
+    specs = []
+    for case in bench.cases.values():
+        for i in range(len(case.prompts)):
+            task = case.task(i)
+            key = task.id if len(case.prompts) == 1 else f"{task.id}#{i}"
+            info = {"task_id": key, "family": task.family, "plan": task.oracle}
+            if case.reference:
+                info["reference"] = {"code": case.reference, "name": PART_NAME}
+            specs.append(
+                EpisodeSpec(
+                    key=key,
+                    family=task.family,
+                    goal=task.prompt,
+                    setup=task.setup,
+                    checker=task.evaluate,
+                    task_info=info,
+                    budget=task.budget,
+                    task_id=None,
+                    task_params=task.parameters,
+                )  # fmt: skip
+            )
+    return specs, bench.skipped
+
+
 def run_spec(
     spec: EpisodeSpec,
     policy: Any,

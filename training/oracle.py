@@ -3,8 +3,9 @@ reference CadQuery script), registered into the agents policy factory.
 
 Both replay a known solution through the ordinary `Policy` interface, so their episodes run
 through the same loop, are recorded the same way and become demonstrations. The plan is
-looked up from the `task_info` the loop hands to `reset`: `{"task_id": ...}` for tasks,
-`{"reference": {"code": ..., "name": ...}}` (or a `.py` path) for benchmark cases.
+looked up from the `task_info` the loop hands to `reset`: `{"task_id": ...}` (or the plan
+itself, `{"plan": [...]}`) for tasks, `{"reference": {"code": ..., "name": ...}}` (or a `.py`
+path) for benchmark cases.
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ class OraclePolicy:
         self._plan = PlanPolicy(name="oracle")
 
     def reset(self, task_info: dict | None = None) -> None:
-        task_id = (task_info or {}).get("task_id") or self._fixed
-        if not task_id:
-            raise PolicyError("the oracle needs a task: run it with --task ID (or oracle:ID)")
-        from training.tasks import get_task
+        info = task_info or {}
+        plan = info.get("plan")  # given directly (benchmark cases are not generated tasks)
+        if plan is None:
+            task_id = info.get("task_id") or self._fixed
+            if not task_id:
+                raise PolicyError("the oracle needs a task: run it with --task ID (or oracle:ID)")
+            from training.tasks import get_task
 
-        self._plan.load(calls_from_plan(get_task(task_id).oracle, id_prefix="oracle"))
+            plan = get_task(task_id).oracle
+        self._plan.load(calls_from_plan(plan, id_prefix="oracle"))
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
         return self._plan.act(messages, tools)
