@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ["QT_QPA_PLATFORM"] = "offscreen"  # these tests never need a display
 
 import json  # noqa: E402
 import threading  # noqa: E402
