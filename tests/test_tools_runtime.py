@@ -236,3 +236,20 @@ def test_scene_hash_is_the_same_in_another_worker_process(session):
             assert other.scene_hash() != session.scene_hash()
     finally:
         other_pool.close()
+
+
+def test_visibility_and_wireframe(session):
+    ok(session.call("add_primitive", {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}))
+    ok(session.call("set_material", {"name": "A", "color": "#E03020"}))
+    shown = session.render(views=["top"], size=96).images[0]
+    h = session.scene_hash()
+    ok(session.call("set_visible", {"name": "A", "visible": False}))
+    assert obj(session.scene(), "A")["visible"] is False and session.scene_hash() != h
+    hidden = np.asarray(Image.open(io.BytesIO(session.render(views=["top"], size=96).images[0]))).astype(int)
+    assert not ((hidden[..., 0] > 150) & (hidden[..., 1] < 100)).any()  # no red cube
+    ok(session.call("undo", {}))
+    assert session.scene_hash() == h
+    wire = session.call("render", {"views": ["top"], "size": 96, "shading": "wireframe"}).images[0]
+    solid = np.asarray(Image.open(io.BytesIO(shown))).astype(int)
+    red = lambda px: ((px[..., 0] > 150) & (px[..., 1] < 100)).sum()  # noqa: E731
+    assert red(np.asarray(Image.open(io.BytesIO(wire))).astype(int)) < red(solid) / 3

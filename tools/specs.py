@@ -123,6 +123,12 @@ class AddLight(Args):
     color: Annotated[str, Field(pattern=r"^#[0-9A-Fa-f]{6}$")] = "#FFFFFF"
 
 
+class SetVisible(Args):
+    """Show or hide an object in renders (it stays in the scene and in exports)."""
+    name: ObjName
+    visible: bool
+
+
 class GetScene(Args):
     """List every object in world space: name, source, transform, dimensions, bbox, material."""
 
@@ -144,6 +150,7 @@ class Render(Args):
     views: Annotated[list[Literal[VIEWS]], Field(min_length=1, max_length=7)] | None = None  # type: ignore[valid-type]
     size: Annotated[int, Field(ge=32, le=1024)] = 256
     camera: Camera | None = None
+    shading: Literal["solid", "wireframe"] = "solid"
     tiled: bool = True
 
 
@@ -307,6 +314,7 @@ _SPECS = [
     ToolSpec("join", Join, True, "blender"),
     ToolSpec("modifier", Modifier, True, "blender"),
     ToolSpec("add_light", AddLight, True, "blender"),
+    ToolSpec("set_visible", SetVisible, True, "blender"),
     ToolSpec("clear_scene", ClearScene, True, "blender"),
     ToolSpec("get_scene", GetScene, False, "blender"),
     ToolSpec("measure", Measure, False, "blender"),

@@ -26,7 +26,8 @@ AXES = {"x": (0.85, 0.2, 0.2, 1.0), "y": (0.25, 0.75, 0.25, 1.0), "z": (0.25, 0.
 
 
 def scene_bounds() -> tuple[Vector, Vector]:
-    boxes = [world_bbox(o) for o in user_objects() if o.type == "MESH" and max(o.dimensions) > 0]
+    boxes = [world_bbox(o) for o in user_objects()
+             if o.type == "MESH" and max(o.dimensions) > 0 and not o.hide_render]
     if not boxes:
         return Vector((-1, -1, 0)), Vector((1, 1, 1))
     lo = Vector((min(b[0].x for b in boxes), min(b[0].y for b in boxes), min(b[0].z for b in boxes)))
@@ -43,11 +44,13 @@ def _nice_step(extent: float) -> float:
 class Renderer:
     def __init__(self, out_dir: str):
         self.out_dir = out_dir
+        self.shading = "solid"
         os.makedirs(out_dir, exist_ok=True)
 
     # -- public -----------------------------------------------------------------------------------
     def render_call(self, a: dict) -> tuple[dict, list[bytes]]:
         size = a.get("size", 256)
+        self.shading = a.get("shading", "solid")
         if a.get("camera"):
             cam = a["camera"]
             images = [self._render_user(cam["location"], cam["target"], cam["lens_mm"], size)]
@@ -77,6 +80,7 @@ class Renderer:
         sc.render.image_settings.file_format = "BMP"  # uncompressed: cheapest to write and read back
         sc.display.render_aa = "FXAA"
         sh = sc.display.shading
+        sh.type = "WIREFRAME" if self.shading == "wireframe" else "SOLID"
         sh.light = "STUDIO"
         sh.color_type = "MATERIAL"
         sh.show_object_outline = True

@@ -56,6 +56,7 @@ def describe(ob) -> dict:
         "scale": _r(scale), "dimensions": _r(ob.dimensions), "bbox_min": _r(lo), "bbox_max": _r(hi),
         "material": material_of(ob), "vertices": len(mesh.vertices) if mesh else 0,
         "faces": len(mesh.polygons) if mesh else 0, "parent": ob.parent.name if ob.parent else None,
+        "visible": not ob.hide_render,
     }
 
 
@@ -348,6 +349,12 @@ def add_light(a) -> dict:
     return {"created": describe(ob)}
 
 
+def set_visible(a) -> dict:
+    ob = obj(a["name"])
+    ob.hide_render = not a["visible"]
+    return {"object": ob.name, "visible": a["visible"]}
+
+
 def clear_scene(parts: PartStore):
     def run(_a) -> dict:
         n = 0
@@ -400,6 +407,6 @@ def handlers(parts: PartStore) -> dict:
         "add_primitive": add_primitive, "transform": transform, "set_material": set_material,
         "boolean": boolean(parts), "delete": delete(parts), "duplicate": duplicate(parts),
         "rename": rename(parts), "parent": parent, "join": join(parts), "modifier": modifier(parts),
-        "add_light": add_light, "clear_scene": clear_scene(parts), "get_scene": get_scene,
+        "add_light": add_light, "set_visible": set_visible, "clear_scene": clear_scene(parts), "get_scene": get_scene,
         "measure": measure,
     }

@@ -124,7 +124,7 @@ class SceneState:
             h.update(ob.name.encode() + b"\0" + ob.type.encode())
             h.update((ob.parent.name if ob.parent else "").encode())
             h.update(np.array(ob.matrix_world, dtype=np.float64).round(9).tobytes())
-            h.update(str(ob.get("mw_source", "blender")).encode())
+            h.update(str(ob.get("mw_source", "blender")).encode() + (b"H" if ob.hide_render else b"V"))
             if ob.type == "MESH":
                 me = ob.data
                 co = np.empty(len(me.vertices) * 3, dtype=np.float32)
