@@ -12,9 +12,13 @@ from __future__ import annotations
 import base64
 import copy
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from agents.policy import ToolCall
+
 RECALL_TOOL = "recall_step"
+SCENE_PREFIX = "Scene: "
 RECALL_SPEC = {
     "type": "function",
     "function": {
@@ -36,12 +40,38 @@ RECALL_SPEC = {
 @dataclass
 class ContextConfig:
     keep_images: int = 2  # images of the last K observations stay in the prompt
+    keep_scenes: int = 1  # scene JSON of the last K observations stays (older ones are stale)
     keep_full_outputs: int = 4  # tool outputs of the last N calls stay whole
     compact_chars: int = 160  # older outputs keep this many characters
     max_output_chars: int = 4000  # even a recent output is cut here (recall_step has it all)
     token_budget: int = 24_000  # estimated prompt tokens before old steps are folded
     image_tokens: int = 256  # estimate per image (a 256 px montage on Qwen-VL is ~85-330)
     scene_objects: int = 40  # objects listed in the compact scene JSON
+
+
+def openai_tools(specs: Iterable[dict]) -> list[dict]:
+    """Tool specs from `tools.catalogue()` as the OpenAI `tools=[...]` list."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": s["name"],
+                "description": s.get("description", ""),
+                "parameters": s.get("parameters", {"type": "object", "properties": {}}),
+            },
+        }
+        for s in specs
+    ]
+
+
+def wire_call(call: ToolCall) -> dict:
+    """The assistant's call as sent back to the server. Unparsed arguments go as `{}` (the
+    tool message quotes the raw text): servers such as `transformers serve` reject a
+    history whose arguments are not JSON."""
+    wire = call.to_openai()
+    if not call.parsed:
+        wire["function"]["arguments"] = "{}"
+    return wire
 
 
 def data_url(png: bytes) -> str:
@@ -82,7 +112,7 @@ def observation(
         parts.append(image_part(png))
     if scene is not None:
         parts.append(
-            {"type": "text", "text": "Scene: " + compact_scene(scene, config.scene_objects)}
+            {"type": "text", "text": SCENE_PREFIX + compact_scene(scene, config.scene_objects)}
         )
     return {"role": "user", "content": parts, "_step": step}
 
@@ -118,6 +148,7 @@ class ContextWindow:
         cfg = self.config
         messages = [copy.copy(m) for m in history]
         self._drop_old_images(messages, cfg.keep_images)
+        self._drop_old_scenes(messages, cfg.keep_scenes)
         self._compact_outputs(messages, cfg.keep_full_outputs)
         if estimate_tokens(messages, tools, cfg) > cfg.token_budget:
             self._compact_outputs(messages, 1)
@@ -141,6 +172,25 @@ class ContextWindow:
                     p
                     if p.get("type") != "image_url"
                     else {"type": "text", "text": f"[render of {label} omitted]"}
+                    for p in content
+                ]
+
+    def _drop_old_scenes(self, messages: list[dict], keep: int) -> None:
+        seen = 0
+        for m in reversed(messages):
+            content = m.get("content")
+            if not isinstance(content, list):
+                continue
+            if not any(
+                p.get("type") == "text" and p["text"].startswith(SCENE_PREFIX) for p in content
+            ):
+                continue
+            seen += 1
+            if seen > keep:
+                m["content"] = [
+                    p
+                    if not (p.get("type") == "text" and p["text"].startswith(SCENE_PREFIX))
+                    else {"type": "text", "text": "[scene listing omitted: a newer one follows]"}
                     for p in content
                 ]
 

@@ -16,7 +16,6 @@ scheduler can retry the episode on a fresh worker.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -31,9 +30,21 @@ from agents.context import (
     ContextWindow,
     estimate_tokens,
     observation,
+    openai_tools,
+    wire_call,
 )
 from agents.episode import CallOutcome, EpisodeResult, StepRecord
 from agents.policy import Policy, PolicyError, PolicyReply, ToolCall
+from agents.start_state import InfrastructureError, build_start_state
+
+__all__ = [
+    "DEFAULT_SYSTEM",
+    "EpisodeLoop",
+    "InfrastructureError",
+    "LoopConfig",
+    "openai_tools",
+    "run_episode",
+]
 
 DEFAULT_SYSTEM = (
     "You build 3D models by calling tools that drive Blender and CadQuery. Units are metres "
@@ -41,10 +52,6 @@ DEFAULT_SYSTEM = (
     "and the scene as JSON. Tool errors come back as tool results: read them and fix the call. "
     "When the model matches the request, answer without calling any tool."
 )
-
-
-class InfrastructureError(RuntimeError):
-    """The tool runtime failed under the episode (not the policy's fault): retry elsewhere."""
 
 
 @dataclass
@@ -63,21 +70,6 @@ class LoopConfig:
 
 Checker = Callable[[Any, list[dict]], Any]  # (session, calls) -> RewardBreakdown-like
 Setup = Callable[[Any], Any]
-
-
-def openai_tools(specs: Iterable[dict]) -> list[dict]:
-    """Tool specs from `tools.catalogue()` as the OpenAI `tools=[...]` list."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": s["name"],
-                "description": s.get("description", ""),
-                "parameters": s.get("parameters", {"type": "object", "properties": {}}),
-            },
-        }
-        for s in specs
-    ]
 
 
 class EpisodeLoop:
@@ -153,29 +145,7 @@ class EpisodeLoop:
         return self.result
 
     def _start(self) -> bytes | None:
-        capture = _SetupCapture(self.session)
-        restarts = getattr(self.session, "restarts", 0)
-
-        def worker_died() -> str | None:
-            crashed = [r for r in capture.results if _is_crash(r)]
-            if crashed:
-                return crashed[0].to_text()
-            if getattr(self.session, "restarts", 0) > restarts:
-                return "its worker was restarted"
-            return None
-
-        try:
-            self.session.reset()
-            if self.setup is not None:
-                self.setup(capture)
-        except Exception as exc:
-            died = worker_died() or _infra_error(exc)
-            if died:
-                raise InfrastructureError(f"the tool worker failed during setup: {died}") from exc
-            raise
-        died = worker_died()
-        if died:
-            raise InfrastructureError(f"the tool worker died during setup: {died}")
+        setup_calls = build_start_state(self.session, self.setup)
         self.policy.reset(self.task_info)
         png, scene = self._observe_scene(force=True)
         self.result.initial_frame = png
@@ -188,7 +158,7 @@ class EpisodeLoop:
                 system=self.config.system_prompt,
                 prompt=self.goal,
                 initial_frame=png,
-                setup=capture.calls,
+                setup=setup_calls,
                 initial_scene_hash=self._last_hash,
             )
         return png
@@ -244,7 +214,7 @@ class EpisodeLoop:
                 {
                     "role": "assistant",
                     "content": reply.text,
-                    "tool_calls": [_wire_call(c) for c in calls],
+                    "tool_calls": [wire_call(c) for c in calls],
                     "_step": index,
                 }
             )
@@ -487,56 +457,6 @@ class EpisodeLoop:
             )
 
 
-class _SetupCapture:
-    """The session as `setup` sees it: every call is noted so the store can replay it."""
-
-    def __init__(self, session: Any) -> None:
-        self._session = session
-        self.calls: list[dict] = []
-        self.results: list[Any] = []
-
-    def call(self, name: str, args: dict | None = None, *rest: Any, **kw: Any) -> Any:
-        result = self._session.call(name, args or {}, *rest, **kw)
-        self.calls.append({"tool": name, "args": dict(args or {})})
-        self.results.append(result)
-        return result
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._session, name)
-
-
-def _infra_error(exc: Exception) -> str | None:
-    """A runtime failure (crash, timeout, sandbox) raised as a ToolError, in words."""
-    from tools.errors import ErrorKind, ToolError
-
-    if isinstance(exc, ToolError) and exc.kind in (
-        ErrorKind.CRASH,
-        ErrorKind.TIMEOUT,
-        ErrorKind.SANDBOX,
-    ):
-        return str(exc)
-    return None
-
-
-def _is_crash(result: Any) -> bool:
-    error = getattr(result, "error", None)
-    return error is not None and str(getattr(error, "kind", "")) in ("crash", "ErrorKind.CRASH")
-
-
-def _wire_call(call: ToolCall) -> dict:
-    """The assistant's call as sent back to the server. Unparsed arguments go as `{}` (the
-    tool message quotes the raw text): servers such as `transformers serve` reject a
-    history whose arguments are not JSON."""
-    wire = call.to_openai()
-    if not call.parsed:
-        wire["function"]["arguments"] = "{}"
-    return wire
-
-
 def run_episode(policy: Policy, session: Any, goal: str, **options: Any) -> EpisodeResult:
     """Run one episode; see `EpisodeLoop` for the options."""
     return EpisodeLoop(policy, session, goal, **options).run()
-
-
-def summary_line(result: EpisodeResult) -> str:
-    return json.dumps(result.summary(), sort_keys=True)

@@ -74,8 +74,10 @@ def oracle_throughput(episodes: int) -> dict:
     reports = {}
     for workers in (1, 2):
         pool = WorkerPool(size=workers)
-        warm = [pool.session() for _ in range(workers)]  # start-up is not throughput
+        # start-up (worker spawn, first-render shader compile) is not throughput
+        warm = [pool.session() for _ in range(workers)]
         for s in warm:
+            s.render()
             s.close()
         start = time.perf_counter()
         reports[workers] = evaluate(
@@ -124,12 +126,12 @@ def prompt_tokens(tiny_model: Path | None) -> dict:
             {"role": "system", "content": DEFAULT_SYSTEM},
             {"role": "user", "content": "Goal: a red cube on a table"},
         ]
-        with_tools = proc.apply_chat_template(
-            msgs, tools=tools, add_generation_prompt=True, tokenize=True
-        )
-        without = proc.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
-        n_with = len(with_tools["input_ids"] if isinstance(with_tools, dict) else with_tools)
-        n_without = len(without["input_ids"] if isinstance(without, dict) else without)
+
+        def count(**kw) -> int:
+            text = proc.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False, **kw)
+            return len(proc.tokenizer(text, add_special_tokens=False).input_ids)
+
+        n_with, n_without = count(tools=tools), count()
         out["tiny_tokenizer_prompt_with_tools"] = n_with
         out["tiny_tokenizer_catalogue_tokens"] = n_with - n_without
     return out

@@ -66,6 +66,19 @@ def test_keeps_last_k_images_and_names_the_rest() -> None:
     assert view[-1]["content"][1]["type"] == "image_url"
 
 
+def test_only_the_newest_scene_listing_stays() -> None:
+    view = ContextWindow(ContextConfig(keep_scenes=1)).view(history(3))
+    scenes = [
+        p["text"]
+        for m in view
+        if isinstance(m.get("content"), list)
+        for p in m["content"]
+        if p["type"] == "text" and ("Scene:" in p["text"] or "scene listing" in p["text"])
+    ]
+    assert len(scenes) == 4 and scenes[-1].startswith("Scene: ")
+    assert all(s == "[scene listing omitted: a newer one follows]" for s in scenes[:-1])
+
+
 def test_compacts_old_outputs_with_a_recall_hint() -> None:
     cfg = ContextConfig(keep_full_outputs=2, compact_chars=50)
     view = ContextWindow(cfg).view(history(4))
