@@ -319,3 +319,22 @@ def test_training_dock_trains_plots_live_and_stops_cleanly(studio, qtbot, tmp_pa
     assert not dock.running and dock.launch_button.isEnabled()
     assert dock.loss_plot.series["loss"][1][0] > dock.loss_plot.series["loss"][0][0]
     assert probe.worst_ms < 3000, probe.worst_ms
+
+
+def test_outliner_show_hide_and_viewport_wireframe(fresh, qtbot):
+    from PySide6.QtCore import Qt
+
+    w = fresh
+    c = w.controller
+    send(qtbot, w, "add_primitive", kind="cube", name="Box", dimensions="1, 1, 1")
+    qtbot.waitUntil(lambda: w.outliner.names() == ["Box"], timeout=20_000)
+    item = w.outliner._find("Box")
+    assert item.checkState(0) == Qt.CheckState.Checked
+    with qtbot.waitSignal(c.sig_call, timeout=30_000):
+        item.setCheckState(0, Qt.CheckState.Unchecked)  # the person unticks the box
+    qtbot.waitUntil(lambda: [o.get("visible") for o in c.scene.objects] == [False], timeout=20_000)
+    qtbot.waitUntil(lambda: w.outliner._find("Box").checkState(0) == Qt.CheckState.Unchecked, timeout=20_000)
+    v = w.viewport_panel.viewport
+    with qtbot.waitSignal(v.sig_frame, timeout=30_000, check_params_cb=lambda r: r.args.get("shading") == "wireframe"):
+        w.viewport_panel.wireframe.setChecked(True)
+    w.viewport_panel.wireframe.setChecked(False)

@@ -1,9 +1,8 @@
 """Outliner: the scene's objects as the runtime reports them (`get_scene`).
 
 Select (shared with the palette: the selected name fills `name` fields), rename (edit the
-name in place: a `rename` call), delete (a `delete` call). Each edit is one tool call, so
-it is one undo step and one recorded step. There is no show/hide: the runtime has no
-visibility flag for objects (see the report).
+name in place: a `rename` call), delete (a `delete` call), show/hide (the checkbox: a
+`set_visible` call). Each edit is one tool call, so it is one undo step and one recorded step.
 """
 
 from __future__ import annotations
@@ -52,7 +51,9 @@ class OutlinerDock(QWidget):
                 kind = f"{obj.get('type', '')} ({obj.get('source', '')})"
                 item = QTreeWidgetItem([obj["name"], kind, dims])
                 item.setData(0, Qt.ItemDataRole.UserRole, obj["name"])
-                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable | Qt.ItemFlag.ItemIsUserCheckable)
+                item.setCheckState(0, Qt.CheckState.Checked if obj.get("visible", True) else Qt.CheckState.Unchecked)
+                item.setToolTip(1, "untick the box to hide the object in renders")
                 color = (obj.get("material") or {}).get("color")
                 if color:
                     item.setToolTip(0, f"material {color}")
@@ -108,6 +109,14 @@ class OutlinerDock(QWidget):
         old, new = item.data(0, Qt.ItemDataRole.UserRole), item.text(0).strip()
         if new and new != old:
             self.rename(old, new)
+            return
+        visible = item.checkState(0) == Qt.CheckState.Checked
+        shown = next((o.get("visible", True) for o in self.controller.scene.objects if o["name"] == old), True)
+        if visible != shown:
+            self.set_visible(old, visible)
+
+    def set_visible(self, name: str, visible: bool) -> None:
+        self.controller.manual_call("set_visible", {"name": name, "visible": visible})
 
     def rename(self, old: str, new: str) -> None:
         error = self.controller.validate("rename", {"name": old, "new_name": new})

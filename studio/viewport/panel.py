@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
@@ -29,6 +30,8 @@ class ViewportPanel(QWidget):
         self.mode.currentTextChanged.connect(self.viewport.set_mode)
         frame = QPushButton("Frame all")
         frame.clicked.connect(self.viewport.frame_scene)
+        self.wireframe = QCheckBox("Wireframe")
+        self.wireframe.toggled.connect(self.viewport.set_wireframe)
         shot = QPushButton("Screenshot...")
         shot.clicked.connect(self._screenshot)
         send = QPushButton("Send what I see to the agent")
@@ -42,6 +45,7 @@ class ViewportPanel(QWidget):
         bar.addWidget(QLabel("View"))
         bar.addWidget(self.mode)
         bar.addWidget(frame)
+        bar.addWidget(self.wireframe)
         bar.addStretch(1)
         bar.addWidget(self.hint)
         bar.addStretch(1)

@@ -28,6 +28,7 @@ class Viewport(QWidget):
         self.controller = controller
         self.camera = OrbitCamera()
         self.mode = "orbit"
+        self.shading = "solid"
         self.size = size
         self.draft_size = 128
         self.pixmap: QPixmap | None = None
@@ -51,6 +52,10 @@ class Viewport(QWidget):
         self.mode = mode
         self.request()
 
+    def set_wireframe(self, on: bool) -> None:
+        self.shading = "wireframe" if on else "solid"
+        self.request()
+
     def request(self, draft: bool = False) -> None:
         if not self.controller.ready:
             return
@@ -61,6 +66,8 @@ class Viewport(QWidget):
             args = {"size": max(64, size // 2)}  # the four-view montage the model sees, tiled 2x2
         else:
             args = {"views": [self.mode], "size": size}
+        if self.shading != "solid":
+            args = {**args, "shading": self.shading}
         self._serial += 1
         self.controller.worker.request_view(ViewRequest(args, self._serial, draft))
 
