@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import training.oracle  # noqa: F401  (registers the oracle and reference policies)
 from agents.loop import LoopConfig, run_episode
 
 # Keys of an episode record that depend on the machine's speed, not on what happened.

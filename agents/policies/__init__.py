@@ -2,8 +2,9 @@
 
 Other layers (CLI, studio, training) build policies only through `make_policy`, so a new
 policy is one `register_policy` call away. agents/ knows no task, so the task-aware
-policies (`oracle`, `reference`) are registered by `training.oracle` when it is imported.
-Built-in policies are imported lazily: `openai` pulls in the openai client, `hf` torch.
+policies (`oracle`, `reference`) are registered by `training.oracle` when the layer above
+imports it (`training.evaluation` and the CLI do). Built-in policies are imported lazily:
+`openai` pulls in the openai client, `hf` torch.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ _BUILTIN: dict[str, str] = {
     "openai": "agents.policies.openai_policy:make_openai",
     "hf": "agents.policies.hf_policy:make_hf",
 }
-# modules that register policies when imported (training/ registers oracle + reference)
-_PLUGINS = ("training.oracle",)
+# registered from above (agents/ never imports training/): where to find them
+_REGISTERED_ELSEWHERE = {"oracle": "training.oracle", "reference": "training.oracle"}
 
 
 class UnknownPolicyError(ValueError):
@@ -37,7 +38,6 @@ def register_policy(name: str, factory: PolicyFactory) -> None:
 
 
 def policy_names() -> list[str]:
-    _load_plugins()
     return sorted(set(_FACTORIES) | set(_BUILTIN))
 
 
@@ -61,16 +61,8 @@ def _factory(name: str) -> PolicyFactory:
         factory = getattr(importlib.import_module(module), attr)
         _FACTORIES[name] = factory
         return factory
-    _load_plugins()
-    if name in _FACTORIES:
-        return _FACTORIES[name]
+    if name in _REGISTERED_ELSEWHERE:
+        raise UnknownPolicyError(
+            f"policy {name!r} is registered by {_REGISTERED_ELSEWHERE[name]}: import it first"
+        )
     raise UnknownPolicyError(f"unknown policy {name!r}; choose one of: {', '.join(policy_names())}")
-
-
-def _load_plugins() -> None:
-    for module in _PLUGINS:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
