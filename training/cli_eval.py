@@ -21,8 +21,11 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device) -> dict:
+def _policy_options(
+    base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter=None
+) -> dict:
     return {
+        "adapter": adapter,
         "base_url": base_url,
         "model": model,
         "api_key_env": api_key_env,
@@ -82,6 +85,7 @@ def register(app: typer.Typer) -> None:
         max_tokens: int = typer.Option(None, help="Tokens per reply."),
         timeout: float = typer.Option(None, help="Seconds per model request."),
         device: str = typer.Option(None, help="Device for the hf policy."),
+        adapter: str = typer.Option(None, help="LoRA adapter folder for the hf policy."),
         max_steps: int = typer.Option(None, help="Step budget (default: the task's)."),
         out: Path = typer.Option(None, "--out", help="Keep renders and the final scene here."),
         no_record: bool = typer.Option(False, "--no-record", help="Do not record the episode."),
@@ -100,7 +104,7 @@ def register(app: typer.Typer) -> None:
         try:
             spec = task_spec(task)
             options = _policy_options(
-                base_url, model, api_key_env, temperature, max_tokens, timeout, device
+                base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter
             )
             agent = make_policy(policy, **options)
         except (TaskError, UnknownPolicyError, PolicyError, ValueError, OSError) as exc:
@@ -146,6 +150,7 @@ def register(app: typer.Typer) -> None:
         max_tokens: int = typer.Option(None, help="Tokens per reply."),
         timeout: float = typer.Option(None, help="Seconds per model request."),
         device: str = typer.Option(None, help="Device for the hf policy."),
+        adapter: str = typer.Option(None, help="LoRA adapter folder for the hf policy."),
         max_steps: int = typer.Option(None, help="Step budget cap (default: each task's)."),
         no_record: bool = typer.Option(False, "--no-record", help="Do not record the episodes."),
         data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
@@ -170,7 +175,7 @@ def register(app: typer.Typer) -> None:
             _fail("--policy is required (or --compare OLD.json NEW.json)")
         _run_eval(
             policy, split, families, benchmark, per_family, workers,
-            _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device),
+            _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter),
             max_steps, no_record, data_dir, json_out, seed,
         )  # fmt: skip
 
