@@ -117,7 +117,7 @@ def score_mesh_file(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
     if not ctx.objects:
         return {"score": 0.0, "iou": 0.0, "valid": False}
-    rel = f"{ctx._check_dir}/result.stl"
+    rel = f"{ctx.check_dir}/result.stl"
     result = ctx.session.call("export", {"format": "stl", "path": rel})
     if not result.ok:
         return {"score": 0.0, "iou": 0.0, "valid": False, "error": str(result.error)}

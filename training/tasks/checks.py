@@ -294,7 +294,7 @@ def evaluate_task(task: Any, session: Any, calls: list[dict[str, Any]]) -> rewar
     try:
         return _verdict(task, ctx, calls)
     finally:
-        shutil.rmtree(ctx.workspace / ctx._check_dir, ignore_errors=True)
+        shutil.rmtree(ctx.workspace / ctx.check_dir, ignore_errors=True)
 
 
 def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:

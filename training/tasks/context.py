@@ -22,7 +22,7 @@ class EvalContext:
         self._scene: dict[str, dict] | None = None
         self._meshes: dict[str, Any] | None = None
         self._solids: dict[str, Any] = {}
-        self._check_dir = f"_check_{uuid.uuid4().hex[:8]}"
+        self.check_dir = f"_check_{uuid.uuid4().hex[:8]}"
 
     @property
     def objects(self) -> dict[str, dict]:
@@ -40,7 +40,7 @@ class EvalContext:
 
             self._meshes = {}
             if self.objects:
-                rel = f"{self._check_dir}/scene.glb"
+                rel = f"{self.check_dir}/scene.glb"
                 r = self.session.call("export", {"format": "glb", "path": rel})
                 if r.ok:
                     self._meshes = _by_object_name(
@@ -54,7 +54,7 @@ class EvalContext:
             self._solids[name] = None
             obj = self.obj(name)
             if obj is not None and obj.get("source") == "cad":
-                rel = f"{self._check_dir}/{name}.step"
+                rel = f"{self.check_dir}/{name}.step"
                 r = self.session.call("export", {"format": "step", "path": rel, "objects": [name]})
                 if r.ok:
                     from training.geometry import ShapeLoadError, load_solid
