@@ -28,6 +28,7 @@ def _python_roots() -> list[str]:
     for key in ("purelib", "platlib", "stdlib"):
         roots.add(sysconfig.get_paths()[key])
     for p in sys.path:
+        p = os.path.realpath(p) if p else ""
         if p and os.path.isdir(p) and not p.startswith(("/usr", "/lib")):
             roots.add(p)
     return sorted(roots)
@@ -70,7 +71,7 @@ def wrap(argv: list[str], scratch: str, writable: list[str]) -> list[str]:
         if os.path.isdir("/dev/dri"):
             cmd += ["--dev-bind", "/dev/dri", "/dev/dri"]
         for p in _python_roots():
-            if os.path.exists(p) and not any(p == s or p.startswith(s + "/") for s in ("/usr", "/bin", "/lib")):
+            if os.path.isabs(p) and os.path.exists(p) and not any(p == s or p.startswith(s + "/") for s in ("/usr", "/bin", "/lib")):
                 cmd += ["--ro-bind", p, p]
         for p in [scratch, *writable]:
             cmd += ["--bind", p, p]
