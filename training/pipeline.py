@@ -81,6 +81,40 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
     }
 
 
+class CallCounter:
+    """Wraps a policy and counts its calls that parse and pass the tool's schema.
+
+    An episode whose first reply has no call counts as one invalid attempt, so a model that
+    never writes a parseable call scores 0 rather than 0/0.
+    """
+
+    def __init__(self, inner: Any, tally: dict, lock: threading.Lock) -> None:
+        self.inner, self.tally, self.lock = inner, tally, lock
+        self.name = inner.name
+        self._turn = 0
+
+    def reset(self, task_info: dict | None = None) -> None:
+        self._turn = 0
+        self.inner.reset(task_info)
+
+    def act(self, messages: list[dict], tools: list[dict]):
+        from tools import ToolError, validate_call
+
+        reply = self.inner.act(messages, tools)
+        valid = 0
+        for call in reply.tool_calls:
+            try:
+                validate_call(call.name, call.arguments if call.parsed else None)
+                valid += call.parsed
+            except ToolError:
+                pass
+        with self.lock:
+            self.tally["valid"] += valid
+            self.tally["attempts"] += len(reply.tool_calls) or (1 if self._turn == 0 else 0)
+        self._turn += 1
+        return reply
+
+
 def evaluate_model(
     config: TrainConfig, model_dir: Path, adapter: Path | None, name: str, out: Path
 ) -> dict:
@@ -96,14 +130,24 @@ def evaluate_model(
         model = PeftModel.from_pretrained(model, str(adapter))
     model.eval()
     ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family)
+    tally, lock = {"valid": 0, "attempts": 0}, threading.Lock()
     report = _evaluate(
         ids,
-        lambda: HFPolicy.from_loaded(
-            model, processor, model=str(model_dir), tools=config.tools, max_tokens=spec.max_tokens
+        lambda: CallCounter(
+            HFPolicy.from_loaded(
+                model,
+                processor,
+                model=str(model_dir),
+                tools=config.tools,
+                max_tokens=spec.max_tokens,
+            ),
+            tally,
+            lock,
         ),
         max_steps=spec.max_steps,
     )
     report["stage"] = name
+    report["schema_valid_calls"] = tally
     (out / f"eval-{name}.json").write_text(json.dumps(report, indent=1, default=str))
     return stage_summary(report)
 
@@ -215,7 +259,9 @@ def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -
         "sft_vs_untrained_mean_reward": difference(entries["untrained"], entries["sft"]),
         "training": {k: stages[k] for k in ("demos", "sft", "grpo")},
         "grpo_reward_curve": reward_curve(out / "grpo"),
-        "wall_seconds": round(seconds, 1),
+        # Sum of the stages' own times, so a resumed pipeline reports what the stages cost.
+        "wall_seconds": round(sum(v.get("seconds", 0.0) for v in stages.values()), 1),
+        "stage_seconds": {k: v.get("seconds") for k, v in stages.items()},
     }
     report["summary"] = summary_text(report)
     return report

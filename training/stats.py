@@ -59,9 +59,10 @@ def mean_ci(values: list[float]) -> list[float]:
 def stage_summary(report: dict) -> dict:
     """Per-stage figures from an eval report.
 
-    valid_call_rate pools calls over episodes: calls that parsed, validated and ran, divided by
-    calls made, where an episode that made no call at all counts as one invalid call (a model
-    that never produces a parseable call scores 0, not 0/0).
+    valid_call_rate: calls that parsed and passed the tool's JSON schema, over calls made (an
+    episode whose first reply has no call counts as one invalid attempt, so a model that never
+    writes a parseable call scores 0, not 0/0). ran_ok_rate: calls that also ran without error
+    on the scene (e.g. the named object exists), pooled the same way.
     """
     episodes = report["episodes"]
     n = len(episodes)
@@ -73,10 +74,15 @@ def stage_summary(report: dict) -> dict:
     successes = sum(1 for e in episodes if e["success"])
     rewards = [float(e["reward"]) for e in episodes]
     overall = report["overall"]
+    schema = report.get("schema_valid_calls") or {"valid": ok_calls, "attempts": attempts}
     return {
         "episodes": n,
-        "valid_call_rate": round(ok_calls / attempts, 4) if attempts else 0.0,
-        "valid_call_rate_ci95": wilson(ok_calls, attempts),
+        "valid_call_rate": round(schema["valid"] / schema["attempts"], 4)
+        if schema["attempts"]
+        else 0.0,
+        "valid_call_rate_ci95": wilson(schema["valid"], schema["attempts"]),
+        "ran_ok_rate": round(ok_calls / attempts, 4) if attempts else 0.0,
+        "ran_ok_rate_ci95": wilson(ok_calls, attempts),
         "success_rate": round(successes / n, 4) if n else 0.0,
         "success_rate_ci95": wilson(successes, n),
         "mean_reward": round(statistics.fmean(rewards), 4) if rewards else 0.0,
@@ -121,6 +127,7 @@ def summary_text(report: dict) -> str:
         vc, sr, mr = s["valid_call_rate_ci95"], s["success_rate_ci95"], s["mean_reward_ci95"]
         lines.append(
             f"{name:<10} {s['valid_call_rate']:>6.1%} [{vc[0]:.0%}, {vc[1]:.0%}]"
+            f" {s['ran_ok_rate']:>8.1%}"
             f" {s['success_rate']:>8.1%} [{sr[0]:.0%}, {sr[1]:.0%}]"
             f" {s['mean_reward']:>9.3f} [{mr[0]:.3f}, {mr[1]:.3f}]"
         )
