@@ -374,9 +374,14 @@ class EpisodeLoop:
         if mode == "never" or not (force or mode == "always" or self._scene_changed):
             return None, None
         self._scene_changed = False
+        from tools.errors import ToolError
+
         result = self.session.render(views=self.config.views, size=self.config.render_size)
         png = result.images[0] if getattr(result, "ok", True) and result.images else None
-        scene = self.session.scene()
+        try:
+            scene = self.session.scene()
+        except ToolError:  # a failed listing only costs the model this observation's JSON
+            scene = None
         self._last_hash = self.session.scene_hash()
         return png, scene
 
