@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
     def tiny_model(
         out_dir: Path = typer.Argument(..., help="Folder to write the model into."),
         seed: int = typer.Option(0, help="Seed for the tokenizer corpus and the random weights."),
+        size: str = typer.Option("tiny", help="tiny (~0.3 M params, for tests) or small (~1.3 M)."),
     ) -> None:
         """Build a tiny random-weight Qwen3-VL with a local tokenizer and a tool-calling chat template.
 
@@ -23,7 +24,11 @@ def register(app: typer.Typer) -> None:
         """
         from agents.tinymodel import build_tiny_model
 
-        path = build_tiny_model(out_dir, seed=seed)
+        try:
+            path = build_tiny_model(out_dir, seed=seed, size=size)
+        except ValueError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         typer.echo(str(path))
 
     app.add_typer(dev, name="dev")

@@ -3,8 +3,8 @@ per minute with 1 and 2 tool workers (the 1-worker run is the baseline of the sa
 
     .venv/bin/python benchmarks/training.py [--pipeline-dir DIR] [--steps N]
 
-With --pipeline-dir (a finished `train pipeline --out DIR`) it uses DIR/model and the SFT
-adapter DIR/sft/adapter, so rollouts really call tools; otherwise it builds the tiny model and
+With --pipeline-dir (a finished `train pipeline --out DIR`) it starts from that pipeline's SFT
+model (DIR/sft/model, or DIR/model + DIR/sft/adapter), so rollouts really call tools; otherwise it builds the tiny model and
 teaches it the call format with a short SFT first.
 """
 
@@ -69,7 +69,7 @@ def grpo_split(model: Path, adapter: Path, out: Path, workers: int, steps: int) 
                 "max_steps": steps,
                 "per_device_train_batch_size": 4,
                 "num_generations": 4,
-                "max_completion_length": 384,
+                "max_completion_length": 800,
                 "max_turns": 2,
                 "temperature": 1.0,
                 "rollout_workers": workers,
@@ -83,9 +83,9 @@ def grpo_split(model: Path, adapter: Path, out: Path, workers: int, steps: int) 
     rows = [r for r in rows if "time/update_s" in r]
     split = {
         k: statistics.fmean(r[f"time/{k}_s"] for r in rows)
-        for k in ("generation", "tools", "reward", "update")
+        for k in ("generation", "tools", "reward", "scoring", "update")
     }
-    rollout_s = split["generation"] + split["tools"] + split["reward"]
+    rollout_s = split["generation"] + split["tools"] + split["reward"] + split["scoring"]
     return {
         "workers": workers,
         "steps": len(rows),
@@ -108,7 +108,9 @@ def main() -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
-        if args.pipeline_dir:
+        if args.pipeline_dir and (args.pipeline_dir / "sft" / "model").is_dir():
+            model, adapter = args.pipeline_dir / "sft" / "model", None  # full fine-tune SFT
+        elif args.pipeline_dir:
             model, adapter = args.pipeline_dir / "model", args.pipeline_dir / "sft" / "adapter"
         else:
             from agents.tinymodel import build_tiny_model
@@ -117,13 +119,15 @@ def main() -> None:
             adapter = teach(tmp, model)
         results = [grpo_split(model, adapter, tmp / f"grpo{w}", w, args.steps) for w in (1, 2)]
     base = results[0]
-    print("GRPO step time split on CPU (mean seconds per step, 4 rollouts of up to 2 turns):")
+    print("GRPO step time split on CPU (mean seconds per step, 4 rollouts of up to 2 turns;")
+    print("scoring = prompt tokenisation, image processing and log-prob passes):")
     for r in results:
         s = r["split_s"]
         total = sum(s.values())
         print(
             f"  workers={r['workers']}: generation {s['generation']:.2f}  tools {s['tools']:.2f}  "
-            f"reward {s['reward']:.2f}  update {s['update']:.2f}  (total {total:.2f} s; "
+            f"reward {s['reward']:.2f}  scoring {s['scoring']:.2f}  update {s['update']:.2f}  "
+            f"(total {total:.2f} s; "
             f"{r['calls_per_rollout']} calls per rollout)"
         )
         print(

@@ -154,12 +154,13 @@ def _trainer_class():
             out = super()._generate(prompts)
             tools = self.runtime.tool_seconds - tools0
             self._split["generation"] += time.perf_counter() - start - tools
-            self._split["tools"] += tools
             return out
 
         def _generate_and_score_completions(self, inputs):
             start, reward0 = time.perf_counter(), getattr(self.runtime, "reward_seconds", 0.0)
+            tools0 = self.runtime.tool_seconds  # environment resets count as tool time too
             out = super()._generate_and_score_completions(inputs)
+            self._split["tools"] += self.runtime.tool_seconds - tools0
             # Kept for inspection (tests, debugging): which completion tokens carry loss.
             self.last_rollout = {
                 "completion_ids": out["completion_ids"].tolist(),
@@ -176,7 +177,16 @@ def _trainer_class():
             self._split["update"] += (
                 time.perf_counter() - start - (self._split["rollout_total"] - before)
             )
-            for key in ("generation", "tools", "reward", "update"):
+            # What the rollout spent outside generation, tools and reward: tokenising prompts,
+            # processing images, the log-prob forward passes.
+            self._split["scoring"] = max(
+                0.0,
+                self._split["rollout_total"]
+                - self._split["generation"]
+                - self._split["tools"]
+                - self._split["reward"],
+            )
+            for key in ("generation", "tools", "reward", "scoring", "update"):
                 self._metrics["train"][f"time/{key}_s"].append(self._split[key])
                 self._split[key] = 0.0
             self._split["rollout_total"] = 0.0
@@ -271,7 +281,7 @@ def run_grpo(
         )
         holder["t"] = trainer
         trainer._split = dict.fromkeys(
-            ("generation", "tools", "reward", "update", "rollout_total"), 0.0
+            ("generation", "tools", "reward", "scoring", "update", "rollout_total"), 0.0
         )
         trainer.use_catalogue_schemas()
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)

@@ -99,11 +99,15 @@ class ToolEnvironmentBase:
         """Start the slot's task; returns the first observation (goal, montage, scene)."""
         from training.tasks import get_task
 
-        self.task = get_task(self.runtime.curriculum.task_for(int(slot)))
-        self.outcomes = []
-        self._verdict = None
-        self._rebuild()
-        return [{"type": "text", "text": f"Goal: {self.task.prompt}"}, *self._observe()]
+        start = time.perf_counter()
+        try:
+            self.task = get_task(self.runtime.curriculum.task_for(int(slot)))
+            self.outcomes = []
+            self._verdict = None
+            self._rebuild()
+            return [{"type": "text", "text": f"Goal: {self.task.prompt}"}, *self._observe()]
+        finally:
+            self.runtime.tool_seconds += time.perf_counter() - start
 
     def verdict(self) -> Any:
         """The task's RewardBreakdown for the final scene (computed once per rollout)."""
