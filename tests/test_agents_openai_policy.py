@@ -78,6 +78,14 @@ def first_prompt(goal: str, image: bool = False) -> list[dict]:
     ]
 
 
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM if the test process dies without its teardown."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 @pytest.fixture(scope="module")
 def served_model(tiny_model_dir, tmp_path_factory):
     """`transformers serve` on loopback with the tiny model taught the replies above."""
@@ -91,7 +99,7 @@ def served_model(tiny_model_dir, tmp_path_factory):
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "transformers"), "serve", str(model),
          "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
     )  # fmt: skip
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
