@@ -220,6 +220,8 @@ class WorkerPool:
 
     def warm(self) -> None:
         """Start workers in the background until `size` are idle."""
+        if self.size <= 0:
+            return
         with self._lock:
             need = self.size - len(self._idle) - self._warming
             self._warming += max(0, need)
@@ -304,5 +306,7 @@ def default_pool() -> WorkerPool:
     global _default_pool
     with _default_lock:
         if _default_pool is None or _default_pool._closed:
-            _default_pool = WorkerPool(size=int(os.environ.get("MODELWRIGHT_POOL_SIZE", "1")))
+            # no spare by default: one-shot commands and the studio hold one session each, and a
+            # spare booting beside them only competes for the CPU (MODELWRIGHT_POOL_SIZE sets one)
+            _default_pool = WorkerPool(size=int(os.environ.get("MODELWRIGHT_POOL_SIZE", "0")))
         return _default_pool

@@ -48,6 +48,10 @@ class Renderer:
         os.makedirs(out_dir, exist_ok=True)
 
     # -- public -----------------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        """The first Workbench render compiles shaders (seconds); pay it while the worker warms."""
+        self.render_views(["iso", "top"], 32)
+
     def render_call(self, a: dict) -> tuple[dict, list[bytes]]:
         size = a.get("size", 256)
         self.shading = a.get("shading", "solid")

@@ -30,6 +30,7 @@ class WorkerRuntime:
             self.state.load_latest()
         else:
             self.state.reset()
+        self.renderer.warm_up()  # compile Workbench's shaders before the first real render
         self.handlers: dict[str, Callable[[dict], dict | tuple[dict, list[bytes]]]] = {
             **scene.handlers(self.parts),
             **cad.handlers(self.parts, scratch, workspace),
