@@ -17,6 +17,7 @@ scheduler can retry the episode on a fresh worker.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ class LoopConfig:
     repeat_warning: int = 2  # an identical failing call seen this often gets a warning
     stuck_after: int = 4  # ... and this often ends the episode as `stuck`
     check_every_step: bool = False  # run the checker after each step and stop on success
+    record_artifacts: bool = True  # the final scene as .glb/.blend/.step beside the recorded episode
     system_prompt: str = DEFAULT_SYSTEM
     context: ContextConfig = field(default_factory=ContextConfig)
 
@@ -429,8 +431,32 @@ class EpisodeLoop:
                 components=self.result.components,
                 success=self.result.success,
                 final_message=self.result.final_message,
+                artifacts=self._final_artifacts() if self.config.record_artifacts else None,
             )
             self.result.episode_id = self._recorder.episode_id
+
+    def _final_artifacts(self) -> dict[str, Any]:
+        """The final scene as files (.glb, .blend, and .step when it holds CAD parts)."""
+        workspace = getattr(self.session, "workspace", None)
+        if workspace is None or self.result.status == "fatal":
+            return {}
+        try:
+            objects = self.session.scene().get("objects", [])
+        except Exception:
+            return {}
+        if not objects:
+            return {}
+        wanted = [("glb", {}), ("blend", {})]
+        cad = [o["name"] for o in objects if o.get("source") == "cad"]
+        if cad:
+            wanted.append(("step", {"objects": cad}))
+        out: dict[str, Any] = {}
+        for fmt, extra in wanted:
+            path = f"_episode_final/final.{fmt}"
+            r = self.session.call("export", {"format": fmt, "path": path, **extra})
+            if r.ok:
+                out[f"final.{fmt}"] = (Path(workspace) / path).read_bytes()
+        return out
 
     def _abandon(self, exc: BaseException) -> None:
         if self._recorder is not None:

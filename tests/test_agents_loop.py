@@ -273,6 +273,13 @@ def test_episode_is_recorded(session, tmp_path) -> None:
     assert steps[0].frame is not None and store.step_frame(steps[0])[:4] == b"\x89PNG"
     assert steps[1].error_kind == "validation"
     assert store.initial_frame(episode)[:4] == b"\x89PNG"
+    # the final scene is kept beside the episode, and reloads with the cubes in it
+    assert sorted(episode.artifacts) == ["final.blend", "final.glb"]
+    import trimesh
+
+    folder = store.episode_dir(result.episode_id) / "artifacts"
+    glb = trimesh.load(folder / "final.glb", force="scene")
+    assert len(glb.geometry) == 2
 
 
 def test_script_policy_file(session, tmp_path) -> None:
