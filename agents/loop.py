@@ -17,10 +17,10 @@ scheduler can retry the episode on a fresh worker.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agents import events as ev
