@@ -50,9 +50,14 @@ class SceneState:
         self.commit()
 
     def commit(self) -> None:
+        """Write the next undo point; it appears under its final name only once complete,
+        so a worker killed mid-commit leaves the previous commit as the latest."""
         self._seq += 1
         path = os.path.join(self.commits_dir, f"{self._seq:06d}")
-        self._write(path)
+        tmp = path + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self._write(tmp)
+        os.rename(tmp, path)
         self.commits.append(path)
         while len(self.commits) > MAX_UNDO + 1:
             shutil.rmtree(self.commits.pop(0), ignore_errors=True)
@@ -90,7 +95,9 @@ class SceneState:
 
     def load_latest(self) -> None:
         """After a crash: adopt the commits on disk and load the newest."""
-        names = sorted(n for n in os.listdir(self.commits_dir) if n.isdigit()) if os.path.isdir(self.commits_dir) else []
+        names = sorted(n for n in os.listdir(self.commits_dir)
+                       if n.isdigit() and os.path.isfile(os.path.join(self.commits_dir, n, "parts.json"))) \
+            if os.path.isdir(self.commits_dir) else []
         if not names:
             self.reset()
             return
