@@ -1,7 +1,7 @@
 """GRPO on CPU: time split per step (generation / tools / reward / update) and rollout episodes
 per minute with 1 and 2 tool workers (the 1-worker run is the baseline of the same run).
 
-    .venv/bin/python benchmarks/training.py [--pipeline-dir DIR] [--steps N]
+    .venv/bin/python benchmarks/bench_training.py [--pipeline-dir DIR] [--steps N]
 
 With --pipeline-dir (a finished `train pipeline --out DIR`) it starts from that pipeline's SFT
 model (DIR/sft/model, or DIR/model + DIR/sft/adapter), so rollouts really call tools; otherwise it builds the tiny model and

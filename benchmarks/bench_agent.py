@@ -1,6 +1,6 @@
 """Agent-loop benchmark: loop overhead, oracle throughput with 1 and 2 workers, prompt tokens.
 
-Run: .venv/bin/python benchmarks/agent.py [--episodes N] [--steps N]
+Run: .venv/bin/python benchmarks/bench_agent.py [--episodes N] [--steps N]
 
 1. Loop overhead per step, excluding policy and tool time: a scripted episode of cheap
    calls through the loop, next to the same calls made directly on the session (baseline).

@@ -1,7 +1,7 @@
 """What MCP costs per tool call: the same calls through `modelwright mcp` (stdio, recorded)
 and directly on a `ToolSession`, in the same run.
 
-    .venv/bin/python benchmarks/mcp_calls.py [--calls 50]
+    .venv/bin/python benchmarks/bench_mcp.py [--calls 50]
 
 Prints the median latency of `get_scene` (a small read) and `add_primitive` + `undo`
 (a mutation and its undo) each way, and the ratio MCP / direct.

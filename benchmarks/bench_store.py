@@ -2,7 +2,7 @@
 throughput over 1 000 episodes, and store size per step, each against a baseline measured in
 the same run.
 
-    .venv/bin/python benchmarks/store.py [--episodes 1000] [--steps 4] [--record-steps 200]
+    .venv/bin/python benchmarks/bench_store.py [--episodes 1000] [--steps 4] [--record-steps 200]
 """
 
 from __future__ import annotations

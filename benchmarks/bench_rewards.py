@@ -4,7 +4,7 @@ Ours (training.geometry: own area-uniform sampler, winding-number voxeliser) nex
 plain trimesh + scipy baseline measured in the same run (trimesh.sample.sample_surface,
 cKDTree, trimesh's voxelized().fill()). Also reports exact B-rep IoU time for reference.
 
-    .venv/bin/python benchmarks/rewards.py [--pairs N] [--repeats R]
+    .venv/bin/python benchmarks/bench_rewards.py [--pairs N] [--repeats R]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path, and benchmarks/training.py would
+# Run as a script, this folder comes first on sys.path, and benchmarks/bench_training.py would
 # shadow the `training` package: put the project root first.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -1,7 +1,7 @@
 """Studio responsiveness: event-loop lateness during agent and training runs, viewport
 frames per second while orbiting at 384², and time from launch to a usable window.
 
-    .venv/bin/python benchmarks/studio.py        (offscreen; ~2-3 minutes on 2 cores)
+    .venv/bin/python benchmarks/bench_studio.py        (offscreen; ~2-3 minutes on 2 cores)
 
 Baselines measured in the same run: lateness of the idle GUI thread; the bare `render`
 tool rate at 384² on a session (what the viewport could show at best); a bare Qt window's
