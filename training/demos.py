@@ -1,11 +1,16 @@
 """Demonstrations captured from the episode loop, as SFT rows in the store's export format.
 
 `CapturingPolicy` wraps any policy (the oracle, a teacher model) and keeps exactly what the
-loop showed it at its last turn plus what it answered. That conversation becomes a row with the
+loop showed it at every turn plus what it answered. Each turn becomes a row with the
 columns of the store's TRL export (`messages` with `{type, text}` parts, `images` as PNG bytes in
 placeholder order, `tools` as a JSON string, plus `success`, `reward`, `source`, `model`), so
 SFT reads captured demonstrations and exported episodes through one path. Capturing the
 policy's own view keeps training prompts byte-identical to what the agent sees when acting.
+
+One row per turn, not one per episode: the loop compacts its history (an older scene listing
+becomes "[scene listing omitted: a newer one follows]"), so the last turn's view of turn 0 is
+not what the agent sees at turn 0. Trained on last-turn views only, a model never sees the
+first-turn prompt it must answer when acting (measured: 0-15 % valid calls on held-out seeds).
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ from agents.store.conversation import IMAGE_PART, message, text_part
 
 
 class CapturingPolicy:
-    """Delegates to `inner`; remembers the last prompt, tools and reply of the episode."""
+    """Delegates to `inner`; remembers each turn's prompt, tools and reply of the episode.
+
+    When the episode ends (a reply without tool calls) its turns go to `sink` as
+    `{"task_id", "turn", "conversation": (messages, tools, reply)}`, one entry per turn."""
 
     def __init__(
         self, inner: Any, sink: list[dict], lock: threading.Lock, shown: list[str] | None
@@ -28,21 +36,24 @@ class CapturingPolicy:
         self.inner, self.sink, self.lock, self.shown = inner, sink, lock, shown
         self.name = getattr(inner, "name", "captured")
         self.task_id: str | None = None
-        self._last: tuple[list[dict], list[dict], PolicyReply] | None = None
+        self._turns: list[tuple[list[dict], list[dict], PolicyReply]] = []
 
     def reset(self, task_info: dict | None = None) -> None:
         self.task_id = (task_info or {}).get("task_id")
-        self._last = None
+        self._turns = []
         self.inner.reset(task_info)
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
         from agents.policies.hf_policy import shown_tools
 
         reply = self.inner.act(messages, tools)
-        self._last = (list(messages), shown_tools(tools, self.shown), reply)
+        self._turns.append((list(messages), shown_tools(tools, self.shown), reply))
         if reply.done:
             with self.lock:
-                self.sink.append({"task_id": self.task_id, "conversation": self._last})
+                self.sink.extend(
+                    {"task_id": self.task_id, "turn": k, "conversation": turn}
+                    for k, turn in enumerate(self._turns)
+                )
         return reply
 
 

@@ -44,7 +44,7 @@ def _evaluate(ids: list[str], policy_factory, max_steps: int, workers: int = 1) 
 
 
 def collect_demos(config: TrainConfig, out: Path) -> dict:
-    """Oracle episodes on training seeds -> successful conversations in demos.parquet."""
+    """Oracle episodes on training seeds -> one row per turn of each success in demos.parquet."""
     from training.demos import CapturingPolicy, conversation_row, write_rows
     from training.oracle import OraclePolicy
 
@@ -59,13 +59,13 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
     )
     success = {e["task"]: e for e in report["episodes"]}
     rows = []
-    for item in sorted(sink, key=lambda d: d["task_id"]):
+    for item in sorted(sink, key=lambda d: (d["task_id"], d["turn"])):
         ep = success.get(item["task_id"])
         if not ep or not ep["success"]:
             continue
         row = conversation_row(*item["conversation"])
         row.update(
-            episode_id=item["task_id"],
+            episode_id=f"{item['task_id']}#turn{item['turn']}",
             task_id=item["task_id"],
             success=True,
             reward=float(ep["reward"]),
@@ -76,7 +76,8 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
     write_rows(rows, out / "demos.parquet")
     return {
         "episodes": len(ids),
-        "kept": len(rows),
+        "kept": len({r["task_id"] for r in rows}),
+        "rows": len(rows),
         "oracle_success_rate": report["overall"]["success_rate"],
     }
 
