@@ -1,0 +1,57 @@
+"""Demonstrations are captured one row per turn, each exactly as the agent saw that turn."""
+
+from __future__ import annotations
+
+import threading
+
+from agents.policies.simple import PlanPolicy
+from agents.policy import ToolCall
+from training.demos import CapturingPolicy, conversation_row
+
+TOOLS = [
+    {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+    for n in ("add_primitive", "render", "delete")
+]
+FIRST = [
+    {"role": "system", "content": "You build 3D models."},
+    {
+        "role": "user",
+        "content": [{"type": "text", "text": 'Goal: add a cube.\nScene: {"objects":[]}'}],
+    },
+]
+CALL = ToolCall(id="c0", name="add_primitive", arguments={"kind": "cube", "name": "Box"})
+# The loop's second view: the first listing compacted, a tool result and a newer listing.
+SECOND = [
+    FIRST[0],
+    {
+        "role": "user",
+        "content": [{"type": "text", "text": "Goal: add a cube.\n[scene listing omitted]"}],
+    },
+    {"role": "assistant", "content": None, "tool_calls": [CALL.to_openai()]},
+    {"role": "tool", "tool_call_id": "c0", "content": '{"created": "Box"}'},
+    {"role": "user", "content": [{"type": "text", "text": 'Scene: {"objects":["Box"]}'}]},
+]
+
+
+def test_every_turn_becomes_a_row_with_the_prompt_of_that_turn():
+    sink: list[dict] = []
+    policy = CapturingPolicy(
+        PlanPolicy([[CALL]]), sink, threading.Lock(), ["add_primitive", "delete"]
+    )
+    policy.reset({"task_id": "primitive_placement:1:0"})
+    assert policy.act(FIRST, TOOLS).tool_calls == [CALL]
+    assert sink == []  # nothing is kept before the episode ends
+    assert policy.act(SECOND, TOOLS).done
+    assert [(s["task_id"], s["turn"]) for s in sink] == [
+        ("primitive_placement:1:0", 0),
+        ("primitive_placement:1:0", 1),
+    ]
+    first = conversation_row(*sink[0]["conversation"])
+    # Turn 0 is trained on the uncompacted first prompt, answered with the call.
+    assert first["messages"][1]["content"][0]["text"].endswith('Scene: {"objects":[]}')
+    assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant"]
+    assert first["messages"][2]["tool_calls"][0]["function"]["name"] == "add_primitive"
+    assert '"render"' not in first["tools"]  # only the shown tools
+    last = conversation_row(*sink[1]["conversation"])
+    assert [m["role"] for m in last["messages"]][-2:] == ["user", "assistant"]
+    assert last["messages"][-1]["content"][0]["text"] == "Done."
