@@ -204,7 +204,7 @@ def test_one_grpo_step_changes_the_adapter_and_masks_tool_tokens(tmp_path, tiny_
         f"kind: grpo\nmodel: {{path: {taught}}}\ntools: {TOOLS}\n"
         "run: {seed: 1, save_steps: 1, report_to: []}\n"
         "grpo: {tasks: {families: [primitive_placement], levels: [1]}, max_steps: 1,"
-        " per_device_train_batch_size: 4, num_generations: 4, max_completion_length: 800,"
+        " per_device_train_batch_size: 8, num_generations: 8, max_completion_length: 800,"
         " max_turns: 2, temperature: 1.0, learning_rate: 1.0e-2, render_size: 128}\n"
     )
     result = run_grpo(load_config(cfg), tmp_path / "run", runtime=runtime)
