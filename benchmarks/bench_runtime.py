@@ -31,7 +31,7 @@ sc.render.filepath = "/tmp/mw_bench_cold.png"; bpy.ops.render.render(write_still
 SCRIPT = """import cadquery as cq
 result = (cq.Workplane("XY").box(40, 30, 5).faces(">Z").workplane()
           .rect(30, 20, forConstruction=True).vertices().hole(4).edges("|Z").fillet(2))"""
-COLD_CQ = "import cadquery as cq\nexec(compile(%r, 's', 'exec'))\n" % SCRIPT
+COLD_CQ = f"import cadquery as cq\nexec(compile({SCRIPT!r}, 's', 'exec'))\n"
 
 
 def timed(fn, n: int) -> list[float]:
