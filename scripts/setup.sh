@@ -54,7 +54,8 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; sys.exit(
 fi
 say "installing modelwright[dev] into $VENV (first time: a few minutes, ~9 GB with torch)"
 start=$(date +%s)
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -U pip >/dev/null
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -U pip 2>&1 \
+  | sed -e '/is ignored: it is neither a file nor a directory/d'
 # (this machine's pip config lists local indexes that may be absent: drop that noise only)
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 \
   | sed -e '/is ignored: it is neither a file nor a directory/d'
