@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MW=.venv/bin/modelwright
-TASK=${MODELWRIGHT_TASK:-composition:3:7}
+TASK=${MODELWRIGHT_TASK:-composition:2:5}
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
   exec "$MW" studio
 fi
