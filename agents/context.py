@@ -50,18 +50,10 @@ class ContextConfig:
 
 
 def openai_tools(specs: Iterable[dict]) -> list[dict]:
-    """Tool specs from `tools.catalogue()` as the OpenAI `tools=[...]` list."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": s["name"],
-                "description": s.get("description", ""),
-                "parameters": s.get("parameters", {"type": "object", "properties": {}}),
-            },
-        }
-        for s in specs
-    ]
+    """Tool specs from `tools.catalogue()` (or a subset) as the OpenAI `tools=[...]` list."""
+    from tools.specs import openai_tool
+
+    return [openai_tool(s) for s in specs]
 
 
 def wire_call(call: ToolCall) -> dict:

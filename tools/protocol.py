@@ -42,15 +42,26 @@ def _read_exact(stream: BinaryIO, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_message(stream: BinaryIO) -> tuple[dict, list[bytes]]:
-    magic, n = HEADER.unpack(_read_exact(stream, HEADER.size))
+def json_length(header: bytes) -> int:
+    """The JSON length a frame header announces, or ProtocolError."""
+    magic, n = HEADER.unpack(header)
     if magic != MAGIC or n > MAX_JSON:
         raise ProtocolError("bad frame header")
+    return n
+
+
+def decode_payload(data: bytes) -> tuple[dict, list[int]]:
+    """The frame's JSON and the sizes of the blobs that follow it, or ProtocolError."""
     try:
-        payload = json.loads(_read_exact(stream, n))
+        payload = json.loads(data)
     except ValueError as e:
         raise ProtocolError(f"bad frame JSON: {e}") from None
-    sizes = payload.pop("_blobs", [])
+    sizes = payload.pop("_blobs", []) if isinstance(payload, dict) else None
     if not isinstance(sizes, list) or any(not isinstance(s, int) or s < 0 or s > MAX_BLOB for s in sizes):
         raise ProtocolError("bad blob list")
+    return payload, sizes
+
+
+def read_message(stream: BinaryIO) -> tuple[dict, list[bytes]]:
+    payload, sizes = decode_payload(_read_exact(stream, json_length(_read_exact(stream, HEADER.size))))
     return payload, [_read_exact(stream, s) for s in sizes]

@@ -298,8 +298,7 @@ class ToolSpec:
                 "mutating": self.mutating, "kernel": self.kernel}
 
     def to_openai(self) -> dict:
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.schema()}}
+        return openai_tool(self.to_dict())
 
 
 _SPECS = [
@@ -337,6 +336,13 @@ _SPECS = [
     ToolSpec("cad_query", CadQueryPart, False, "cadquery"),
 ]
 TOOLS: dict[str, ToolSpec] = {s.name: s for s in _SPECS}
+
+
+def openai_tool(entry: dict) -> dict:
+    """A catalogue entry ({name, description, parameters, ...}) as an OpenAI `tools=` item."""
+    return {"type": "function", "function": {
+        "name": entry["name"], "description": entry.get("description", ""),
+        "parameters": entry.get("parameters", {"type": "object", "properties": {}})}}
 
 
 def tool_names() -> list[str]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from tools import sandbox
 from tools.errors import ErrorKind, ToolError
-from tools.protocol import HEADER, MAGIC, MAX_BLOB, MAX_JSON, write_message
+from tools.protocol import HEADER, ProtocolError, decode_payload, json_length, write_message
 
 log = logging.getLogger("modelwright.tools")
 STARTUP_DEADLINE_S = 120.0
@@ -135,22 +135,14 @@ class WorkerProcess:
         return reply, blobs
 
     def _read(self, deadline: float) -> tuple[dict, list[bytes]]:
-        import json
-
+        """One frame, each read bounded by `deadline`; a malformed frame kills the worker."""
         fd = self.proc.stdout.fileno()
-        magic, n = HEADER.unpack(self._read_exact(fd, HEADER.size, deadline))
-        if magic != MAGIC or n > MAX_JSON:
-            self.kill()
-            raise _Died()
         try:
-            payload = json.loads(self._read_exact(fd, n, deadline))
-        except ValueError:
+            n = json_length(self._read_exact(fd, HEADER.size, deadline))
+            payload, sizes = decode_payload(self._read_exact(fd, n, deadline))
+        except ProtocolError:
             self.kill()
             raise _Died() from None
-        sizes = payload.pop("_blobs", [])
-        if not isinstance(sizes, list) or any(not isinstance(s, int) or not 0 <= s <= MAX_BLOB for s in sizes):
-            self.kill()
-            raise _Died()
         return payload, [self._read_exact(fd, s, deadline) for s in sizes]
 
     def _read_exact(self, fd: int, n: int, deadline: float) -> bytes:
