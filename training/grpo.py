@@ -277,6 +277,7 @@ def run_grpo(
                 extra_state=runtime.curriculum,
                 serve_url=run.serve_url,
                 serve_name=run.serve_adapter_name,
+                eval_config=config,
             ),
         )
         holder["t"] = trainer

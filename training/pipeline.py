@@ -17,30 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from training.run_eval import CallCounter, evaluate_loaded, run_episodes, task_ids
 from training.stats import stage_summary
 from training.train_config import TrainConfig
 
-
-def task_ids(families: list[str], levels: list[int], split: str, per_family: int) -> list[str]:
-    """`per_family` ids per family, cycling `levels`, seeds from the start of the split's range."""
-    from training.tasks import SPLITS
-
-    seeds = SPLITS[split]
-    return [
-        f"{f}:{levels[k % len(levels)]}:{seeds[k]}" for f in families for k in range(per_family)
-    ]
-
-
-def _evaluate(ids: list[str], policy_factory, max_steps: int, workers: int = 1) -> dict:
-    from agents.loop import LoopConfig
-    from training.evaluation import evaluate, task_spec
-
-    return evaluate(
-        [task_spec(t) for t in ids],
-        policy_factory,
-        workers=workers,
-        config=LoopConfig(max_steps=max_steps),
-    )
+__all__ = ["CallCounter", "collect_demos", "evaluate_model", "run_pipeline", "task_ids"]
 
 
 def collect_demos(config: TrainConfig, out: Path) -> dict:
@@ -52,7 +33,7 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
     ids = task_ids(spec.families, spec.levels, "train", spec.per_family)
     sink: list[dict] = []
     lock = threading.Lock()
-    report = _evaluate(
+    report = run_episodes(
         ids,
         lambda: CapturingPolicy(OraclePolicy(), sink, lock, config.tools),
         max_steps=max(8, config.eval.max_steps),
@@ -82,73 +63,20 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
     }
 
 
-class CallCounter:
-    """Wraps a policy and counts its calls that parse and pass the tool's schema.
-
-    An episode whose first reply has no call counts as one invalid attempt, so a model that
-    never writes a parseable call scores 0 rather than 0/0.
-    """
-
-    def __init__(self, inner: Any, tally: dict, lock: threading.Lock) -> None:
-        self.inner, self.tally, self.lock = inner, tally, lock
-        self.name = inner.name
-        self._turn = 0
-
-    def reset(self, task_info: dict | None = None) -> None:
-        self._turn = 0
-        self.inner.reset(task_info)
-
-    def act(self, messages: list[dict], tools: list[dict]):
-        from tools import ToolError, validate_call
-
-        reply = self.inner.act(messages, tools)
-        valid = 0
-        for call in reply.tool_calls:
-            try:
-                validate_call(call.name, call.arguments if call.parsed else None)
-                valid += call.parsed
-            except ToolError:
-                pass
-        with self.lock:
-            self.tally["valid"] += valid
-            self.tally["attempts"] += len(reply.tool_calls) or (1 if self._turn == 0 else 0)
-        self._turn += 1
-        return reply
-
-
 def evaluate_model(
     config: TrainConfig, model_dir: Path, adapter: Path | None, name: str, out: Path
 ) -> dict:
     """Greedy episodes of the (adapted) model on held-out test seeds; writes eval-NAME.json."""
-    from agents.policies.hf_policy import HFPolicy
     from training.sft import load_model
 
-    spec = config.eval
     model, processor = load_model(config.model, model_dir)
     if adapter is not None:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(adapter))
     model.eval()
-    ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family)
-    tally, lock = {"valid": 0, "attempts": 0}, threading.Lock()
-    report = _evaluate(
-        ids,
-        lambda: CallCounter(
-            HFPolicy.from_loaded(
-                model,
-                processor,
-                model=str(model_dir),
-                tools=config.tools,
-                max_tokens=spec.max_tokens,
-            ),
-            tally,
-            lock,
-        ),
-        max_steps=spec.max_steps,
-    )
+    report = evaluate_loaded(config, model, processor, label=str(model_dir))
     report["stage"] = name
-    report["schema_valid_calls"] = tally
     (out / f"eval-{name}.json").write_text(json.dumps(report, indent=1, default=str))
     return stage_summary(report)
 

@@ -7,6 +7,9 @@
     RUN/checkpoint-N/          adapter, optimizer, scheduler, RNG states, trainer_state.json,
                                extra state (e.g. the curriculum), and COMPLETE once fully written
     RUN/samples.jsonl          which examples each batch was built from, in order (audit/resume)
+    RUN/eval/step-N.json       held-out eval reports every `run.eval_every` checkpoints (and at
+                               the last step), with an `eval/...` row in metrics.jsonl each
+                               (see `training/run_eval.py`)
     RUN/adapter/               the final adapter
 
 Transformers' Trainer writes a checkpoint in place, so a kill -9 during a save leaves a partial
@@ -80,17 +83,53 @@ def metrics_row(step: int, logs: dict[str, Any], start: float) -> dict[str, Any]
 
 
 def make_callbacks(
-    run_dir: Path, extra_state: Any = None, serve_url: str | None = None, serve_name: str = ""
+    run_dir: Path,
+    extra_state: Any = None,
+    serve_url: str | None = None,
+    serve_name: str = "",
+    eval_config: Any = None,
 ):
-    """Callbacks: metrics JSONL, COMPLETE markers (+ extra state), optional adapter hot-load."""
+    """Callbacks: metrics JSONL, COMPLETE markers (+ extra state), optional adapter hot-load,
+    and, with `eval_config` whose `run.eval_every` is set, periodic held-out evals."""
     from transformers import TrainerCallback
 
     class RunCallback(TrainerCallback):
-        """Writes metrics lines and marks checkpoints complete."""
+        """Writes metrics lines, marks checkpoints complete, evaluates the due ones."""
 
         def __init__(self) -> None:
             self.start = time.time()
             self.metrics = run_dir / "metrics.jsonl"
+            self.evals: Any = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            if eval_config is None or eval_config.run.eval_every <= 0:
+                return
+            if args.world_size > 1:
+                # Process zero generating alone would leave the others blocked in the next
+                # collective (and sharded weights need every rank); score checkpoints with
+                # `modelwright eval` instead.
+                import logging
+
+                logging.getLogger(__name__).warning(
+                    "run.eval_every is ignored with %d processes", args.world_size
+                )
+                return
+            from training.run_eval import PeriodicEval
+
+            self.evals = PeriodicEval(run_dir, eval_config, args.save_steps)
+            # A run killed during the eval of its last checkpoint resumes from that checkpoint
+            # (the weights are loaded by now): score it before training goes on.
+            step = state.global_step
+            if (
+                state.is_world_process_zero
+                and self.evals.due(step, state.max_steps)
+                and not self.evals.report_path(step).is_file()
+            ):
+                self.evals.run(step, kwargs["model"], kwargs.get("processing_class"))
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.evals is not None:
+                self.evals.close()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or not state.is_world_process_zero:
@@ -114,6 +153,8 @@ def make_callbacks(
             (ckpt / COMPLETE).write_text(str(state.global_step))
             if serve_url:
                 _hot_load(serve_url, serve_name, ckpt)
+            if self.evals is not None and self.evals.due(state.global_step, state.max_steps):
+                self.evals.run(state.global_step, kwargs["model"], kwargs.get("processing_class"))
 
     return [RunCallback()]
 
@@ -155,11 +196,20 @@ def prepare_run_dir(run_dir: Path, config_text: str, resume: bool) -> Path | Non
         )
     if ckpt is not None:
         step = checkpoint_step(ckpt)
-        truncate_jsonl(run_dir / "metrics.jsonl", step)
+        truncate_jsonl(run_dir / "metrics.jsonl", step)  # eval rows carry their step too
         truncate_jsonl(run_dir / "samples.jsonl", step)
     else:
+        step = -1
         for name in ("metrics.jsonl", "samples.jsonl"):
             (run_dir / name).unlink(missing_ok=True)
+    # Eval reports past the checkpoint (or all, for a fresh run) will be written again.
+    for report in run_dir.glob("eval/step-*.json"):
+        try:
+            stale = int(report.stem.split("-", 1)[1]) > step
+        except ValueError:
+            continue
+        if stale:
+            report.unlink()
     (run_dir / "config.yaml").write_text(config_text)
     return ckpt
 

@@ -150,7 +150,10 @@ def run_sft(
         data_collator=collator,
         peft_config=None if spec.full_finetune else peft_config(config.lora),
         callbacks=make_callbacks(
-            out_dir, serve_url=run.serve_url, serve_name=run.serve_adapter_name
+            out_dir,
+            serve_url=run.serve_url,
+            serve_name=run.serve_adapter_name,
+            eval_config=config,
         ),
     )
     trainer.samples_path = out_dir / "samples.jsonl"

@@ -54,6 +54,9 @@ class RunSpec(Strict):
     seed: int = 0
     save_steps: int = Field(20, ge=1)  # checkpoint every N optimiser steps
     save_total_limit: int = Field(3, ge=1)
+    # Score the model on the `eval:` section's held-out tasks every N checkpoints (and at the
+    # last step) into RUN/eval/step-N.json and metrics.jsonl; 0: never.
+    eval_every: int = Field(0, ge=0)
     logging_steps: int = Field(1, ge=1)
     cpu_threads: int | None = Field(1, ge=1)  # torch threads on CPU; 1 is fastest on a busy box
     report_to: list[str] = Field(default_factory=lambda: ["tensorboard"])
@@ -189,6 +192,13 @@ class TrainConfig(Strict):
             raise ValueError(f"kind {self.kind!r} needs section(s): {', '.join(missing)}")
         if self.kind == "sft" and not self.sft.data:
             raise ValueError("sft.data is empty: list the exported Parquet files or folders")
+        if self.run.eval_every and self.eval is None:
+            raise ValueError(
+                f"run.eval_every is {self.run.eval_every} but the config has no eval section: "
+                "add `eval:` (families, levels, per_family, ...) or set run.eval_every: 0"
+            )
+        if self.run.eval_every and not self.eval.families:
+            raise ValueError("run.eval_every is set but eval.families is empty: list the families")
         return self
 
 

@@ -1,0 +1,280 @@
+"""Held-out evaluation of a model in memory, for the pipeline's stages and for training runs.
+
+The pipeline scores each stage (`untrained`, `sft`, `grpo`) with `evaluate_loaded`; a training
+run with `run.eval_every: N` scores the model it is training on every N-th checkpoint (and the
+last), through `PeriodicEval`, called by the run callback (`training/runs.py`) once the
+checkpoint is complete:
+
+    RUN/eval/step-N.json   the eval report (episodes, overall, families), `schema_valid_calls`
+                           and `step`
+    RUN/metrics.jsonl      one row {"step": N, "eval/valid_call_rate", "eval/success_rate",
+                           "eval/mean_reward", "eval/episodes", ...} next to the training rows
+    RUN/tensorboard/eval/  the same scalars, for TensorBoard (when it is in `run.report_to`)
+
+Held-out tasks and budgets come from the config's `eval:` section; decoding is greedy, so the
+reports at different steps differ only by the weights. A failing evaluation never stops the
+run: it is logged and recorded as `{"step": N, "eval/error": ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from training.stats import stage_summary
+from training.train_config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+def task_ids(families: list[str], levels: list[int], split: str, per_family: int) -> list[str]:
+    """`per_family` ids per family, cycling `levels`, seeds from the start of the split's range."""
+    from training.tasks import SPLITS
+
+    seeds = SPLITS[split]
+    return [
+        f"{f}:{levels[k % len(levels)]}:{seeds[k]}" for f in families for k in range(per_family)
+    ]
+
+
+def run_episodes(
+    ids: list[str],
+    policy_factory: Callable[[], Any],
+    max_steps: int,
+    workers: int = 1,
+    progress: Callable[[dict, int, int], None] | None = None,
+) -> dict:
+    """One episode per task id through the eval harness; returns its report."""
+    from agents.loop import LoopConfig
+    from training.evaluation import evaluate, task_spec
+
+    return evaluate(
+        [task_spec(t) for t in ids],
+        policy_factory,
+        workers=workers,
+        config=LoopConfig(max_steps=max_steps),
+        progress=progress,
+    )
+
+
+class CallCounter:
+    """Wraps a policy and counts its calls that parse and pass the tool's schema.
+
+    An episode whose first reply has no call counts as one invalid attempt, so a model that
+    never writes a parseable call scores 0 rather than 0/0.
+    """
+
+    def __init__(self, inner: Any, tally: dict, lock: threading.Lock) -> None:
+        self.inner, self.tally, self.lock = inner, tally, lock
+        self.name = inner.name
+        self._turn = 0
+
+    def reset(self, task_info: dict | None = None) -> None:
+        self._turn = 0
+        self.inner.reset(task_info)
+
+    def act(self, messages: list[dict], tools: list[dict]):
+        from tools import ToolError, validate_call
+
+        reply = self.inner.act(messages, tools)
+        valid = 0
+        for call in reply.tool_calls:
+            try:
+                validate_call(call.name, call.arguments if call.parsed else None)
+                valid += call.parsed
+            except ToolError:
+                pass
+        with self.lock:
+            self.tally["valid"] += valid
+            self.tally["attempts"] += len(reply.tool_calls) or (1 if self._turn == 0 else 0)
+        self._turn += 1
+        return reply
+
+
+def evaluate_loaded(
+    config: TrainConfig,
+    model: Any,
+    processor: Any,
+    label: str,
+    progress: Callable[[dict, int, int], None] | None = None,
+) -> dict:
+    """Greedy episodes of `model` (already in eval mode) on the config's held-out tasks.
+
+    Returns the eval report with `schema_valid_calls` added; `label` names the policy in it.
+    """
+    from agents.policies.hf_policy import HFPolicy
+
+    spec = config.eval
+    ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family)
+    tally, lock = {"valid": 0, "attempts": 0}, threading.Lock()
+    report = run_episodes(
+        ids,
+        lambda: CallCounter(
+            HFPolicy.from_loaded(
+                model, processor, model=label, tools=config.tools, max_tokens=spec.max_tokens
+            ),
+            tally,
+            lock,
+        ),
+        max_steps=spec.max_steps,
+        workers=spec.workers,
+        progress=progress,
+    )
+    report["schema_valid_calls"] = tally
+    return report
+
+
+class PeriodicEval:
+    """Scores the model being trained on every `eval_every`-th checkpoint and on the last one.
+
+    Checkpoint k is the one at step k x save_steps, so which steps are scored depends only on
+    the config, and a resumed run scores the same steps an uninterrupted one does.
+    """
+
+    def __init__(self, run_dir: Path, config: TrainConfig, save_steps: int) -> None:
+        self.run_dir, self.config = Path(run_dir), config
+        self.every = config.run.eval_every
+        self.save_steps = save_steps
+        self.start = time.time()
+        self._writer: Any = None
+
+    def due(self, step: int, max_steps: int | None) -> bool:
+        if self.every <= 0 or step <= 0:
+            return False
+        regular = step % self.save_steps == 0 and (step // self.save_steps) % self.every == 0
+        return regular or (max_steps is not None and step >= max_steps)
+
+    def report_path(self, step: int) -> Path:
+        return self.run_dir / "eval" / f"step-{step}.json"
+
+    def run(self, step: int, model: Any, processor: Any) -> dict:
+        """Evaluate now; write eval/step-N.json and a metrics row; returns the row."""
+        started = time.time()
+        spec = self.config.eval
+        total = len(task_ids(spec.families, spec.levels, spec.split, spec.per_family))
+        _say(f"eval at step {step}: {total} held-out episode(s)...")
+        try:
+            report = self._evaluate(step, model, processor)
+            summary = stage_summary(report)
+        except Exception as exc:  # noqa: BLE001 - an eval must never end the training run
+            log.warning("eval at step %d failed: %s", step, exc, exc_info=True)
+            row = {"step": step, "time": round(time.time(), 3), "eval/error": str(exc)[:500]}
+            _say(f"eval at step {step} failed: {exc}")
+            return self._append(row)
+        report["step"] = step
+        path = self.report_path(step)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report, indent=1, default=str))
+        tmp.replace(path)
+        row = {
+            "step": step,
+            "time": round(time.time(), 3),
+            "elapsed_s": round(time.time() - self.start, 3),
+            "eval/valid_call_rate": summary["valid_call_rate"],
+            "eval/success_rate": summary["success_rate"],
+            "eval/mean_reward": summary["mean_reward"],
+            "eval/ran_ok_rate": summary["ran_ok_rate"],
+            "eval/episodes": summary["episodes"],
+            "eval/episodes_not_run": summary["episodes_not_run"],
+            "eval/seconds": round(time.time() - started, 2),
+        }
+        _say(
+            f"eval at step {step}: valid calls {row['eval/valid_call_rate']:.0%}, "
+            f"success {row['eval/success_rate']:.0%}, mean reward "
+            f"{row['eval/mean_reward']:.3f} ({row['eval/seconds']:.0f} s)"
+        )
+        self._tensorboard(row)
+        return self._append(row)
+
+    def _evaluate(self, step: int, model: Any, processor: Any) -> dict:
+        def progress(record: dict, finished: int, total: int) -> None:
+            _say(f"  eval step {step}: {finished}/{total} {record.get('task')}")
+
+        was_training = model.training
+        rng = _rng_state()
+        model.eval()
+        try:
+            return evaluate_loaded(
+                self.config,
+                model,
+                processor,
+                label=str(self.run_dir / f"checkpoint-{step}"),
+                progress=progress,
+            )
+        finally:
+            # The checkpoint holds the RNG state from before this eval; restoring it keeps an
+            # uninterrupted run and one resumed from this checkpoint on the same random stream.
+            _set_rng_state(rng)
+            if was_training:
+                model.train()
+
+    def _append(self, row: dict) -> dict:
+        with (self.run_dir / "metrics.jsonl").open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+        return row
+
+    def _tensorboard(self, row: dict) -> None:
+        if "tensorboard" not in self.config.run.report_to:
+            return
+        try:
+            if self._writer is None:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._writer = SummaryWriter(str(self.run_dir / "tensorboard" / "eval"))
+            for key, value in row.items():
+                if key.startswith("eval/"):
+                    self._writer.add_scalar(key, value, row["step"])
+            self._writer.flush()
+        except Exception as exc:  # noqa: BLE001 - TensorBoard is a convenience
+            log.warning("could not write eval scalars to TensorBoard: %s", exc)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _say(text: str) -> None:
+    """A line above the progress bar (tqdm keeps the bar intact below it)."""
+    try:
+        from tqdm.auto import tqdm
+
+        tqdm.write(text)
+    except ImportError:
+        print(text, flush=True)
+
+
+def _rng_state() -> dict:
+    import random
+
+    import numpy as np
+    import torch
+
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "cpu": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
