@@ -7,6 +7,10 @@ was being built, or the pool could not give a session) is put back and retried o
 session, up to `max_retries`; a job the policy failed is a result like any other and is
 never retried. Outcomes come back in submission order and each job gets a seed fixed at
 submission, so the results do not depend on the number of workers.
+
+Two additions serve RL rollouts (`training/grpo_env.py`), which keep scene state on particular
+workers between batches: `keep_sessions=True` keeps each worker slot's session open across
+`run()` calls (until `close()`), and `submit(..., worker=w)` pins a job to slot `w`.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class _Queued:
     fn: JobFn = field(compare=False)
     seed: int = field(compare=False)
     attempts: int = field(default=0, compare=False)
+    worker: int | None = field(default=None, compare=False)  # pinned to this slot
 
 
 class Scheduler:
@@ -64,6 +69,7 @@ class Scheduler:
         max_retries: int = 2,
         seed: int = 0,
         retry_backoff_s: float = 0.2,
+        keep_sessions: bool = False,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -83,13 +89,48 @@ class Scheduler:
         self._lock = threading.Lock()
         self._outcomes: dict[int, JobOutcome] = {}
         self.retries = 0  # jobs put back after an infrastructure failure
+        self.keep_sessions = keep_sessions
+        self._kept: dict[int, Any] = {}  # worker slot -> its session, with keep_sessions
 
-    def submit(self, key: str, fn: JobFn, *, priority: int = 0, seed: int | None = None) -> int:
-        """Queue `fn(session, seed)`; returns the job's index in the outcome list."""
+    def session(self, worker: int) -> Any:
+        """The kept session of worker slot `worker` (opened on first use); keep_sessions only.
+
+        For callers that drive a slot's session directly between `run()` calls, never during one.
+        """
+        if not self.keep_sessions:
+            raise RuntimeError("Scheduler.session() needs keep_sessions=True")
+        if not 0 <= worker < self.workers:
+            raise ValueError(f"worker {worker} is not in 0..{self.workers - 1}")
+        if worker not in self._kept:
+            self._kept[worker] = self.session_factory()
+        return self._kept[worker]
+
+    def replace_session(self, worker: int) -> Any:
+        """Close slot `worker`'s kept session (it is broken) and open a fresh one."""
+        old = self._kept.pop(worker, None)
+        if old is not None:
+            _close(old)
+        return self.session(worker)
+
+    def submit(
+        self,
+        key: str,
+        fn: JobFn,
+        *,
+        priority: int = 0,
+        seed: int | None = None,
+        worker: int | None = None,
+    ) -> int:
+        """Queue `fn(session, seed)`; returns the job's index in the outcome list. With
+        `worker`, the job runs only on that slot (and its retries too)."""
+        if worker is not None and not 0 <= worker < self.workers:
+            raise ValueError(f"worker {worker} is not in 0..{self.workers - 1}")
         index = next(self._count)
         job_seed = seed if seed is not None else (self.seed * 1_000_003 + index) % 2**31
         with self._lock:
-            heapq.heappush(self._heap, _Queued((-priority, index), index, key, fn, job_seed))
+            heapq.heappush(
+                self._heap, _Queued((-priority, index), index, key, fn, job_seed, worker=worker)
+            )
         return index
 
     def run(
@@ -102,13 +143,15 @@ class Scheduler:
         cancel = cancel or threading.Event()
         total = len(self._heap)
         done = [0]
+        pinned = any(job.worker is not None for job in self._heap)
+        slots = range(self.workers if pinned else min(self.workers, max(total, 1)))
         threads = [
             threading.Thread(
                 target=self._work,
                 args=(w, progress, cancel, done, total),
                 name=f"episode-worker-{w}",
             )
-            for w in range(min(self.workers, max(total, 1)))
+            for w in slots
         ]
         for t in threads:
             t.start()
@@ -119,6 +162,8 @@ class Scheduler:
         return outcomes
 
     def close(self) -> None:
+        for worker in list(self._kept):
+            _close(self._kept.pop(worker))
         if self._own_pool is not None:
             self._own_pool.close()
             self._own_pool = None
@@ -131,17 +176,27 @@ class Scheduler:
 
     # -- worker threads --------------------------------------------------------------------
 
-    def _next(self) -> _Queued | None:
+    def _next(self, worker: int) -> _Queued | None:
+        """The best queued job this slot may run (unpinned, or pinned to it)."""
         with self._lock:
-            return heapq.heappop(self._heap) if self._heap else None
+            skipped, found = [], None
+            while self._heap:
+                job = heapq.heappop(self._heap)
+                if job.worker is None or job.worker == worker:
+                    found = job
+                    break
+                skipped.append(job)
+            for job in skipped:
+                heapq.heappush(self._heap, job)
+            return found
 
     def _work(
         self, worker: int, progress, cancel: threading.Event, done: list[int], total: int
     ) -> None:
-        session = None
+        session = self._kept.get(worker)
         try:
             while not cancel.is_set():
-                job = self._next()
+                job = self._next(worker)
                 if job is None:
                     return
                 if session is None:
@@ -161,6 +216,7 @@ class Scheduler:
                     wall = (time.perf_counter() - start) * 1e3
                     _close(session)
                     session = None  # the next attempt gets a fresh worker
+                    self._kept.pop(worker, None)
                     self._retry_or_fail(job, worker, str(exc), wall, progress, done, total)
                     continue
                 except Exception as exc:  # a bug or a policy that raised: not retried
@@ -179,7 +235,9 @@ class Scheduler:
                     job.index, progress, done, total,
                 )  # fmt: skip
         finally:
-            if session is not None:
+            if session is not None and self.keep_sessions:
+                self._kept[worker] = session
+            elif session is not None:
                 _close(session)
 
     def _retry_or_fail(

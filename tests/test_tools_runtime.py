@@ -253,3 +253,39 @@ def test_visibility_and_wireframe(session):
     solid = np.asarray(Image.open(io.BytesIO(shown))).astype(int)
     red = lambda px: ((px[..., 0] > 150) & (px[..., 1] < 100)).sum()  # noqa: E731
     assert red(np.asarray(Image.open(io.BytesIO(wire))).astype(int)) < red(solid) / 3
+
+
+def test_switch_parks_and_takes_whole_session_states(session):
+    """Rollouts sharing a worker swap whole states: scene, undo history and snapshots."""
+    cube = {"kind": "cube", "dimensions": [1, 1, 1]}
+    ok(session.call("add_primitive", {**cube, "name": "Start"}))
+    start = session.scene_hash()
+    session.switch(park="start", take=None)  # park the start; an empty scene is live
+    assert session.scene()["objects"] == []
+    assert session.switch(park=None, take="start", fork=True) == start  # rollout A forks it
+    ok(session.call("add_primitive", {**cube, "name": "A", "location": [2, 0, 0]}))
+    ok(session.call("snapshot", {"name": "mine"}))
+    session.switch(park="A", take="start", fork=True)  # rollout B forks it too
+    ok(session.call("add_primitive", {**cube, "name": "B", "location": [0, 2, 0]}))
+    # B's history and snapshots are its own: A's snapshot is not there, and its undo steps
+    # are the start's history plus B's own call (A's call is not among them).
+    r = session.call("restore", {"name": "mine"})
+    assert r.error.kind == ErrorKind.VALIDATION and "mine" in r.error.message
+    assert session.status()["undo_depth"] == 2  # empty scene -> Start -> B
+    ok(session.call("undo", {"steps": 1}))
+    assert session.scene_hash() == start
+    session.switch(park="B", take="A")  # back to A, exactly as it was
+    assert {o["name"] for o in session.scene()["objects"]} == {"Start", "A"}
+    ok(session.call("restore", {"name": "mine"}))  # A's own snapshot is back with it
+    ok(session.call("undo", {"steps": 2}))  # past the restore point, then A's call
+    assert session.scene_hash() == start
+    # A missing state is refused and nothing changes; a bad key is refused.
+    before = session.scene_hash()
+    with pytest.raises(Exception, match="no stashed state"):
+        session.switch(park="A2", take="nope")
+    assert session.scene_hash() == before
+    with pytest.raises(Exception, match="bad stash key"):
+        session.switch(park="../x", take="B")
+    session.switch(park=None, take="B")  # moved, not copied: B can be taken once
+    with pytest.raises(Exception, match="no stashed state"):
+        session.switch(park=None, take="B")

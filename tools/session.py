@@ -163,6 +163,20 @@ class ToolSession:
             with self._lock:
                 self._send({"op": "reset"}, 60, "reset")
 
+    def switch(self, park: str | None = None, take: str | None = None, fork: bool = False) -> str:
+        """Park the whole live state (scene, undo history, snapshots) under `park` (None: drop
+        it) and make the state stashed under `take` live (copied if `fork`; None: an empty
+        scene). Returns the new scene hash; raises ToolError if `take` is missing (nothing
+        changed then) or the worker failed. A reset or session release drops every stash."""
+        with self._lock:
+            reply, _, err = self._send({"op": "switch", "park": park, "take": take, "fork": fork},
+                                       60, "switch")
+        if err is not None:
+            raise err
+        if not reply.get("ok"):
+            raise ToolError.from_dict(reply["error"])
+        return reply.get("scene_hash", "")
+
     def status(self) -> dict:
         with self._lock:
             reply, _, _ = self._send({"op": "status"}, 30, "status")

@@ -54,6 +54,9 @@ class WorkerRuntime:
             if op == "reset":
                 self.state.reset()
                 return self._ok({})
+            if op == "switch":
+                return self._ok(self.state.switch(request.get("park"), request.get("take"),
+                                                  bool(request.get("fork"))))
             if op == "hash":
                 return self._ok({})
             if op == "status":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 
@@ -20,6 +21,7 @@ from tools.errors import ErrorKind, ToolError
 from tools.worker.cad import PartStore
 
 MAX_UNDO = 64
+_STASH_KEY = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
 
 class SceneState:
@@ -29,6 +31,7 @@ class SceneState:
         self.commits_dir = os.path.join(root, "commits")
         self.snap_dir = os.path.join(root, "snapshots")
         self.brep_dir = os.path.join(root, "breps")
+        self.stash_dir = os.path.join(root, "stash")
         self.commits: list[str] = []
         self._seq = 0
 
@@ -38,16 +41,55 @@ class SceneState:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def reset(self) -> None:
+        """Empty scene; undo history, snapshots and stashed states are all dropped."""
+        shutil.rmtree(self.root, ignore_errors=True)
+        self._fresh()
+
+    def _fresh(self) -> None:
         bpy.ops.wm.read_factory_settings(use_empty=True)
         from tools.worker import safety
 
         safety.harden_blender()
         self.parts.clear()
-        shutil.rmtree(self.root, ignore_errors=True)
         for d in (self.commits_dir, self.snap_dir, self.brep_dir):
             os.makedirs(d, exist_ok=True)
         self.commits, self._seq = [], 0
         self.commit()
+
+    def switch(self, park: str | None, take: str | None, fork: bool = False) -> dict:
+        """Swap whole session states on this worker (for RL rollouts that share it).
+
+        The live state (scene, undo history, snapshots) is parked under `park` (or dropped),
+        then the state stashed under `take` becomes live: moved, or copied when `fork` (a
+        start state several rollouts begin from); `take=None` starts an empty scene. Each
+        state keeps its own undo history and snapshots, so a rollout never undoes into, or
+        restores, another's. A missing `take` is refused before anything changes.
+        """
+        for key in (park, take):
+            if key is not None and not _STASH_KEY.match(key):
+                raise ToolError(ErrorKind.VALIDATION, f"bad stash key {key!r}")
+        src = os.path.join(self.stash_dir, take) if take is not None else None
+        if src is not None and not os.path.isdir(os.path.join(src, "commits")):
+            raise ToolError(ErrorKind.VALIDATION, f"no stashed state {take!r}")
+        if park is not None:
+            dst = os.path.join(self.stash_dir, park)
+            shutil.rmtree(dst, ignore_errors=True)
+            os.makedirs(dst)
+            os.rename(self.commits_dir, os.path.join(dst, "commits"))
+            os.rename(self.snap_dir, os.path.join(dst, "snapshots"))
+        else:
+            shutil.rmtree(self.commits_dir, ignore_errors=True)
+            shutil.rmtree(self.snap_dir, ignore_errors=True)
+        if src is None:
+            self._fresh()
+            return {"switched": None}
+        move = shutil.copytree if fork else os.rename
+        move(os.path.join(src, "snapshots"), self.snap_dir)
+        move(os.path.join(src, "commits"), self.commits_dir)
+        if not fork:
+            shutil.rmtree(src, ignore_errors=True)
+        self.load_latest()
+        return {"switched": take}
 
     def commit(self) -> None:
         """Write the next undo point; it appears under its final name only once complete,
@@ -98,8 +140,8 @@ class SceneState:
         names = sorted(n for n in os.listdir(self.commits_dir)
                        if n.isdigit() and os.path.isfile(os.path.join(self.commits_dir, n, "parts.json"))) \
             if os.path.isdir(self.commits_dir) else []
-        if not names:
-            self.reset()
+        if not names:  # e.g. killed half-way through a switch: start empty, keep the stashes
+            self._fresh()
             return
         self.commits = [os.path.join(self.commits_dir, n) for n in names]
         self._seq = int(names[-1])
