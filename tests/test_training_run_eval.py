@@ -127,3 +127,20 @@ def test_eval_every_without_an_eval_section_names_the_field(tmp_path, tiny_model
         load_config(bad)
     bad.write_text(text[: text.index("eval:")].replace("eval_every: 2", "eval_every: 0"))
     assert load_config(bad).run.eval_every == 0
+
+
+def test_the_studio_plots_eval_rows_next_to_the_training_rows():
+    from studio.training.metrics import RunMetrics
+
+    metrics = RunMetrics(total_steps=4)
+    rows = [
+        {"step": 1, "loss": 2.0},
+        {"step": 2, "loss": 1.5},
+        {"step": 2, "eval/mean_reward": -0.5, "eval/success_rate": 0.0, "eval/episodes": 3},
+        {"step": 4, "eval/error": "worker crashed"},
+    ]
+    assert metrics.add(rows) == 4
+    assert metrics.series["loss"] == [(1.0, 2.0), (2.0, 1.5)]
+    assert metrics.series["eval/mean_reward"] == [(2.0, -0.5)]
+    assert metrics.series["eval/success_rate"] == [(2.0, 0.0)]
+    assert "eval/episodes" not in metrics.series and metrics.last_step == 4

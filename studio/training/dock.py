@@ -66,7 +66,7 @@ class TrainingDock(QWidget):
         self.progress.setRange(0, 1000)
         self.eta = QLabel("idle")
         self.loss_plot = LinePlot("loss")
-        self.reward_plot = LinePlot("reward and components")
+        self.reward_plot = LinePlot("reward, components and held-out eval")
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(400)
@@ -170,7 +170,9 @@ class TrainingDock(QWidget):
         if self.metrics.add(self.tail.read_new()):
             series = self.metrics.series
             self.loss_plot.set_series({k: v for k, v in series.items() if k == "loss"})
-            self.reward_plot.set_series({k: v for k, v in series.items() if k.startswith("reward")})
+            self.reward_plot.set_series(
+                {k: v for k, v in series.items() if k.startswith(("reward", "eval/"))}
+            )
             self.sig_points.emit(self.metrics.points())
         fraction, eta = self.metrics.progress(), self.metrics.eta_s()
         if fraction is not None:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PLOTTED = ("loss", "reward")  # plus every `reward/<component>`
+# The periodic held-out evals' rows (`run.eval_every`): a point every few checkpoints.
+EVAL_PLOTTED = ("eval/mean_reward", "eval/success_rate", "eval/valid_call_rate")
 
 
 class MetricsTail:
@@ -54,7 +56,8 @@ class RunMetrics:
                 continue
             self.last_step = max(self.last_step, int(step))
             for key, value in row.items():
-                if (key in PLOTTED or key.startswith("reward/")) and isinstance(value, int | float):
+                plotted = key in PLOTTED or key in EVAL_PLOTTED or key.startswith("reward/")
+                if plotted and isinstance(value, int | float):
                     self.series.setdefault(key, []).append((float(step), float(value)))
                     added += 1
         return added
