@@ -70,6 +70,7 @@ class Scheduler:
         seed: int = 0,
         retry_backoff_s: float = 0.2,
         keep_sessions: bool = False,
+        deadline_s: float | None = None,  # per tool call, for sessions of the scheduler's own pool
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -78,8 +79,13 @@ class Scheduler:
         if session_factory is None:
             from tools import WorkerPool
 
-            self._own_pool = WorkerPool(size=workers)
-            session_factory = self._own_pool.session
+            # Kept sessions hold their workers for good: no spare workers to keep warm then.
+            pool = self._own_pool = WorkerPool(size=0 if keep_sessions else workers)
+            options = {} if deadline_s is None else {"deadline_s": deadline_s}
+
+            def session_factory() -> Any:
+                return pool.session(**options)
+
         self.session_factory = session_factory
         self.max_retries = max_retries
         self.seed = seed
@@ -193,15 +199,19 @@ class Scheduler:
     def _work(
         self, worker: int, progress, cancel: threading.Event, done: list[int], total: int
     ) -> None:
-        session = self._kept.get(worker)
+        session = None
         try:
             while not cancel.is_set():
                 job = self._next(worker)
                 if job is None:
                     return
+                if self.keep_sessions:  # a job may have replaced the slot's session
+                    session = self._kept.get(worker)
                 if session is None:
                     try:
                         session = self.session_factory()
+                        if self.keep_sessions:
+                            self._kept[worker] = session
                     except Exception as exc:  # the pool failed: retry the job later
                         job.attempts += 1
                         self._retry_or_fail(
@@ -235,9 +245,7 @@ class Scheduler:
                     job.index, progress, done, total,
                 )  # fmt: skip
         finally:
-            if session is not None and self.keep_sessions:
-                self._kept[worker] = session
-            elif session is not None:
+            if session is not None and not self.keep_sessions:
                 _close(session)
 
     def _retry_or_fail(

@@ -30,14 +30,16 @@ def runtime():
     from training.train_config import GRPOSpec, TaskSampling
 
     spec = GRPOSpec(
-        tasks=TaskSampling(families=["primitive_placement"], levels=[1]), render_size=128
+        tasks=TaskSampling(families=["primitive_placement"], levels=[1]),
+        render_size=128,
+        rollout_workers=2,  # rollouts share slots: states are parked and taken (switch)
     )
     rt = build_runtime(spec, seed=0, shown=TOOLS)
     yield rt
     rt.close()
 
 
-def test_reset_shows_the_loops_first_observation(runtime):
+def test_reset_shows_the_loops_first_observation(runtime, session):
     from agents.loop import EpisodeLoop, LoopConfig
     from agents.policies.simple import NonePolicy
     from training.grpo_env import make_environment_class
@@ -49,7 +51,7 @@ def test_reset_shows_the_loops_first_observation(runtime):
     assert env.task.id == task.id and task.split == "train"
     loop = EpisodeLoop(
         NonePolicy(),
-        runtime.sessions[0],
+        session,
         task.prompt,
         setup=task.setup,
         config=LoopConfig(max_steps=1, render_size=128),
@@ -81,7 +83,7 @@ def test_tools_are_typed_documented_methods_with_the_catalogue_schemas(runtime):
     assert [t["function"]["name"] for t in runtime.tools] == TOOLS  # what the prompt renders
 
 
-def test_a_crashed_worker_is_replayed_retried_and_logged(runtime, caplog):
+def test_a_crashed_worker_is_restarted_and_the_call_retried_and_logged(runtime, caplog):
     from training.grpo_env import make_environment_class
 
     env = make_environment_class(runtime)()
@@ -99,7 +101,52 @@ def test_a_crashed_worker_is_replayed_retried_and_logged(runtime, caplog):
     assert "crashed" in caplog.text and env.task.id in caplog.text
     assert all(o.ok for o in env.outcomes), result[0]["text"]
     names = {o["name"] for o in env._session.scene()["objects"]}
-    assert {"A", "B"} <= names  # the replay rebuilt A before B was added
+    assert {"A", "B"} <= names  # the restarted worker had A (its last commit) before B
+
+
+def _names(env) -> set[str]:
+    env._acquire()
+    return {o["name"] for o in env._session.scene()["objects"]}
+
+
+def test_rollouts_sharing_worker_slots_keep_their_own_states(runtime, session):
+    from training.grpo_env import make_environment_class
+
+    cls = make_environment_class(runtime)
+    envs = [cls() for _ in range(4)]
+    slots = [10, 10, 11, 11]  # two tasks, two rollouts each, on 2 worker slots
+    runtime.prepare(slots)
+    seen = [env.reset(slot=s) for env, s in zip(envs, slots, strict=True)]
+    assert [env._slot for env in envs] == [0, 1, 0, 1]
+    assert seen[0][1]["image"] is seen[1][1]["image"]  # each first view is rendered once
+    start = [_names(env) for env in envs]
+    before = (runtime.switches, runtime.replays)
+    cube = {"kind": "cube", "dimensions": [0.5, 0.5, 0.5]}
+    envs[0].add_primitive(**cube, name="A0", location=[3, 0, 0])
+    envs[2].add_primitive(**cube, name="A2", location=[0, 3, 0])  # same slot as envs[0]
+    envs[1].add_primitive(**cube, name="B1", location=[3, 3, 0])
+    envs[1].undo(steps=1)  # its own history only
+    envs[0].add_primitive(**cube, name="C0", location=[-3, 0, 0])
+    assert all(o.ok for env in envs for o in env.outcomes), [o.text for o in envs[1].outcomes]
+    verdicts = runtime.verdicts(envs)  # computed on both slots at once
+    grown = [_names(env) - s for env, s in zip(envs, start, strict=True)]
+    assert grown == [{"A0", "C0"}, set(), {"A2"}, set()]
+    assert runtime.switches > before[0] and runtime.replays == before[1]  # no replays
+    # The same reward as the rollout's calls replayed on a worker of its own.
+    session.reset()
+    envs[0].task.setup(session)
+    for o in envs[0].outcomes:
+        session.call(o.call.name, o.call.arguments)
+    calls = [o.for_checker() for o in envs[0].outcomes]
+    assert verdicts[0].total == envs[0].task.evaluate(session, calls).total
+
+    # A slot whose worker cannot be used any more gets a fresh one; its rollouts are replayed.
+    runtime.session(1).close()
+    retries = runtime.crash_retries
+    envs[1].add_primitive(**cube, name="D1", location=[0, -3, 0])
+    assert runtime.crash_retries == retries + 1 and runtime.replays == before[1] + 1
+    assert envs[1].outcomes[-1].ok and _names(envs[1]) - start[1] == {"D1"}
+    assert _names(envs[3]) == start[3] and runtime.replays == before[1] + 2
 
 
 def test_curriculum_is_reproducible_and_prefers_tasks_solved_sometimes():

@@ -99,7 +99,7 @@ def make_reward(runtime: Any, samples_path: Path, state_of: Any):
 
     def task_reward(environments=None, log_metric=None, **_: Any) -> list[float]:
         start = time.perf_counter()
-        verdicts = [env.verdict() for env in environments]
+        verdicts = runtime.verdicts(environments)  # in parallel over the worker slots
         for env, v in zip(environments, verdicts, strict=True):
             runtime.curriculum.record(env.task.id, bool(v.success))
         if log_metric is not None:
@@ -117,6 +117,8 @@ def make_reward(runtime: Any, samples_path: Path, state_of: Any):
             )
             log_metric("task/calls_per_rollout", len(calls) / len(environments))
             log_metric("rollout/crash_retries", float(runtime.crash_retries))
+            log_metric("rollout/replays", float(runtime.replays))
+            log_metric("rollout/switches", float(runtime.switches))
         with samples_path.open("a") as fh:
             fh.write(
                 json.dumps(
@@ -159,6 +161,9 @@ def _trainer_class():
         def _generate_and_score_completions(self, inputs):
             start, reward0 = time.perf_counter(), getattr(self.runtime, "reward_seconds", 0.0)
             tools0 = self.runtime.tool_seconds  # environment resets count as tool time too
+            # Start states for the whole batch, built on the worker slots in parallel before
+            # TRL resets the environments one after another.
+            self.runtime.prepare([x.get("slot", 0) for x in inputs])
             out = super()._generate_and_score_completions(inputs)
             self._split["tools"] += self.runtime.tool_seconds - tools0
             # Kept for inspection (tests, debugging): which completion tokens carry loss.
@@ -196,7 +201,10 @@ def _trainer_class():
 
 
 def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None):
-    from tools import ToolSession, catalogue
+    """Rollout workers are the eval scheduler's: a pool of `rollout_workers` sandboxed
+    sessions kept for the whole run, one pinned slot each."""
+    from agents.scheduler import Scheduler
+    from tools import catalogue
     from training.curriculum import Curriculum
     from training.grpo_env import RolloutRuntime
 
@@ -208,9 +216,11 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None):
     curriculum = Curriculum(
         spec.tasks.families, spec.tasks.levels, spec.tasks.split, seed, spec.curriculum
     )
-    sessions = [ToolSession(deadline_s=spec.tool_deadline_s) for _ in range(spec.rollout_workers)]
+    scheduler = Scheduler(
+        spec.rollout_workers, seed=seed, keep_sessions=True, deadline_s=spec.tool_deadline_s
+    )
     return RolloutRuntime(
-        sessions=sessions,
+        scheduler=scheduler,
         curriculum=curriculum,
         catalogue=tools,
         render_size=spec.render_size,

@@ -1,21 +1,29 @@
-"""The RL environment TRL's `GRPOTrainer` drives: one task and one tool session per rollout.
+"""The RL environment TRL's `GRPOTrainer` drives: one task and one tool session state per rollout.
 
 `make_environment_class(runtime)` builds a class whose public methods are our tools, one per
 catalogue entry (typed signature and a docstring generated from the tool's JSON schema), plus
-`reset` and the reward hook. `reset(slot=...)` draws the slot's task from the curriculum, builds
-its start state and returns the first observation exactly as the episode loop shows it (goal,
-montage, compact scene); every tool returns the loop's result text, the new montage as an image
-part and the compact scene. The reward is the task's `RewardBreakdown`.
+`reset` and the reward hook. `reset(slot=...)` draws the slot's task from the curriculum and
+returns the first observation exactly as the episode loop shows it (goal, montage, compact
+scene); every tool returns the loop's result text, the new montage as an image part and the
+compact scene. The reward is the task's `RewardBreakdown`.
 
-Rollouts share a few sandboxed workers (`RolloutRuntime.sessions`): a rollout that finds its
-worker last used by another rollout rebuilds its own state there (reset, task setup, replay of
-its calls) before acting; tools are deterministic, so the state is the same. A worker that
-crashes under a call is restarted by the runtime; the rollout replays onto it, retries the call
-once, and the event is logged and counted (`runtime.crash_retries`).
+Workers: rollouts run on the eval scheduler's pool (`agents.scheduler.Scheduler` with kept
+sessions; `grpo.rollout_workers` slots), rollout i on slot i mod N. Several rollouts share a
+slot by parking whole states on it (`ToolSession.switch`: scene, undo history and snapshots
+move together, so a rollout never undoes into, or restores, another's state). Per batch,
+`RolloutRuntime.prepare` builds every task's start state on the slots that need it in
+parallel (one pinned job per slot) and renders each first observation once; the rewards of a
+batch are computed in parallel the same way. TRL calls the tools themselves one after another.
+
+Failures: a worker that crashes under a call is restarted by its session on the last commit;
+the call is retried once, logged and counted (`runtime.crash_retries`). A slot whose worker
+cannot be restarted gets a fresh one; the rollouts whose states it held are rebuilt by replay
+(task setup, then their calls: tools are deterministic), counted in `runtime.replays`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import io
 import logging
@@ -25,7 +33,7 @@ from typing import Any
 
 from agents.context import RECALL_SPEC, RECALL_TOOL, ContextConfig, compact_scene
 from agents.episode import CallOutcome
-from agents.loop import DEFAULT_SYSTEM, openai_tools
+from agents.loop import DEFAULT_SYSTEM, InfrastructureError, openai_tools
 from agents.policy import ToolCall
 
 log = logging.getLogger(__name__)
@@ -40,11 +48,16 @@ _PY_TYPES = {
 }
 
 
+def start_key(task_id: str) -> str:
+    """The stash key of a task's start state on a slot."""
+    return "rl_start_" + hashlib.sha1(task_id.encode()).hexdigest()[:16]
+
+
 @dataclass
 class RolloutRuntime:
-    """What all environments of a run share: workers, the curriculum, the tool list, counters."""
+    """What all environments of a run share: the worker slots, curriculum, tool list, counters."""
 
-    sessions: list[Any]
+    scheduler: Any  # agents.scheduler.Scheduler(keep_sessions=True)
     curriculum: Any
     catalogue: list[dict]
     render_size: int = 256
@@ -52,10 +65,27 @@ class RolloutRuntime:
         None  # tools shown in the prompt (None: all), as the hf policy's `tools`
     )
     context: ContextConfig = field(default_factory=ContextConfig)
-    owners: dict[int, Any] = field(default_factory=dict)
     crash_retries: int = 0
+    replays: int = 0  # rollouts rebuilt by replay after their slot's worker was replaced
+    switches: int = 0  # state swaps between rollouts sharing a slot
     tool_seconds: float = 0.0
     created: int = 0
+    resets: int = 0  # resets since `prepare`: the n-th reset is rollout n of the batch
+    live: dict[int, str | None] = field(default_factory=dict)  # slot -> key of its live state
+    by_key: dict[str, Any] = field(default_factory=dict)  # rollout key -> environment
+    starts: dict[int, set[str]] = field(default_factory=dict)  # slot -> prepared task ids
+    observations: dict[str, list[dict]] = field(default_factory=dict)  # task -> first view
+
+    @property
+    def workers(self) -> int:
+        return self.scheduler.workers
+
+    def session(self, slot: int) -> Any:
+        return self.scheduler.session(slot)
+
+    @property
+    def sessions(self) -> list[Any]:
+        return [self.session(w) for w in range(self.workers)]
 
     @property
     def tools(self) -> list[dict]:
@@ -65,14 +95,129 @@ class RolloutRuntime:
         return shown_tools(openai_tools(self.catalogue) + [RECALL_SPEC], self.shown)
 
     def close(self) -> None:
-        for s in self.sessions:
-            s.close()
+        self.scheduler.close()
+
+    # -- per batch ----------------------------------------------------------------------------
+
+    def prepare(self, slots: list[int]) -> None:
+        """Before TRL resets a batch's environments (rollout i <-> slots[i]): build each task's
+        start state on every worker slot that will run it, in parallel, and render each task's
+        first observation once. Old states are dropped (a reset per slot)."""
+        from training.tasks import get_task
+
+        start = time.perf_counter()
+        needed: dict[int, list[str]] = {w: [] for w in range(self.workers)}
+        for i, slot in enumerate(slots):
+            task_id = self.curriculum.task_for(int(slot))
+            if task_id not in needed[i % self.workers]:
+                needed[i % self.workers].append(task_id)
+        observe_on = {}
+        for w, ids in needed.items():
+            for task_id in ids:
+                observe_on.setdefault(task_id, w)
+        self.observations = {}
+        self.by_key = {}
+        self.resets = 0
+        for w, ids in needed.items():
+            job = self._start_job(w, [get_task(t) for t in ids], observe_on, fresh=True)
+            self.scheduler.submit(f"prepare-slot-{w}", job, worker=w)
+        for outcome in self.scheduler.run():
+            if not outcome.ok:
+                raise RuntimeError(f"could not build rollout start states: {outcome.error}")
+        self.tool_seconds += time.perf_counter() - start
+
+    def ensure_start(self, slot: int, task: Any) -> None:
+        """A task's start state on `slot`, built now if `prepare` did not (e.g. a lone reset)."""
+        if task.id in self.starts.get(slot, set()) and task.id in self.observations:
+            return
+        self._start_job(slot, [task], {task.id: slot}, fresh=False)(self.session(slot), 0)
+
+    def _start_job(self, w: int, tasks: list[Any], observe_on: dict[str, int], fresh: bool):
+        def job(session: Any, _seed: int) -> None:
+            if fresh:
+                session.reset()  # drops the last batch's stashes too
+                self.live[w] = None
+                self.starts[w] = set()
+            for task in tasks:
+                session.switch(park=self._parkable(w), take=None)
+                task.setup(session)
+                if observe_on.get(task.id) == w:
+                    self.observations[task.id] = observe(session, self)
+                session.switch(park=start_key(task.id), take=None)
+                self.live[w] = None
+                self.starts.setdefault(w, set()).add(task.id)
+
+        def guarded(session: Any, seed: int) -> None:
+            try:
+                job(session, seed)
+            except InfrastructureError:
+                raise
+            except Exception as exc:  # a worker that died under setup: retry on a fresh one
+                if _session_dead(session):
+                    self.crash_retries += 1
+                    self.live[w] = None
+                    raise InfrastructureError(f"worker slot {w} died preparing: {exc}") from exc
+                raise
+
+        return guarded
+
+    def next_slot(self) -> int:
+        """The worker slot of the next rollout reset: TRL resets a batch's rollouts in order,
+        so rollout i lands on slot i mod N, where `prepare` built its start."""
+        slot = self.resets % self.workers
+        self.resets += 1
+        return slot
+
+    def _parkable(self, w: int) -> str | None:
+        """The live state's key if a rollout still needs it (else it may be dropped)."""
+        key = self.live.get(w)
+        if key is not None and key in self.by_key:
+            self.by_key[key]._parked = True
+            return key
+        return None
+
+    def verdicts(self, environments: list[Any]) -> list[Any]:
+        """Every rollout's RewardBreakdown, computed on their slots in parallel."""
+        by_slot: dict[int, list[Any]] = {}
+        for env in environments:
+            by_slot.setdefault(env._slot, []).append(env)
+        for w, envs in by_slot.items():
+
+            def job(_session: Any, _seed: int, envs: list[Any] = envs) -> None:
+                for env in envs:
+                    env.verdict()
+
+            self.scheduler.submit(f"reward-slot-{w}", job, worker=w)
+        for outcome in self.scheduler.run():
+            if not outcome.ok:
+                log.warning("computing rewards on a slot failed (%s); retrying in turn",
+                            outcome.error)  # fmt: skip
+        return [env.verdict() for env in environments]
+
+
+def observe(session: Any, runtime: RolloutRuntime) -> list[dict]:
+    """The montage and the compact scene, as the episode loop shows them after a call."""
+    parts: list[dict] = []
+    render = session.render(size=runtime.render_size)
+    if getattr(render, "ok", True) and render.images:
+        parts.append(pil_part(render.images[0]))
+    scene = compact_scene(session.scene(), runtime.context.scene_objects)
+    parts.append({"type": "text", "text": "Scene: " + scene})
+    return parts
 
 
 def pil_part(png: bytes) -> dict:
     from PIL import Image
 
     return {"type": "image", "image": Image.open(io.BytesIO(png)).convert("RGB")}
+
+
+def _session_dead(session: Any) -> bool:
+    try:
+        session.status()
+        return False
+    except Exception:  # noqa: BLE001 - any failure means this session is unusable
+        return True
 
 
 class ToolEnvironmentBase:
@@ -84,6 +229,9 @@ class ToolEnvironmentBase:
         rt = self.runtime
         self._index = rt.created
         rt.created += 1
+        self._key = f"rl_r{self._index}"
+        self._slot = self._index % rt.workers  # set again by each reset
+        self._parked = False  # this rollout's state is stashed on its slot
         self.task: Any = None
         self.outcomes: list[CallOutcome] = []
         self._verdict: Any = None
@@ -91,7 +239,7 @@ class ToolEnvironmentBase:
     @property
     def _session(self) -> Any:
         # Looked up each time: a worker replaced after a crash is seen by every rollout on it.
-        return self.runtime.sessions[self._index % len(self.runtime.sessions)]
+        return self.runtime.session(self._slot)
 
     # -- TRL hooks ----------------------------------------------------------------------------
 
@@ -100,47 +248,61 @@ class ToolEnvironmentBase:
         from training.tasks import get_task
 
         start = time.perf_counter()
+        rt = self.runtime
         try:
-            self.task = get_task(self.runtime.curriculum.task_for(int(slot)))
+            self.task = get_task(rt.curriculum.task_for(int(slot)))
             self.outcomes = []
             self._verdict = None
-            self._rebuild()
-            return [{"type": "text", "text": f"Goal: {self.task.prompt}"}, *self._observe()]
+            self._parked = False
+            self._slot = rt.next_slot()
+            for w, key in rt.live.items():
+                if key == self._key:
+                    rt.live[w] = None  # this rollout's last episode: stale now, may be dropped
+            rt.by_key[self._key] = self
+            rt.ensure_start(self._slot, self.task)
+            return [{"type": "text", "text": f"Goal: {self.task.prompt}"},
+                    *rt.observations[self.task.id]]  # fmt: skip
         finally:
-            self.runtime.tool_seconds += time.perf_counter() - start
+            rt.tool_seconds += time.perf_counter() - start
 
     def verdict(self) -> Any:
         """The task's RewardBreakdown for the final scene (computed once per rollout)."""
         if self._verdict is None:
-            self._ensure_owner()
+            self._acquire()
             calls = [o.for_checker() for o in self.outcomes if not o.local]
             self._verdict = self.task.evaluate(self._session, calls)
         return self._verdict
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    def _rebuild(self) -> None:
+    def _acquire(self) -> None:
+        """Make this rollout's state the live one on its slot (parking the one there)."""
+        rt, w = self.runtime, self._slot
+        if rt.live.get(w) == self._key:
+            return
         s = self._session
-        s.reset()
+        try:
+            if self._parked:
+                s.switch(park=rt._parkable(w), take=self._key)
+            else:
+                s.switch(park=rt._parkable(w), take=start_key(self.task.id), fork=True)
+            rt.switches += 1
+        except Exception as exc:  # noqa: BLE001 - the stash is gone (a replaced worker)
+            if _session_dead(s):
+                raise  # the caller replaces the worker first
+            log.warning("rollout %s on slot %d: %s; rebuilding it by replay", self._key, w, exc)
+            self._replay()
+        self._parked = False
+        rt.live[w] = self._key
+
+    def _replay(self) -> None:
+        rt, s = self.runtime, self._session
+        s.switch(park=rt._parkable(self._slot), take=None)
         self.task.setup(s)
         for o in self.outcomes:
             if not o.local:
                 s.call(o.call.name, o.call.arguments)
-        self.runtime.owners[id(s)] = self
-
-    def _ensure_owner(self) -> None:
-        if self.runtime.owners.get(id(self._session)) is not self:
-            self._rebuild()
-
-    def _observe(self) -> list[dict]:
-        s = self._session
-        parts: list[dict] = []
-        render = s.render(size=self.runtime.render_size)
-        if getattr(render, "ok", True) and render.images:
-            parts.append(pil_part(render.images[0]))
-        scene = compact_scene(s.scene(), self.runtime.context.scene_objects)
-        parts.append({"type": "text", "text": "Scene: " + scene})
-        return parts
+        rt.replays += 1
 
     def _run(self, name: str, arguments: dict) -> list[dict]:
         start = time.perf_counter()
@@ -150,7 +312,7 @@ class ToolEnvironmentBase:
                 outcome = self._recall(call)
                 return [{"type": "text", "text": outcome.text}]
             try:
-                self._ensure_owner()
+                self._acquire()
                 result = self._session.call(name, arguments)
             except (
                 Exception
@@ -159,39 +321,31 @@ class ToolEnvironmentBase:
             if _crashed(result):
                 self.runtime.crash_retries += 1
                 log.warning(
-                    "tool worker crashed under %s in %s (%s); replaying and retrying once",
+                    "tool worker crashed under %s in %s (%s); retrying once",
                     name,
                     self.task.id,
                     getattr(result.error, "message", result.error),
                 )
                 self._replace_session_if_dead()
-                self.runtime.owners.pop(id(self._session), None)
-                self._ensure_owner()
+                self._acquire()
                 result = self._session.call(name, arguments)
             outcome = CallOutcome.from_result(call, result, (time.perf_counter() - start) * 1e3)
             self.outcomes.append(outcome)
-            return [{"type": "text", "text": outcome.text}, *self._observe()]
+            return [{"type": "text", "text": outcome.text}, *observe(self._session, self.runtime)]
         finally:
             self.runtime.tool_seconds += time.perf_counter() - start
 
     def _replace_session_if_dead(self) -> None:
-        """The runtime restarts a crashed worker itself; if even that failed, open a new one."""
-        try:
-            self._session.status()
+        """A session restarts a crashed worker itself (on its last commit: this rollout's state
+        before the call); if even that failed, the slot gets a fresh worker and every state it
+        held is rebuilt by replay when next needed."""
+        rt, w = self.runtime, self._slot
+        if not _session_dead(self._session):
             return
-        except Exception:  # noqa: BLE001 - any failure means this session is unusable
-            pass
-        from tools import ToolSession
-
-        old = self._session
-        fresh = ToolSession(deadline_s=getattr(old, "deadline_s", 30.0))
-        self.runtime.sessions[self._index % len(self.runtime.sessions)] = fresh
-        self.runtime.owners.pop(id(old), None)
-        try:
-            old.close()
-        except Exception:  # noqa: BLE001 - it is already broken
-            pass
-        log.warning("replaced an unrecoverable tool worker in %s with a fresh one", self.task.id)
+        rt.scheduler.replace_session(w)
+        rt.live[w] = None
+        rt.starts[w] = set()
+        log.warning("replaced an unrecoverable tool worker on slot %d (%s)", w, self.task.id)
 
     def _recall(self, call: ToolCall) -> CallOutcome:
         index = call.arguments.get("index")
