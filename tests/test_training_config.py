@@ -99,3 +99,14 @@ def test_multi_node_sft_line_carries_rank_and_main_address():
     for acc in sorted((CONFIGS / "accelerate").glob("*.yaml")):
         data = yaml.safe_load(acc.read_text())
         assert data["distributed_type"] in ("FSDP", "DEEPSPEED") and data["num_processes"] >= 1
+
+
+def test_pipeline_refuses_a_tool_list_that_hides_an_oracle_tool():
+    """Demonstrations must never teach calls to a tool the prompt does not show."""
+    from training.pipeline import check_shown_tools
+
+    cfg = load_config(CONFIGS / "pipeline-tiny-cpu.yaml")
+    check_shown_tools(cfg)  # the shipped list covers every oracle of its families
+    hidden = cfg.model_copy(update={"tools": [t for t in cfg.tools if t != "transform"]})
+    with pytest.raises(ConfigError, match=r"transform \(for scene_editing\)"):
+        check_shown_tools(hidden)

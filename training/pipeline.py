@@ -99,6 +99,7 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     from training.runs import set_cpu_threads
     from training.sft import run_sft
 
+    check_shown_tools(config)
     out.mkdir(parents=True, exist_ok=True)
     set_cpu_threads(config.run.cpu_threads)
     started = time.time()
@@ -147,6 +148,38 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     (out / "report.json").write_text(json.dumps(report, indent=1))
     (out / "report.md").write_text(report["summary"] + "\n")
     return report
+
+
+def check_shown_tools(config: TrainConfig, seeds_per_bucket: int = 8) -> None:
+    """Refuse a `tools:` list that hides a tool the oracle needs for the pipeline's tasks.
+
+    Demonstrations would then teach calls to a tool the prompt never shows, and held-out
+    episodes would need it too. Checked on the demo and eval tasks and on the first seeds of
+    each GRPO (family, level), before anything runs.
+    """
+    from training.tasks import SPLITS, get_task
+    from training.train_config import ConfigError
+
+    if config.tools is None:
+        return
+    ids = task_ids(config.demos.families, config.demos.levels, "train", config.demos.per_family)
+    ids += task_ids(
+        config.eval.families, config.eval.levels, config.eval.split, config.eval.per_family
+    )
+    grpo = config.grpo.tasks
+    seeds = list(SPLITS[grpo.split])[:seeds_per_bucket]
+    ids += [f"{f}:{lv}:{s}" for f in grpo.families for lv in grpo.levels for s in seeds]
+    missing: dict[str, set[str]] = {}
+    for task_id in dict.fromkeys(ids):
+        for step in get_task(task_id).oracle:
+            if step["tool"] not in config.tools:
+                missing.setdefault(step["tool"], set()).add(task_id.split(":")[0])
+    if missing:
+        needs = "; ".join(f"{t} (for {', '.join(sorted(f))})" for t, f in sorted(missing.items()))
+        raise ConfigError(
+            f"tools: the oracle's solutions need tools the list does not show: {needs}. "
+            "Add them to `tools:` or drop those families."
+        )
 
 
 def _sft(run_sft, cfg: TrainConfig, out: Path, model_dir: Path, resume: bool) -> dict:
