@@ -66,7 +66,7 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
 def evaluate_model(
     config: TrainConfig, model_dir: Path, adapter: Path | None, name: str, out: Path
 ) -> dict:
-    """Greedy episodes of the (adapted) model on held-out test seeds; writes eval-NAME.json."""
+    """Greedy episodes of the (adapted) model on the `eval:` tasks; writes eval-NAME.json."""
     from training.sft import load_model
 
     model, processor = load_model(config.model, model_dir)
@@ -79,6 +79,47 @@ def evaluate_model(
     report["stage"] = name
     (out / f"eval-{name}.json").write_text(json.dumps(report, indent=1, default=str))
     return stage_summary(report)
+
+
+def select_sft_checkpoint(config: TrainConfig, out: Path, model_dir: Path) -> dict:
+    """Score every kept SFT checkpoint on validation seeds; the best (valid-call rate, then
+    mean reward, then the later step) is the one GRPO starts from and the report scores.
+
+    Greedy replies of a tiny model swing by several points from one checkpoint to the next;
+    choosing on validation seeds keeps the held-out test seeds out of the choice.
+    """
+    from training.runs import COMPLETE
+
+    select = config.sft.select_checkpoint
+    val = config.model_copy(
+        update={
+            "eval": config.eval.model_copy(
+                update={"split": select.split, "per_family": select.per_family}
+            )
+        }
+    )
+    candidates = []
+    for ckpt in sorted(
+        (c for c in (out / "sft").glob("checkpoint-*") if (c / COMPLETE).is_file()),
+        key=lambda c: int(c.name.split("-")[1]),
+    ):
+        step = int(ckpt.name.split("-")[1])
+        base, adapter = (ckpt, None) if config.sft.full_finetune else (model_dir, ckpt)
+        summary = evaluate_model(val, base, adapter, f"select-sft-{step}", out)
+        candidates.append(
+            {
+                "step": step,
+                "base": str(base),
+                "adapter": str(adapter) if adapter else None,
+                "valid_call_rate": summary["valid_call_rate"],
+                "mean_reward": summary["mean_reward"],
+                "episodes": summary["episodes"],
+            }
+        )
+    if not candidates:
+        raise RuntimeError(f"no complete SFT checkpoint in {out / 'sft'} to choose from")
+    best = max(candidates, key=lambda c: (c["valid_call_rate"], c["mean_reward"], c["step"]))
+    return {"split": select.split, "candidates": candidates, "chosen": best}
 
 
 def _stage(out: Path, name: str, resume: bool, fn) -> Any:
@@ -132,6 +173,13 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
         sft_base, sft_adapter = out / "sft" / "model", None
     else:
         sft_base, sft_adapter = model_dir, out / "sft" / "adapter"
+    if config.sft.select_checkpoint is not None:
+        stages["select_sft"] = _stage(
+            out, "select_sft", resume, lambda: select_sft_checkpoint(config, out, model_dir)
+        )
+        chosen = stages["select_sft"]["result"]["chosen"]
+        sft_base = Path(chosen["base"])
+        sft_adapter = Path(chosen["adapter"]) if chosen["adapter"] else None
     stages["eval_sft"] = _stage(
         out, "eval_sft", resume, lambda: evaluate_model(config, sft_base, sft_adapter, "sft", out)
     )
@@ -219,7 +267,7 @@ def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -
         "stages": entries,
         "grpo_vs_sft_mean_reward": difference(entries["sft"], entries["grpo"]),
         "sft_vs_untrained_mean_reward": difference(entries["untrained"], entries["sft"]),
-        "training": {k: stages[k] for k in ("demos", "sft", "grpo")},
+        "training": {k: stages[k] for k in ("demos", "sft", "select_sft", "grpo") if k in stages},
         "grpo_reward_curve": reward_curve(out / "grpo"),
         # Sum of the stages' own times, so a resumed pipeline reports what the stages cost.
         "wall_seconds": round(sum(v.get("seconds", 0.0) for v in stages.values()), 1),

@@ -131,6 +131,13 @@ def summary_text(report: dict) -> str:
             f" {s['success_rate']:>8.1%} [{sr[0]:.0%}, {sr[1]:.0%}]"
             f" {s['mean_reward']:>9.3f} [{mr[0]:.3f}, {mr[1]:.3f}]"
         )
+    chosen = report.get("training", {}).get("select_sft", {}).get("result")
+    if chosen:
+        tried = ", ".join(f"{c['step']}: {c['valid_call_rate']:.0%}" for c in chosen["candidates"])
+        lines.append(
+            f"sft = checkpoint {chosen['chosen']['step']}, chosen on {chosen['split']} seeds "
+            f"by valid-call rate ({tried})"
+        )
     for key, label in (
         ("sft_vs_untrained_mean_reward", "SFT - untrained"),
         ("grpo_vs_sft_mean_reward", "GRPO - SFT"),

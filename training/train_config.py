@@ -72,6 +72,14 @@ class DataFilterSpec(Strict):
     min_reward: float | None = None
 
 
+class SelectSpec(Strict):
+    """Pick the SFT checkpoint GRPO starts from by greedy episodes on validation seeds (never
+    the held-out test seeds the report scores); the pipeline only."""
+
+    split: Literal["validation"] = "validation"
+    per_family: int = Field(10, ge=1)
+
+
 class SFTSpec(Strict):
     data: list[str] = Field(default_factory=list)  # Parquet files or folders (store export)
     # Train every weight instead of a LoRA adapter; the run then saves a full model in
@@ -87,6 +95,8 @@ class SFTSpec(Strict):
     warmup_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0)
     gradient_checkpointing: bool = False
+    # Pipeline: choose among the kept checkpoints (run.save_total_limit) on validation seeds.
+    select_checkpoint: SelectSpec | None = None
 
 
 class CurriculumSpec(Strict):

@@ -1,0 +1,46 @@
+"""The pipeline's SFT checkpoint choice: complete checkpoints only, scored on validation seeds
+(never the held-out test seeds the report scores), with real episodes of the tiny model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+
+def test_sft_checkpoint_is_chosen_on_validation_seeds_among_complete_ones(tmp_path, tiny_model_dir):
+    from training.pipeline import select_sft_checkpoint
+    from training.run_eval import task_ids
+    from training.runs import COMPLETE
+    from training.train_config import TrainConfig
+
+    out = tmp_path / "pipe"
+    for step, complete in ((50, True), (100, True), (150, False)):  # 150: killed mid-save
+        ckpt = out / "sft" / f"checkpoint-{step}"
+        shutil.copytree(tiny_model_dir, ckpt)
+        if complete:
+            (ckpt / COMPLETE).write_text(str(step))
+    families = ["materials"]
+    cfg = TrainConfig.model_validate(
+        {
+            "kind": "pipeline",
+            "model": {"path": str(tiny_model_dir)},
+            "tools": ["set_material"],
+            "demos": {"families": families},
+            "sft": {"full_finetune": True, "select_checkpoint": {"per_family": 1}},
+            "grpo": {},
+            "eval": {"families": families, "per_family": 3, "max_steps": 1, "max_tokens": 8},
+        }
+    )
+    result = select_sft_checkpoint(cfg, out, tiny_model_dir)
+    assert [c["step"] for c in result["candidates"]] == [50, 100]
+    # A random model: 0 valid calls everywhere, equal rewards, so the later step wins the tie.
+    assert result["chosen"]["step"] == 100
+    assert result["chosen"]["base"] == str(out / "sft" / "checkpoint-100")
+    validation = task_ids(families, [1], "validation", 1)
+    for step in (50, 100):
+        report = json.loads((out / f"eval-select-sft-{step}.json").read_text())
+        assert [e["task"] for e in report["episodes"]] == validation
+    assert not (out / "eval-select-sft-150.json").exists()
+    assert set(validation).isdisjoint(task_ids(families, [1], "test", 3))
+    assert Path(result["chosen"]["base"]).is_dir()
