@@ -34,3 +34,15 @@ def session(worker_pool):
     s = worker_pool.session(deadline_s=30)
     yield s
     s.close()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test: on a loaded 2-core machine its default 2 threads spin
+    against each other (~8x slower). Model tests opt in with `pytestmark`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -78,15 +78,7 @@ def _teach(policy: HFPolicy, completion: str, steps: int = 150) -> None:
     model.eval()
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    # On a loaded 2-core machine torch's default 2 threads spin against each other (~8x slower).
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture()

@@ -14,14 +14,7 @@ from training.train_config import CurriculumSpec
 TOOLS = ["add_primitive"]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # 2 threads on a busy 2-core box spin against each other
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -11,15 +11,7 @@ from test_training_sft import demo_rows
 
 from training.demos import write_rows
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # 2 threads on a busy 2-core box spin against each other
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
