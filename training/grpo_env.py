@@ -136,10 +136,11 @@ class RolloutRuntime:
         def job(session: Any, _seed: int) -> None:
             if fresh:
                 session.reset()  # drops the last batch's stashes too
-                self.live[w] = None
                 self.starts[w] = set()
-            for task in tasks:
+            else:  # a rollout's state may be live: park it (or drop it), start empty
                 session.switch(park=self._parkable(w), take=None)
+            self.live[w] = None
+            for task in tasks:  # the scene is empty here: after the reset, or the last park
                 task.setup(session)
                 if observe_on.get(task.id) == w:
                     self.observations[task.id] = observe(session, self)
