@@ -206,7 +206,7 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None):
     from agents.scheduler import Scheduler
     from tools import catalogue
     from training.curriculum import Curriculum
-    from training.grpo_env import RolloutRuntime
+    from training.rollout_runtime import RolloutRuntime
 
     tools = catalogue()
     if shown:
