@@ -26,6 +26,7 @@ from agents.store import (
     StoreError,
     resolve_data_dir,
 )
+from agents.store.upkeep import hidden_folder_name
 from tools import ToolError, ToolResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -298,10 +299,20 @@ def test_opening_a_store_removes_only_rowless_unleased_folders(tmp_path):
         orphan = store.episodes_dir / "20260101-000000-deadbeef"
         (orphan / "frames").mkdir(parents=True)
         (orphan / "frames" / "000000.png").write_bytes(png())
-        young_hidden = store.episodes_dir / ".mwtmp-20260101-000000-cafecafe"
-        young_hidden.mkdir()
+        # hidden folders being set up: named with their creator's pid, kept while it lives
+        in_setup = store.episodes_dir / hidden_folder_name("20260101-000000-cafecafe")
+        in_setup.mkdir()
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+        dead_setup = store.episodes_dir / f".mwtmp-20260101-000000-feedfeed.{gone.stdout.strip()}"
+        dead_setup.mkdir()
         with Store(tmp_path) as other:  # what any process does on open
             assert other.orphan_folders() == []
-        assert not orphan.exists() and young_hidden.exists()
+            legacy = store.episodes_dir / ".mwtmp-20260101-000000-0ddba11"  # no pid: by age
+            legacy.mkdir()
+            made = legacy.stat().st_mtime
+            assert other.orphan_folders(now=made + 1) == []
+            assert other.orphan_folders(now=made + 3600) == [legacy]
+        assert not orphan.exists() and not dead_setup.exists() and in_setup.exists()
         assert store.episode_dir(eid).exists() and store.episode_dir(live.episode_id).exists()
         live.finish()

@@ -163,8 +163,11 @@ def test_curriculum_is_reproducible_and_prefers_tasks_solved_sometimes():
 
 
 def _teach(tmp_path: Path, model_dir: Path, runtime) -> Path:
-    """Overfit the tiny model (every weight) on one rollout's first prompt and its oracle call,
-    so that it writes add_primitive calls; a random model never does."""
+    """Overfit the tiny model (every weight) on one rollout's first prompt with two answers
+    in equal measure: the oracle call (full reward) and a bare "Done." (no call, no reward).
+    A random model never calls a tool; a model taught one answer only writes it 8 times out
+    of 8 (a group without a gradient). Taught both, its first token is a coin flip, so a
+    seeded group of 8 holds both rewards on any machine (float noise moves p, not the flips)."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -192,18 +195,27 @@ def _teach(tmp_path: Path, model_dir: Path, runtime) -> Path:
         return_dict=True,
         return_tensors="pt",
     )
-    ids = processor.tokenizer(target, add_special_tokens=False, return_tensors="pt")["input_ids"]
-    batch = dict(prompt)
-    batch["input_ids"] = torch.cat([prompt["input_ids"], ids], 1)
-    batch["attention_mask"] = torch.ones_like(batch["input_ids"])
-    batch["mm_token_type_ids"] = torch.cat([prompt["mm_token_type_ids"], torch.zeros_like(ids)], 1)
-    labels = batch["input_ids"].clone()
-    labels[:, : prompt["input_ids"].shape[1]] = -100
+    batches = []
+    for answer in (target, "Done.<|im_end|>"):
+        ids = processor.tokenizer(answer, add_special_tokens=False, return_tensors="pt")
+        ids = ids["input_ids"]
+        batch = dict(prompt)
+        batch["input_ids"] = torch.cat([prompt["input_ids"], ids], 1)
+        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+        batch["mm_token_type_ids"] = torch.cat(
+            [prompt["mm_token_type_ids"], torch.zeros_like(ids)], 1)
+        labels = batch["input_ids"].clone()
+        labels[:, : prompt["input_ids"].shape[1]] = -100
+        batches.append((batch, labels, ids.shape[1]))
+    tokens = sum(n for *_, n in batches)
     torch.manual_seed(0)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     for _ in range(120):
         opt.zero_grad()
-        model(**batch, labels=labels).loss.backward()
+        # Both answers in one step, weighted by their length: the loss is a per-token mean,
+        # and unweighted the short answer's first token would outweigh the long one's ~20:1.
+        for batch, labels, n in batches:
+            (model(**batch, labels=labels).loss * n / tokens).backward()
         opt.step()
     out = tmp_path / "taught"
     model.save_pretrained(out)
@@ -251,6 +263,7 @@ def test_one_grpo_step_changes_the_adapter_and_masks_tool_tokens(tmp_path, tiny_
     assert result.steps == 1
     metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert metrics["reward_std"] > 0, metrics  # a group with different rewards: a gradient
+    assert 0 < metrics["reward/success"] < 1, metrics  # both taught answers were sampled
     after = load_file(str(result.adapter_dir / "adapter_model.safetensors"))
     lora_b = [t for k, t in after.items() if "lora_B" in k]
     assert lora_b and any(float(t.abs().max()) > 0 for t in lora_b)  # B starts at zero

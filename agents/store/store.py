@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from agents.store.atomic import (
-    TEMP_MARK,
     atomic_write_bytes,
     fsync_dir,
 )
@@ -33,7 +32,7 @@ from agents.store.location import resolve_data_dir
 from agents.store.models import SOURCES, Episode, EpisodeFilter, Step
 from agents.store.recorder import FRAMES, Recorder, dumps
 from agents.store.schema import INDEX_NAME, connect, migrate
-from agents.store.upkeep import Upkeep
+from agents.store.upkeep import Upkeep, hidden_folder_name
 
 EPISODES = "episodes"
 
@@ -158,7 +157,7 @@ class Store(Upkeep):
         # The folder gets its real name only once its lease is held, so a folder under an
         # episode id always has a live writer or a dead one (never one not yet locked), and
         # the lease is held before the row exists: a visible 'running' row is live.
-        hidden = self.episodes_dir / f"{TEMP_MARK}{episode_id}"
+        hidden = self.episodes_dir / hidden_folder_name(episode_id)
         (hidden / FRAMES).mkdir(parents=True)
         lease = Lease(hidden)
         os.rename(hidden, folder)

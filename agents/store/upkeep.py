@@ -6,13 +6,53 @@ episode never committed). Mixed into `Store`; every removal happens under the ep
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
 
-from agents.store.atomic import is_temp_name, sweep_temp_files
+from agents.store.atomic import TEMP_MARK, is_temp_name, sweep_temp_files
 from agents.store.lease import holder_alive, try_take
 from agents.store.recorder import FRAMES
+
+# A hidden folder whose name carries no creator pid (made by an older version) is left alone
+# this long after its last change: its lease may not be taken yet.
+LEGACY_HIDDEN_GRACE_S = 60.0
+
+
+def hidden_folder_name(episode_id: str, suffix: str = "") -> str:
+    """The name a folder is built under before it is leased and renamed into place. It
+    carries the creator's pid, so upkeep can tell "being set up" from "left by a dead
+    writer" without a clock."""
+    return f"{TEMP_MARK}{episode_id}.{os.getpid()}{suffix}"
+
+
+def _creator_pid(name: str) -> int | None:
+    """The pid in `.mwtmp-<episode id>.<pid>[.suffix]`, or None for an older name."""
+    parts = name[len(TEMP_MARK):].split(".")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def _hidden_in_setup(path: Path, now: float) -> bool:
+    """A hidden folder whose creator may still be about to lease it: its creator is alive
+    (a recycled pid only delays the cleanup), or, for an old-style name, it is young."""
+    pid = _creator_pid(path.name)
+    if pid is not None:
+        return _pid_alive(pid)
+    try:
+        return now - path.stat().st_mtime < LEGACY_HIDDEN_GRACE_S
+    except FileNotFoundError:
+        return True  # gone already: nothing to clear
 
 
 class Upkeep:
@@ -68,13 +108,15 @@ class Upkeep:
                 if f"{FRAMES}/{path.name}" not in known:
                     path.unlink(missing_ok=True)  # complete, but its step never committed
 
-    def orphan_folders(self) -> list[Path]:
+    def orphan_folders(self, now: float | None = None) -> list[Path]:
         """Folders no episode row owns and no live writer holds: a writer killed before its
         episode's first commit, an import or delete killed half-way. Hidden folders still
-        being set up are left alone for a minute (their lease may not be taken yet)."""
+        being set up (their creator alive, their lease maybe not taken yet) are left alone.
+        `now` (a time.time() value) only matters for hidden folders of older versions."""
+        now = time.time() if now is None else now
         candidates = [
             p for p in self.episodes_dir.iterdir()
-            if p.is_dir() and not (is_temp_name(p.name) and time.time() - p.stat().st_mtime < 60)
+            if p.is_dir() and not (is_temp_name(p.name) and _hidden_in_setup(p, now))
         ]  # listed before the ids are read: a folder listed here whose row commits later
         with self._lock:  # is still leased by its writer when holder_alive looks
             known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
