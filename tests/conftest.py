@@ -1,6 +1,12 @@
 """Shared test fixtures. Append new fixtures; do not rewrite others'."""
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run and never time an example: a loaded
+# machine must not turn a slow example into a failure, nor a new seed into a new red run.
+settings.register_profile("modelwright", deadline=None, derandomize=True, print_blob=True)
+settings.load_profile("modelwright")
 
 
 # --- tiny local vision-language model (agents/tinymodel.py) -------------------------------

@@ -61,7 +61,7 @@ def xvfb_display():
     proc = subprocess.Popen([binary, f":{number}", "-screen", "0", "1920x1200x24", "-nolisten", "tcp"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     socket = Path(f"/tmp/.X11-unix/X{number}")
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120
     while not socket.exists():
         assert proc.poll() is None, "Xvfb exited at start"
         assert time.monotonic() < deadline, "Xvfb did not come up"
