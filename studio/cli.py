@@ -1,7 +1,9 @@
 """The `modelwright` command line: a thin shell over each layer's public face.
 
 Each layer owns a module with `register(app)` that adds its commands; this file only
-assembles them, so that `modelwright tools list` never imports Qt, torch or bpy.
+assembles them, so that `modelwright tools list` never imports Qt, torch or bpy. Every
+command ends by the convention of `tools/exits.py` (0 ok, 1 failed, 2 usage or input,
+3 unavailable): the errors below are a user's to fix and end in one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +12,23 @@ import importlib
 import importlib.util
 
 import typer
+
+from tools.exits import ExitCode, guarded_group
+
+# The layers' errors that mean "the user must fix something", by class (subclasses follow).
+USER_ERRORS = {
+    "agents.store.errors.StoreError": ExitCode.USAGE,
+    "agents.store.errors.EpisodeBusy": ExitCode.UNAVAILABLE,
+    "agents.policies.UnknownPolicyError": ExitCode.USAGE,
+    "agents.policies.simple.ScriptError": ExitCode.USAGE,
+    "agents.policy.PolicyError": ExitCode.UNAVAILABLE,
+    "agents.serving.ServingError": ExitCode.UNAVAILABLE,
+    "agents.serving_profiles.UnknownModelFamily": ExitCode.USAGE,
+    "training.tasks.base.TaskError": ExitCode.USAGE,
+    "training.train_config.ConfigError": ExitCode.USAGE,
+    "training.sft_data.DatasetError": ExitCode.USAGE,
+    "training.geometry.ShapeLoadError": ExitCode.USAGE,
+}
 
 COMMAND_MODULES = (
     "tools.cli",  # tools list / run
@@ -28,6 +47,7 @@ def build_app() -> typer.Typer:
         invoke_without_command=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        cls=guarded_group(USER_ERRORS),
     )
 
     @app.callback()

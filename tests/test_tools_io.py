@@ -50,8 +50,11 @@ def test_tools_run_writes_results_scene_montage_and_exports(tmp_path):
     ]
     seq.write_text("\n".join(json.dumps(c) for c in calls) + "\n")
     out = tmp_path / "out"
-    p = run_cli("tools", "run", str(seq), "--out", str(out))
-    assert p.returncode == 0, p.stderr
+    p = run_cli("tools", "run", str(seq), "--out", str(out), "--keep-going")
+    assert p.returncode == 0, p.stderr  # failures are data with --keep-going, each one line
+    assert p.stderr.splitlines() == [
+        f"error: {seq}:3: transform failed (validation): " + json.loads(
+            (out / "results.jsonl").read_text().splitlines()[2])["error"]["message"]]
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["ok"] for r in results] == [True, True, False, True, True]
     assert results[2]["error"]["kind"] == "validation"
@@ -60,6 +63,21 @@ def test_tools_run_writes_results_scene_montage_and_exports(tmp_path):
     assert {o["name"] for o in scene["objects"]} == {"A", "P"}
     assert (out / "final.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "parts" / "p.step").stat().st_size > 0
+
+
+def test_tools_run_stops_at_the_first_failed_call_and_exits_1(tmp_path):
+    seq = tmp_path / "seq.jsonl"
+    calls = [{"tool": "transform", "args": {"name": "nope", "location": [0, 0, 0]}},
+             {"tool": "add_primitive", "args": {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}}]
+    seq.write_text("\n".join(json.dumps(c) for c in calls) + "\n")
+    out = tmp_path / "out"
+    p = run_cli("tools", "run", str(seq), "--out", str(out))
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    first, last = p.stderr.splitlines()
+    assert first.startswith(f"error: {seq}:1: transform failed (validation): ") and "nope" in first
+    assert "--keep-going" in last
+    assert len((out / "results.jsonl").read_text().splitlines()) == 1  # the cube never ran
+    assert json.loads(p.stdout) == {"calls": 2, "ran": 1, "failed": 1, "out": str(out)}
 
 
 @pytest.mark.parametrize("content,needle", [("{not json}\n", "not JSON"), ('["a"]\n', "each line")])

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
+
+from tools.exits import ExitCode, fail, one_line
 
 app = typer.Typer(help="The tool runtime: list tools, run call sequences.", no_args_is_help=True)
 
@@ -50,34 +51,47 @@ def read_sequence(path: Path) -> list[dict]:
 @app.command("run")
 def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args\": {...}} per line."),
         out: Path = typer.Option(..., "--out", help="Folder for results.jsonl, scene.json, final.png, exports."),
-        deadline: float = typer.Option(30.0, help="Per-call deadline in seconds.")) -> None:
-    """Run one session over SEQ; a failed call is data (exit 0), unusable input exits non-zero."""
+        deadline: float = typer.Option(30.0, help="Per-call deadline in seconds."),
+        keep_going: bool = typer.Option(False, "--keep-going", "-k",
+                                        help="Run every call even after one fails, and exit 0.")) -> None:
+    """Run one session over SEQ. It stops at the first failed call and exits 1 (with
+    --keep-going it runs every call and exits 0); each failure is one line on stderr."""
     try:
         calls = read_sequence(seq)
     except typer.BadParameter as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(e))
     from tools.session import ToolSession
     from tools.supervisor import WorkerPool
 
     out.mkdir(parents=True, exist_ok=True)
     pool = WorkerPool(size=0, prewarm=False)
+    failures: list[str] = []
+    ran = 0
     try:
         with ToolSession(pool=pool, workspace=out, deadline_s=deadline) as s, open(out / "results.jsonl", "w") as f:
-            failed = 0
-            for call in calls:
+            for n, call in enumerate(calls, 1):
                 r = s.call(call["tool"], call["args"])
-                failed += not r.ok
+                ran += 1
                 f.write(json.dumps(r.to_dict()) + "\n")
                 for i, img in enumerate(r.images):
                     (out / f"render_{sum(1 for _ in out.glob('render_*.png')):03d}_{i}.png").write_bytes(img)
+                if not r.ok:
+                    err = r.error
+                    kind, message = (err.kind.value, err.message) if err else ("unknown", "")
+                    failures.append(f"{seq}:{n}: {r.tool} failed ({kind}): {one_line(message)}")
+                    typer.echo(f"error: {failures[-1]}", err=True)
+                    if not keep_going:
+                        break
             (out / "scene.json").write_text(json.dumps(s.scene(), indent=2))
             final = s.render()
             if final.ok:
                 (out / "final.png").write_bytes(final.images[0])
     finally:
         pool.close()
-    typer.echo(json.dumps({"calls": len(calls), "failed": failed, "out": str(out)}))
+    typer.echo(json.dumps({"calls": len(calls), "ran": ran, "failed": len(failures), "out": str(out)}))
+    if failures and not keep_going:
+        typer.echo(f"stopped after call {ran} of {len(calls)}; --keep-going runs them all", err=True)
+        raise typer.Exit(int(ExitCode.FAILED))
 
 
 @app.command("stress")
@@ -89,4 +103,4 @@ def stress(calls: int = typer.Option(10_000, help="How many fuzzed calls."),
     report = run_fuzz(calls, seed=seed, progress=True)
     typer.echo(json.dumps(report, indent=2))
     if report["supervisor_errors"]:
-        sys.exit(1)
+        raise typer.Exit(int(ExitCode.FAILED))
