@@ -13,12 +13,17 @@ from pathlib import Path
 
 import typer
 
+from tools.exits import ExitCode, fail
+
 ORACLE_POLICIES = ("oracle", "reference")
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
+def _check_model(policy: str, model: str | None) -> None:
+    """The hf policy loads a local folder: say at once when it is not there."""
+    if policy.partition(":")[0] == "hf" and model:
+        from agents.model_source import local_model_folder
+
+        local_model_folder(model)
 
 
 def _policy_options(
@@ -95,30 +100,27 @@ def register(app: typer.Typer) -> None:
         """Run one episode of a task with a policy and print its summary."""
         import training.oracle  # noqa: F401  (registers oracle and reference)
         from agents.loop import LoopConfig
-        from agents.policies import UnknownPolicyError, make_policy
+        from agents.policies import make_policy
         from agents.policy import PolicyError
         from tools import ToolSession
         from training.evaluation import run_spec, task_spec
-        from training.tasks import TaskError
 
+        spec = task_spec(task)  # a TaskError is the user's (exit 2, see tools/exits.py)
+        _check_model(policy, model)
+        options = _policy_options(
+            base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter
+        )
         try:
-            spec = task_spec(task)
-            options = _policy_options(
-                base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter
-            )
             agent = make_policy(policy, **options)
-        except (TaskError, UnknownPolicyError, PolicyError, ValueError, OSError) as exc:
-            _fail(str(exc))
+        except (ValueError, PolicyError) as exc:  # how it was asked for: the user's to fix
+            fail(str(exc))
         config = LoopConfig(max_steps=max_steps or spec.budget)
         spec.budget = config.max_steps
         store = _open_store(no_record, data_dir)
         with ToolSession() as session:
-            try:
-                record = run_spec(
-                    spec, agent, session, config=config, store=store, source=_source(policy)
-                )
-            except PolicyError as exc:
-                _fail(str(exc))
+            record = run_spec(  # a PolicyError: the model or its server is unavailable (3)
+                spec, agent, session, config=config, store=store, source=_source(policy)
+            )
             if out is not None:
                 _write_out(out, record, session)
         summary = {k: v for k, v in record.items() if k != "_result"}
@@ -132,8 +134,8 @@ def register(app: typer.Typer) -> None:
             )
             if summary.get("error"):
                 typer.echo(f"error: {summary['error']}", err=True)
-        if summary["status"] == "fatal":
-            raise typer.Exit(2)
+        if summary["status"] == "fatal":  # the policy could not go on: its server, its model
+            raise typer.Exit(int(ExitCode.UNAVAILABLE))
 
     @app.command("eval")
     def eval_(
@@ -168,11 +170,11 @@ def register(app: typer.Typer) -> None:
             try:
                 rows = compare_reports(load_report(compare[0]), load_report(compare[1]))
             except (OSError, ValueError) as exc:
-                _fail(str(exc))
+                fail(str(exc))
             typer.echo(format_table(rows))
             return
         if policy is None:
-            _fail("--policy is required (or --compare OLD.json NEW.json)")
+            fail("--policy is required (or --compare OLD.json NEW.json)")
         _run_eval(
             policy, split, families, benchmark, per_family, workers,
             _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter),
@@ -184,11 +186,12 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
               no_record, data_dir, json_out, seed) -> None:  # fmt: skip
     import training.oracle  # noqa: F401
     from agents.loop import LoopConfig
-    from agents.policies import UnknownPolicyError, make_policy
+    from agents.policies import make_policy
     from agents.policy import PolicyError
     from training.evaluation import evaluate, task_spec
-    from training.tasks import TaskError, split_ids
+    from training.tasks import split_ids
 
+    _check_model(policy, options["model"])
     try:
         skipped: list[dict] = []
         if benchmark is not None:
@@ -201,10 +204,10 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
             chosen = [f.strip() for f in families.split(",")] if families else None
             specs = [task_spec(i) for i in split_ids(split, per_family=per_family, families=chosen)]
         make_policy(policy, **options)  # fail fast on a bad spec, before workers start
-    except (TaskError, UnknownPolicyError, PolicyError, ValueError, OSError) as exc:
-        _fail(str(exc))
+    except (ValueError, PolicyError) as exc:  # TaskError, UnknownPolicyError, bad values: 2
+        fail(str(exc))
     if not specs:
-        _fail("nothing to evaluate")
+        fail("nothing to evaluate")
     config = LoopConfig(max_steps=max_steps) if max_steps else None
     store = _open_store(no_record, data_dir)
     from tqdm import tqdm

@@ -13,6 +13,8 @@ from typing import Any
 
 import typer
 
+from tools.exits import fail
+
 tasks_app = typer.Typer(
     help="The task suite: list families, show a task, try calls on it.", no_args_is_help=True
 )
@@ -21,11 +23,6 @@ tasks_app = typer.Typer(
 def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
     app.command("score")(score)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def _jsonable(value: Any) -> Any:
@@ -79,19 +76,24 @@ def show(
     no_image: bool = typer.Option(False, "--no-image", help="Skip rendering the target image."),
 ) -> None:
     """A task's prompt, parameters, oracle plan, constraints, budget and target image (if any)."""
-    from training.tasks import TaskError, get_task
+    from training.tasks import get_task
 
-    try:
-        task = get_task(task_id)
-    except TaskError as exc:
-        _fail(str(exc))
+    task = get_task(task_id)  # a TaskError ends the command with one line (exit 2)
     view = task.describe()
-    if task.spec.has_target_image and not no_image:
+    # Text shows where the image went; JSON carries it. Rendering takes a worker: only
+    # when it is asked for.
+    if task.spec.has_target_image and not no_image and (as_json or image is not None):
         png = task.target_image  # renders once in a fresh worker
-        view["target_image"] = base64.b64encode(png).decode() if png else None
+        if as_json:
+            view["target_image"] = base64.b64encode(png).decode() if png else None
         if image is not None and png:
             image.write_bytes(png)
-    _print(view, as_json)
+    if as_json:
+        _print(view, True)
+    else:
+        from training.cli_views import describe_task
+
+        typer.echo(describe_task(view, image if task.spec.has_target_image else None))
 
 
 def _load_calls(path: Path) -> list[dict[str, Any]]:
@@ -100,8 +102,7 @@ def _load_calls(path: Path) -> list[dict[str, Any]]:
     try:
         return read_sequence(path)
     except typer.BadParameter as exc:
-        _fail(str(exc))
-    return []
+        fail(str(exc))
 
 
 @tasks_app.command("try")
@@ -125,25 +126,22 @@ def try_cmd(
     deadline: float = typer.Option(60.0, help="Per-call deadline in seconds."),
 ) -> None:
     """Set up the start state in a fresh session, run the calls, check, print the reward."""
-    from training.tasks import TaskError, get_task
+    from training.tasks import get_task
 
     if sum([oracle, calls is not None, none, reference]) != 1:
-        _fail("choose exactly one of --oracle, --calls FILE, --none, --reference")
-    try:
-        if benchmark is not None:
-            from training.benchmarks_ext import load_benchmark
+        fail("choose exactly one of --oracle, --calls FILE, --none, --reference")
+    if benchmark is not None:  # a TaskError ends the command with one line (exit 2)
+        from training.benchmarks_ext import load_benchmark
 
-            task = load_benchmark(benchmark).case(target).task()
-            if oracle:
-                _fail("--oracle is for generated tasks; use --reference for a benchmark case")
-            if reference and not task.oracle:
-                _fail(f"case {target!r} has no reference .py")
-        else:
-            if reference:
-                _fail("--reference needs --benchmark DIR")
-            task = get_task(target)
-    except TaskError as exc:
-        _fail(str(exc))
+        task = load_benchmark(benchmark).case(target).task()
+        if oracle:
+            fail("--oracle is for generated tasks; use --reference for a benchmark case")
+        if reference and not task.oracle:
+            fail(f"case {target!r} has no reference .py")
+    else:
+        if reference:
+            fail("--reference needs --benchmark DIR")
+        task = get_task(target)
     steps = task.oracle if (oracle or reference) else _load_calls(calls) if calls else []
 
     from tools.session import ToolSession
@@ -189,7 +187,7 @@ def verify(
         lo, hi = (int(v) for v in seeds.split(":"))
         ids = [f"{f}:{lvl}:{s}" for f in names for lvl in FAMILIES[f].levels for s in range(lo, hi)]
     except (ValueError, KeyError) as exc:
-        _fail(
+        fail(
             f"bad --families or --seeds ({exc}); seeds look like 0:5, families like cad_parts,materials"
         )
     from tools.session import ToolSession
@@ -222,10 +220,14 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Compare two shape files with every geometry metric (normalised chamfer x10^3, IoUs)."""
-    from training.geometry import ShapeLoadError, compare_files
+    from training.cli_views import why_not_measured
+    from training.geometry import compare_files
 
-    try:
-        result = compare_files(a, b)
-    except ShapeLoadError as exc:
-        _fail(str(exc))
-    _print({"a": str(a), "b": str(b), **result.to_dict()}, as_json)
+    result = compare_files(a, b)  # a ShapeLoadError ends the command with one line (exit 2)
+    metrics = result.to_dict()
+    why = why_not_measured(metrics, a, b)
+    if as_json:
+        _print({"a": str(a), "b": str(b), **metrics, "not_measured": why}, True)
+        return
+    _print({"a": str(a), "b": str(b),
+            **{k: f"n/a — {why[k]}" if v is None else v for k, v in metrics.items()}}, False)

@@ -27,18 +27,22 @@ class SFTResult:
 
 
 def load_model(spec: ModelSpec, path: str | Path | None = None):
-    """(model, processor) for training, from a local folder."""
+    """(model, processor) for training, from a local folder (or a hub id named as such)."""
+    from agents.model_source import loading, resolve_model
+
+    source = resolve_model(path or spec.path)  # before torch: a typo fails at once
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    path = str(path or spec.path)
-    processor = AutoProcessor.from_pretrained(path)
     kwargs: dict[str, Any] = {
-        "dtype": "auto" if spec.dtype == "auto" else getattr(torch, spec.dtype)
+        "dtype": "auto" if spec.dtype == "auto" else getattr(torch, spec.dtype),
+        **source.kwargs(),
     }
     if spec.attn_implementation:
         kwargs["attn_implementation"] = spec.attn_implementation
-    model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+    with loading(source):
+        processor = AutoProcessor.from_pretrained(source.name, **source.kwargs())
+        model = AutoModelForImageTextToText.from_pretrained(source.name, **kwargs)
     return model, processor
 
 

@@ -43,16 +43,29 @@ def load_conversations(paths: str | Path | Iterable[str | Path], where: DataFilt
 
     where = where or DataFilter()
     files: list[str] = []
-    for p in [paths] if isinstance(paths, str | Path) else list(paths):
-        p = Path(p)
-        files += sorted(str(f) for f in p.rglob("*.parquet")) if p.is_dir() else [str(p)]
+    listed = [Path(p) for p in ([paths] if isinstance(paths, str | Path) else paths)]
+    for p in listed:
+        if not p.is_dir():
+            files.append(str(p))
+            continue
+        # an export folder holds episodes.parquet (conversations) beside steps.parquet
+        found = sorted(p.rglob("episodes.parquet")) or sorted(p.rglob("*.parquet"))
+        files += [str(f) for f in found]
     missing = [f for f in files if not Path(f).is_file()]
     if not files or missing:
+        first = Path(missing[0]) if missing else (listed or [Path("exports")])[0]
+        folder = first.parent if first.suffix == ".parquet" else first
         raise DatasetError(
-            f"no exported conversations at {missing or paths}; export some with "
-            "`modelwright data export --format trl OUT.parquet`"
+            f"no exported conversations at {first} (no such file); export episodes with "
+            f"`modelwright data export --out {folder}` and list {folder}/episodes.parquet"
         )
-    data = load_dataset("parquet", data_files=files, split="train")
+    try:
+        data = load_dataset("parquet", data_files=files, split="train")
+    except Exception as exc:  # noqa: BLE001 - arrow and datasets raise many types for a bad file
+        raise DatasetError(
+            f"cannot read {', '.join(files)} as Parquet ({' '.join(str(exc).split())[:200]}); "
+            "point at the episodes.parquet of a `modelwright data export --out DIR`"
+        ) from None
     if "messages" not in data.column_names:
         raise DatasetError(f"{files[0]} has no `messages` column: not the store's TRL export")
 

@@ -1,0 +1,93 @@
+"""Where a model comes from: a local folder, or a hub id the user named on purpose.
+
+`transformers` treats any string it cannot find on disk as a hub id and goes to the network,
+retrying for minutes before it says `Repo id must be in the form ...` about a typo'd folder.
+Here a name is a local folder when it exists; a hub id only when it has the `org/name` shape
+and is not a path on disk; anything else is a missing folder, said at once. Local folders
+load with `local_files_only` (nothing reaches for the hub); hub ids get short timeouts and a
+one-line error. Light: no torch or transformers at import.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.exits import ExitCode, Unavailable, UserError, one_line
+
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+HUB_TIMEOUT_S = 10  # per request; the hub's default retries a dead network for minutes
+EXAMPLE_HUB_ID = "Qwen/Qwen3-VL-2B-Instruct"
+
+
+class ModelNotFound(UserError):
+    exit_code = ExitCode.USAGE
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    name: str  # what to pass to from_pretrained
+    local: bool
+
+    def kwargs(self) -> dict:
+        return {"local_files_only": True} if self.local else {}
+
+
+def resolve_model(name: str | os.PathLike[str] | None, what: str = "model") -> ModelSource:
+    """A local model folder or a hub id; `ModelNotFound` (one line, what to do) otherwise."""
+    if not name:
+        raise ModelNotFound(f"no {what} given; pass a local model folder or a hub id like "
+                            f"{EXAMPLE_HUB_ID}")
+    text = str(name)
+    path = Path(text).expanduser()
+    if path.exists():
+        return ModelSource(str(local_model_folder(path, what)), True)
+    if HUB_ID.fullmatch(text) and not text.startswith("."):
+        _short_hub_timeouts()
+        return ModelSource(text, False)
+    raise ModelNotFound(
+        f"no {what} folder at {path}; build a tiny one with `modelwright dev tiny-model {path}`, "
+        f"or name a hub id like {EXAMPLE_HUB_ID}"
+    )
+
+
+def local_model_folder(path: str | os.PathLike[str], what: str = "model") -> Path:
+    """`path` as a model folder (it holds config.json), or `ModelNotFound`."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise ModelNotFound(f"no {what} folder at {folder}; build a tiny one with "
+                            f"`modelwright dev tiny-model {folder}` or point at a downloaded one")
+    if not (folder / "config.json").is_file():
+        raise ModelNotFound(f"{folder} is not a {what} folder (no config.json); point at the "
+                            "folder a checkpoint was saved to")
+    return folder
+
+
+@contextmanager
+def loading(source: ModelSource) -> Iterator[None]:
+    """Turn a failed load into one line: a broken local folder (2), an unreachable hub (3)."""
+    try:
+        yield
+    except (OSError, ValueError) as exc:
+        if source.local:
+            raise ModelNotFound(f"cannot load the model in {source.name}: {one_line(exc)[:300]}"
+                                ) from None
+        raise Unavailable(
+            f"cannot load {source.name} from the model hub ({one_line(exc)[:300]}); check the id "
+            "and the network, or download it and pass its folder"
+        ) from None
+
+
+def _short_hub_timeouts() -> None:
+    for key in ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT"):
+        os.environ.setdefault(key, str(HUB_TIMEOUT_S))
+    try:  # already imported: its constants were read at import
+        from huggingface_hub import constants
+    except ImportError:
+        return
+    constants.HF_HUB_ETAG_TIMEOUT = int(os.environ["HF_HUB_ETAG_TIMEOUT"])
+    constants.HF_HUB_DOWNLOAD_TIMEOUT = int(os.environ["HF_HUB_DOWNLOAD_TIMEOUT"])
