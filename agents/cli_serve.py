@@ -13,6 +13,15 @@ from pathlib import Path
 
 import typer
 
+from tools.exits import ExitCode, Unavailable, fail
+
+
+def _adapter_folder(path: str) -> None:
+    """A LoRA adapter folder the user named: say at once when it is not one (exit 2)."""
+    if not (Path(path).expanduser() / "adapter_config.json").is_file():
+        fail(f"{path} is not a LoRA adapter folder (no adapter_config.json); point at the "
+             "folder a `modelwright train` run saved (RUN/adapter)")
+
 
 def _parse_adapters(values: list[str]) -> dict[str, str]:
     adapters: dict[str, str] = {}
@@ -22,11 +31,6 @@ def _parse_adapters(values: list[str]) -> dict[str, str]:
             raise typer.BadParameter(f"{value!r}: expected NAME=PATH", param_hint="--adapter")
         adapters[name] = path
     return adapters
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
@@ -70,12 +74,15 @@ def register(app: typer.Typer) -> None:
         if ctx.invoked_subcommand is not None:
             return
         if not model:
-            _fail("--model PATH_OR_ID is required")
-        from agents.serving import ServeConfig, ServingError, build_command, vllm_launcher
-        from agents.serving_profiles import UnknownModelFamily
+            fail("--model PATH_OR_ID is required")
+        from agents.model_source import resolve_model
+        from agents.serving import ServeConfig, build_command, vllm_launcher
 
         if profile not in ("full", "fast"):
-            _fail(f"--profile {profile!r}: choose full or fast")
+            fail(f"--profile {profile!r}: choose full or fast")
+        resolve_model(model)  # a local folder, or an org/name hub id (vLLM fetches it)
+        for path in _parse_adapters(adapter).values():
+            _adapter_folder(path)
         config = ServeConfig(
             model=model,
             host=host,
@@ -91,13 +98,13 @@ def register(app: typer.Typer) -> None:
             images_per_prompt=images,
             served_model_name=served_model_name,
         )
+        launcher = vllm_bin.split() if vllm_bin else None
+        if not dry_run and launcher is None:
+            launcher = vllm_launcher()  # not installed: exit 3, with how to install it
         try:
-            launcher = vllm_bin.split() if vllm_bin else None
-            if not dry_run and launcher is None:
-                launcher = vllm_launcher()
             command = build_command(config, launcher=launcher)
-        except (ServingError, UnknownModelFamily, ValueError) as exc:
-            _fail(str(exc))
+        except ValueError as exc:  # UnknownModelFamily is one: exit 2
+            fail(str(exc))
         for warning in command.warnings:
             typer.echo(f"warning: {warning}", err=True)
         if dry_run:
@@ -119,20 +126,18 @@ def register(app: typer.Typer) -> None:
         api_key_env: str = typer.Option("VLLM_API_KEY", help="Env var holding the server's key."),
     ) -> None:
         """Hot-load a LoRA adapter into a running server under a fresh versioned name."""
-        from agents.serving import ServingError
         from agents.serving_adapters import load_adapter
 
-        try:
-            loaded = load_adapter(
-                base_url,
-                name,
-                path,
-                api_key=os.environ.get(api_key_env),
-                unload_previous=unload_previous,
-                check_path=check_path,
-            )
-        except ServingError as exc:
-            _fail(str(exc))
+        if check_path:
+            _adapter_folder(path)
+        loaded = load_adapter(  # a server that does not answer: exit 3
+            base_url,
+            name,
+            path,
+            api_key=os.environ.get(api_key_env),
+            unload_previous=unload_previous,
+            check_path=check_path,
+        )
         typer.echo(f"loaded {loaded.path} as {loaded.served_name}")
         for old in loaded.unloaded:
             typer.echo(f"unloaded {old}")
@@ -177,8 +182,8 @@ def _run_server(command, health_timeout: float) -> None:  # noqa: ANN001 - Serve
         typer.echo("stopping vLLM ...", err=True)
         raise typer.Exit(0) from None
     except ServingError as exc:
-        _fail(str(exc))
+        raise Unavailable(str(exc)) from None
     finally:
         server.stop()
     if code != 0:
-        _fail(f"vLLM exited with code {code}")
+        fail(f"vLLM exited with code {code}; its log is above", ExitCode.FAILED)

@@ -26,7 +26,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agents import cli_serve
 from agents.serving import (
     INSTALL_HINT,
     RUNTIME_LORA_ENV,
@@ -41,9 +40,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-    cli_serve.register(app)
-    return app
+    from studio.cli import build_app
+
+    return build_app()  # the whole app: its one error handler sets the exit codes
 
 
 def _dry_run(*args: str) -> tuple[list[str], str, str]:
@@ -111,13 +110,13 @@ def test_fast_profile_adds_speculation_fp8_cache_short_context():
 
 def test_unknown_family_needs_a_parser_and_bad_profile_is_refused():
     result = CliRunner().invoke(_app(), ["serve", "--model", "acme/widget-7b", "--dry-run"])
-    assert result.exit_code == 1 and "--tool-parser" in result.stderr
+    assert result.exit_code == 2 and "--tool-parser" in result.stderr
     argv, _, _ = _dry_run("--model", "acme/widget-7b", "--tool-parser", "pythonic")
     assert _flag(argv, "--tool-call-parser") == "pythonic"
     argv, _, _ = _dry_run("--model", "acme/widget-7b", "--family", "llama3")
     assert _flag(argv, "--tool-call-parser") == "llama3_json"
     result = CliRunner().invoke(_app(), ["serve", "--model", "Qwen/Qwen3-8B", "--profile", "turbo"])
-    assert result.exit_code == 1 and "full or fast" in result.stderr
+    assert result.exit_code == 2 and "full or fast" in result.stderr
 
 
 def _local_model(root: Path, model_type: str, template: str, vision: bool, positions: int) -> Path:
@@ -182,7 +181,7 @@ def test_startup_adapters_set_lora_modules_and_rank_slot(tmp_path):
     result = CliRunner().invoke(
         _app(), ["serve", "--model", "Qwen/Qwen3-8B", "--adapter", f"x={tmp_path}", "--dry-run"]
     )
-    assert result.exit_code == 1 and "adapter_config.json" in result.stderr
+    assert result.exit_code == 2 and "adapter_config.json" in result.stderr
 
 
 def test_without_vllm_serve_says_how_to_install_in_one_line():
@@ -194,7 +193,7 @@ def test_without_vllm_serve_says_how_to_install_in_one_line():
         timeout=120,
     )
     if importlib.util.find_spec("vllm") is None:
-        assert proc.returncode == 1
+        assert proc.returncode == 3  # unavailable (tools/exits.py)
         assert proc.stderr.strip().splitlines() == [f"error: {INSTALL_HINT}"]
         assert "pip install -e '.[gpu]'" in proc.stderr and proc.stdout == ""
     else:  # on a machine with the gpu extra the same command gets as far as starting vLLM

@@ -64,15 +64,12 @@ def test_replay_matches_hash_for_hash(recorded):
 def test_a_tampered_episode_fails_at_the_right_step_and_the_cli_says_so(recorded, tmp_path):
     import shutil
 
-    import typer
-
-    from agents.store.cli import register
+    from studio.cli import build_app
 
     data_dir = tmp_path / "copy"
     shutil.copytree(recorded[0], data_dir)
     eid = recorded[1]
-    app = typer.Typer()
-    register(app)
+    app = build_app()  # its one error handler sets the exit codes (tools/exits.py)
     runner = CliRunner()
     ok = runner.invoke(app, ["data", "replay", eid, "--data-dir", str(data_dir)])
     assert ok.exit_code == 0, ok.output

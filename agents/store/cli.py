@@ -1,13 +1,13 @@
 """`modelwright data ...`: list, show, export, replay, import and delete recorded episodes.
 
 Every command takes `--data-dir` (else MODELWRIGHT_DATA_DIR, else the platform default).
-Store errors print one actionable line to stderr and exit with status 2; a replay that
-diverges exits with status 1.
+Exit codes follow `tools/exits.py`: a store error is one actionable line on stderr and exit
+2 (3 when another process holds the episode), raised through to the app's one handler; a
+replay that diverges exits 1.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from datetime import UTC, datetime
@@ -34,20 +34,6 @@ Model = Annotated[str | None, typer.Option("--model", help="Model id.")]
 Tag = Annotated[str | None, typer.Option("--tag", help="Episodes carrying this tag.")]
 Limit = Annotated[int | None, typer.Option("--limit", help="At most this many episodes.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-
-
-def _store_errors(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from agents.store.errors import StoreError
-
-        try:
-            return fn(*args, **kwargs)
-        except StoreError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 def _filter(source, family, success, status, model, tag, limit):
@@ -78,7 +64,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(data, name="data")
 
     @data.command("list")
-    @_store_errors
     def list_cmd(
         data_dir: DataDir = None,
         source: Source = None,
@@ -120,7 +105,6 @@ def register(app: typer.Typer) -> None:
             )
 
     @data.command("show")
-    @_store_errors
     def show_cmd(episode: str, data_dir: DataDir = None, as_json: AsJson = False) -> None:
         """Show one episode (an id or a unique prefix) and its steps."""
         from agents.store.store import Store
@@ -152,7 +136,6 @@ def register(app: typer.Typer) -> None:
             )
 
     @data.command("export")
-    @_store_errors
     def export_cmd(
         out: Annotated[Path, typer.Option("--out", help="Folder to write into.")],
         fmt: Annotated[str, typer.Option("--format", help="Only parquet.")] = "parquet",
@@ -202,7 +185,6 @@ def register(app: typer.Typer) -> None:
             )
 
     @data.command("replay")
-    @_store_errors
     def replay_cmd(episode: str, data_dir: DataDir = None, as_json: AsJson = False) -> None:
         """Re-execute an episode in a fresh tool session, checking the scene hash at each step."""
         from agents.store.replay import replay_episode
@@ -215,7 +197,6 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
     @data.command("import")
-    @_store_errors
     def import_cmd(source: Path, data_dir: DataDir = None, as_json: AsJson = False) -> None:
         """Import episodes from another store's folder or from a `data export` folder."""
         from dataclasses import asdict
@@ -234,7 +215,6 @@ def register(app: typer.Typer) -> None:
             )
 
     @data.command("delete")
-    @_store_errors
     def delete_cmd(
         episodes: list[str],
         data_dir: DataDir = None,
