@@ -41,6 +41,10 @@ def register(app: typer.Typer) -> None:
         """Open Modelwright Studio; with --task/--autorun it runs an episode in the window."""
         if autorun and not task:
             raise typer.BadParameter("--autorun needs --task ID", param_hint="--autorun")
+        if task:  # a bad id is one line now (exit 2), not a dialog after the window opens
+            from training.tasks import get_task
+
+            get_task(task)
         open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot,
                     exit_when_done=exit_when_done, theme=theme,
                     data_dir=str(data_dir) if data_dir else None,

@@ -7,21 +7,21 @@ from pathlib import Path
 
 import typer
 
+from tools.exits import fail
+
 
 def _load(config: Path, kind: str):
-    from training.train_config import ConfigError, load_config
+    """The config, its model checked before anything slow starts (workers, datasets).
+    A ConfigError or a missing model ends the command with one line (exit 2)."""
+    from training.train_config import load_config
 
-    try:
-        cfg = load_config(config)
-    except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    cfg = load_config(config)
     if cfg.kind != kind:
-        typer.echo(
-            f"error: {config} is a {cfg.kind!r} config; use `modelwright train {cfg.kind}`",
-            err=True,
-        )
-        raise typer.Exit(2)
+        fail(f"{config} is a {cfg.kind!r} config; use `modelwright train {cfg.kind}`")
+    if kind in ("sft", "grpo") and cfg.model.path:
+        from agents.model_source import resolve_model
+
+        resolve_model(cfg.model.path)
     return cfg
 
 
@@ -115,15 +115,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print the command lines for a multi-GPU / multi-node run of CONFIG (nothing is started)."""
         from training.launch import render, train_command, vllm_server_command
-        from training.train_config import ConfigError, load_config
+        from training.train_config import load_config
 
         try:
             cfg = load_config(config)
             server = vllm_server_command(cfg, tensor_parallel=tensor_parallel, gpus=vllm_gpus)
             line = train_command(cfg, config, out=out, machine_rank=machine_rank)
-        except (ConfigError, ValueError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
+        except ValueError as exc:  # ConfigError is one
+            fail(str(exc))
         if server:
             typer.echo("# 1. the rollout server (once, on GPUs the trainers do not use)")
             typer.echo(render(server))

@@ -59,6 +59,12 @@ def load_conversations(paths: str | Path | Iterable[str | Path], where: DataFilt
             f"no exported conversations at {first} (no such file); export episodes with "
             f"`modelwright data export --out {folder}` and list {folder}/episodes.parquet"
         )
+    for f in files:  # checked here: `datasets` would log its own lines before raising
+        if not _looks_like_parquet(Path(f)):
+            raise DatasetError(
+                f"{f} is not a Parquet file (no PAR1 magic bytes); point at the "
+                "episodes.parquet of a `modelwright data export --out DIR`"
+            )
     try:
         data = load_dataset("parquet", data_files=files, split="train")
     except Exception as exc:  # noqa: BLE001 - arrow and datasets raise many types for a bad file
@@ -201,3 +207,12 @@ class ConversationCollator:
             if parts:
                 batch[key] = torch.cat(parts, dim=0)
         return batch
+
+
+def _looks_like_parquet(path: Path) -> bool:
+    with path.open("rb") as fh:
+        head = fh.read(4)
+        if path.stat().st_size < 8:
+            return False
+        fh.seek(-4, 2)
+        return head == b"PAR1" and fh.read(4) == b"PAR1"
