@@ -79,9 +79,11 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
                     err = r.error
                     kind, message = (err.kind.value, err.message) if err else ("unknown", "")
                     failures.append(f"{seq}:{n}: {r.tool} failed ({kind}): {one_line(message)}")
-                    typer.echo(f"error: {failures[-1]}", err=True)
                     if not keep_going:
+                        typer.echo(f"error: {failures[-1]}; stopped after call {n} of "
+                                   f"{len(calls)} (--keep-going runs them all)", err=True)
                         break
+                    typer.echo(f"error: {failures[-1]}", err=True)
             (out / "scene.json").write_text(json.dumps(s.scene(), indent=2))
             final = s.render()
             if final.ok:
@@ -90,7 +92,6 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
         pool.close()
     typer.echo(json.dumps({"calls": len(calls), "ran": ran, "failed": len(failures), "out": str(out)}))
     if failures and not keep_going:
-        typer.echo(f"stopped after call {ran} of {len(calls)}; --keep-going runs them all", err=True)
         raise typer.Exit(int(ExitCode.FAILED))
 
 
