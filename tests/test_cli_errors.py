@@ -33,8 +33,8 @@ def _commands(cmd=None, path=()) -> dict[tuple[str, ...], object]:
     cmd = cmd or typer.main.get_command(build_app())
     found = {}
     subs = getattr(cmd, "commands", None)
-    if subs is None or (path and getattr(cmd, "invoke_without_command", False)):
-        found[path] = cmd
+    if subs is None or getattr(cmd, "invoke_without_command", False):
+        found[path] = cmd  # the root too: bare `modelwright` opens the studio
     for name, sub in (subs or {}).items():
         found |= _commands(sub, (*path, name))
     return found

@@ -94,6 +94,30 @@ def test_tasks_list_and_show_json():
     assert code == 2 and "unknown task family" in out
 
 
+def test_tasks_show_reads_as_sections_not_json():
+    code, out = cli("tasks", "show", "cad_parts:2:7")
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0] == "cad_parts:2:7  (cad_parts, level 2, seed 7, train split)"
+    for heading in ("Prompt", "Parameters", "Start", "Checked (3)", "Oracle plan (1 call)"):
+        assert heading in lines, heading
+    assert "  - holes of Flange: diameter 6, count 8" in lines
+    assert "  1. cadquery_script(name=Flange, code=<5 lines of code>)" in lines
+    assert "Budget: 6 steps" in lines and not any(line.startswith("{") for line in lines)
+
+
+def test_score_says_why_a_metric_was_not_measured(tmp_path):
+    cq.exporters.export(cq.Workplane().box(2, 1, 1), str(tmp_path / "a.step"))
+    cq.exporters.export(cq.Workplane().box(2, 1, 1), str(tmp_path / "b.stl"))
+    code, out = cli("score", str(tmp_path / "a.step"), str(tmp_path / "b.stl"))
+    assert code == 0, out
+    assert "brep_iou: n/a — needs two exact CAD solids (STEP); b.stl is a mesh" in out
+    assert "None" not in out
+    code, out = cli("score", str(tmp_path / "a.step"), str(tmp_path / "b.stl"), "--json")
+    assert json.loads(out)["not_measured"] == {
+        "brep_iou": "needs two exact CAD solids (STEP); b.stl is a mesh"}
+
+
 def test_score_command_prints_every_metric(tmp_path):
     cq.exporters.export(cq.Workplane().box(2, 1, 1), str(tmp_path / "a.step"))
     cq.exporters.export(cq.Workplane().box(2, 1, 1).translate((5, 0, 0)), str(tmp_path / "b.stl"))

@@ -87,17 +87,27 @@ def guarded_group(user_errors: Mapping[str, ExitCode]) -> type:
     except ImportError:  # pragma: no cover - older typer on the click package
         from click.exceptions import NoArgsIsHelpError, UsageError
 
+    def usage(exc: UsageError, ctx) -> typer.Exit:  # noqa: ANN001 - a click context
+        where = (exc.ctx or ctx).command_path
+        typer.echo(f"error: {one_line(exc.format_message())} (see `{where} --help`)", err=True)
+        return typer.Exit(int(ExitCode.USAGE))
+
     class GuardedGroup(TyperGroup):
+        def parse_args(self, ctx, args):  # noqa: ANN001, ANN201 - the root's own options
+            try:
+                return super().parse_args(ctx, args)
+            except NoArgsIsHelpError:
+                raise
+            except UsageError as exc:
+                raise usage(exc, ctx) from None
+
         def invoke(self, ctx):  # noqa: ANN001, ANN201 - click's signature
             try:
                 return super().invoke(ctx)
             except NoArgsIsHelpError:
                 raise  # prints the help
             except UsageError as exc:  # one line too, with where to read more
-                where = (exc.ctx or ctx).command_path
-                typer.echo(f"error: {one_line(exc.format_message())} (see `{where} --help`)",
-                           err=True)
-                raise typer.Exit(int(ExitCode.USAGE)) from None
+                raise usage(exc, ctx) from None
             except (typer.Exit, typer.Abort, typer.TyperException):
                 raise  # typer's own endings
             except KeyboardInterrupt:
