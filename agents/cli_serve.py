@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
 
         if profile not in ("full", "fast"):
             fail(f"--profile {profile!r}: choose full or fast")
-        resolve_model(model)  # a local folder, or an org/name hub id (vLLM fetches it)
+        resolve_model(model, probe=False)  # a local folder, or an org/name hub id (vLLM's)
         for path in _parse_adapters(adapter).values():
             _adapter_folder(path)
         config = ServeConfig(

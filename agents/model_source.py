@@ -37,8 +37,11 @@ class ModelSource:
         return {"local_files_only": True} if self.local else {}
 
 
-def resolve_model(name: str | os.PathLike[str] | None, what: str = "model") -> ModelSource:
-    """A local model folder or a hub id; `ModelNotFound` (one line, what to do) otherwise."""
+def resolve_model(name: str | os.PathLike[str] | None, what: str = "model",
+                  probe: bool = True) -> ModelSource:
+    """A local model folder or a hub id; `ModelNotFound` (one line, what to do) otherwise.
+    `probe` asks the hub once (no retries) whether a hub id is there: the hub client would
+    retry a dead network for ~30 s per file. Without an answer a cached copy is used."""
     if not name:
         raise ModelNotFound(f"no {what} given; pass a local model folder or a hub id like "
                             f"{EXAMPLE_HUB_ID}")
@@ -48,6 +51,16 @@ def resolve_model(name: str | os.PathLike[str] | None, what: str = "model") -> M
         return ModelSource(str(local_model_folder(path, what)), True)
     if HUB_ID.fullmatch(text) and not text.startswith("."):
         _short_hub_timeouts()
+        if probe and not _on_hub(text):
+            if _cached(text):
+                return ModelSource(text, True)  # offline: the copy in the hub cache
+            from huggingface_hub import constants
+
+            raise Unavailable(
+                f"cannot reach the model hub at {constants.ENDPOINT} for {text} (no answer "
+                f"within {HUB_TIMEOUT_S} s, no cached copy); check the network, or download "
+                "it and pass its folder"
+            )
         return ModelSource(text, False)
     raise ModelNotFound(
         f"no {what} folder at {path}; build a tiny one with `modelwright dev tiny-model {path}`, "
@@ -91,3 +104,28 @@ def _short_hub_timeouts() -> None:
         return
     constants.HF_HUB_ETAG_TIMEOUT = int(os.environ["HF_HUB_ETAG_TIMEOUT"])
     constants.HF_HUB_DOWNLOAD_TIMEOUT = int(os.environ["HF_HUB_DOWNLOAD_TIMEOUT"])
+
+
+def _on_hub(repo_id: str) -> bool:
+    """True when the hub answers for `repo_id` (one request, no retries); a hub that says
+    there is no such model ends here with one line."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        get_hf_file_metadata(hf_hub_url(repo_id, "config.json"), timeout=HUB_TIMEOUT_S)
+    except GatedRepoError:
+        raise Unavailable(f"{repo_id} is gated on the hub: accept its terms there and log in "
+                          "(`hf auth login`), or pass a downloaded folder") from None
+    except RepositoryNotFoundError:
+        raise ModelNotFound(f"no model {repo_id} on the hub; check the id, or pass a local "
+                            "model folder") from None
+    except Exception:  # noqa: BLE001 - any network failure means "no answer"
+        return False
+    return True
+
+
+def _cached(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
