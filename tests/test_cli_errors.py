@@ -65,6 +65,13 @@ def bad(tmp_path_factory) -> dict[str, str]:
     (root / "bad.parquet").write_text("not parquet\n")
     (root / "bad.step").write_text("ISO-10303-21; nonsense\n")
     (root / "not-a-model").mkdir()
+    (root / "bad.json").write_text("{bad\n")
+    for name, manifest in (("export-bad-json", "{bad\n"),
+                           ("export-bad-parquet", '{"format": "modelwright-trajectories"}')):
+        (root / name).mkdir()
+        (root / name / "manifest.json").write_text(manifest)
+        for table in ("episodes", "steps"):
+            (root / name / f"{table}.parquet").write_text("not parquet\n")
     store = root / "store"
     with Store(store) as s:
         rec = s.begin_episode(task_id="primitive_placement:1:0", source="oracle", prompt="p",
@@ -111,7 +118,8 @@ CASES = [
                 "--base-url", "http://127.0.0.1:{port}/v1", "--timeout", "5"], UNAVAILABLE, ["127.0.0.1:{port}", "--base-url"]),
     (("eval",), [], USAGE, ["--policy is required"]),
     (("eval",), ["--policy", "oracle", "--families", "nope"], USAGE, ["nope", "known"]),
-    (("eval",), ["--compare", "{root}/old.json", "{root}/new.json"], USAGE, ["old.json"]),
+    (("eval",), ["--compare", "{root}/old.json", "{root}/new.json"], USAGE, ["old.json", "modelwright eval --json"]),
+    (("eval",), ["--compare", "{root}/bad.json", "{root}/bad.json"], USAGE, ["bad.json", "not an eval report"]),
     (("train", "sft"), ["--config", "{root}/missing.yaml"], USAGE, ["missing.yaml", "does not exist"]),
     (("train", "sft"), ["--config", "{root}/bad.yaml"], USAGE, ["bad.yaml:4:4", "not valid YAML"]),
     (("train", "sft"), ["--config", "{root}/nomodel.yaml"], USAGE, ["no/such/model", "tiny-model", "hub id"]),
@@ -135,6 +143,8 @@ CASES = [
     (("data", "export"), ["--out", "{root}/x", "--format", "trl", "--data-dir", "{store}"], USAGE, ["--format", "parquet"]),
     (("data", "replay"), ["nope", "--data-dir", "{store}"], USAGE, ["'nope'", "data list"]),
     (("data", "import"), ["{root}/not-a-model", "--data-dir", "{store}"], USAGE, ["not-a-model"]),
+    (("data", "import"), ["{root}/export-bad-json", "--data-dir", "{store}"], USAGE, ["manifest.json", "not valid JSON"]),
+    (("data", "import"), ["{root}/export-bad-parquet", "--data-dir", "{store}"], USAGE, ["export-bad-parquet", "cannot read"]),
     (("data", "delete"), ["nope", "--yes", "--data-dir", "{store}"], USAGE, ["'nope'", "data list"]),
     (("studio",), ["--task", "nope:1:1"], USAGE, ["'nope'", "known:"]),
     (("studio",), ["--autorun"], USAGE, ["--autorun", "--task"]),

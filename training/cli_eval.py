@@ -167,10 +167,16 @@ def register(app: typer.Typer) -> None:
         from training.evaluation import format_table, load_report
 
         if compare:
-            try:
-                rows = compare_reports(load_report(compare[0]), load_report(compare[1]))
-            except (OSError, ValueError) as exc:
-                fail(str(exc))
+            reports = []
+            for path in compare:
+                try:
+                    reports.append(load_report(path))
+                except OSError as exc:
+                    fail(f"{path}: {exc.strerror}; write a report with `modelwright eval --json FILE`")
+                except ValueError as exc:  # bad JSON, or JSON that is not a report
+                    fail(f"{path} is not an eval report ({exc}); write one with "
+                         "`modelwright eval --json FILE`")
+            rows = compare_reports(*reports)
             typer.echo(format_table(rows))
             return
         if policy is None:

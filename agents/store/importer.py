@@ -182,7 +182,12 @@ def import_into(store: Store, source: Path) -> ImportReport:
         return _from_store(store, source)
     manifest = source / "manifest.json"
     if manifest.is_file():
-        return _from_export(store, source, json.loads(manifest.read_text()))
+        try:
+            listed = json.loads(manifest.read_text())
+        except ValueError as exc:  # a user's file: one line, not a traceback
+            raise ImportSourceError(f"{manifest} is not valid JSON ({exc}); re-export with "
+                                    "`modelwright data export --out DIR`") from None
+        return _from_export(store, source, listed)
     raise ImportSourceError(
         f"{source} is neither a store (no {INDEX_NAME}) nor a `data export` "
         f"folder (no manifest.json)"
@@ -232,8 +237,8 @@ def _from_export(store: Store, source: Path, manifest: dict) -> ImportReport:
             source / "episodes.parquet", columns=["episode_id", "images", "meta"]
         ).to_pylist()
         steps_table = pq.read_table(source / "steps.parquet")
-    except OSError as exc:
-        raise ImportSourceError(f"cannot read the export in {source}: {exc}") from exc
+    except (OSError, ValueError) as exc:  # ArrowInvalid (a file that is not Parquet) too
+        raise ImportSourceError(f"cannot read the export in {source}: {exc}") from None
     by_episode: dict[str, list[dict]] = {}
     for row in steps_table.to_pylist():
         by_episode.setdefault(row["episode_id"], []).append(row)
