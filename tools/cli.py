@@ -1,4 +1,4 @@
-"""`modelwright tools ...`: list the catalogue, run a sequence of calls, stress the runtime."""
+"""`modelwright tools ...`: list the catalogue, run a sequence of calls, check the jail, stress."""
 
 from __future__ import annotations
 
@@ -78,6 +78,14 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
     finally:
         pool.close()
     typer.echo(json.dumps({"calls": len(calls), "failed": failed, "out": str(out)}))
+
+
+@app.command("doctor")
+def doctor(as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON.")) -> None:
+    """Start one worker and print its jail as measured from inside; exit 1 if a property fails."""
+    from tools.doctor import main as doctor_main
+
+    raise typer.Exit(doctor_main(["--json"] if as_json else []))
 
 
 @app.command("stress")
