@@ -71,6 +71,7 @@ def python_paths() -> tuple[list[str], list[str]]:
     for name in (ldlib, ldlib + ".1.0", "libpython3.so"):
         if libdir and name:
             binds.add(os.path.join(libdir, name))
+    binds.update(_loaded_libpython())
     site = [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
             and os.path.isdir(p)]
     binds.update(site)
@@ -81,6 +82,16 @@ def python_paths() -> tuple[list[str], list[str]]:
         out.add(os.path.abspath(p))
         out.add(os.path.realpath(p))
     return sorted(p for p in out if not _under_system(p)), site
+
+
+def _loaded_libpython() -> set[str]:
+    """The libpython this interpreter really mapped (RPATH or LD_LIBRARY_PATH may point
+    elsewhere than LIBDIR, e.g. for a copied interpreter)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return {line.split()[-1] for line in f if "/libpython" in line and line.split()[-1].startswith("/")}
+    except OSError:
+        return set()
 
 
 def _under_system(p: str) -> bool:
@@ -270,7 +281,7 @@ def worker_env(scratch: str) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
         "LANG": "C.UTF-8",
     }
-    for key in ("MW_WORKER_DEBUG", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "LP_NUM_THREADS"):
+    for key in ("LD_LIBRARY_PATH", "MW_WORKER_DEBUG", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "LP_NUM_THREADS"):
         if key in os.environ:
             env[key] = os.environ[key]
     env.setdefault("OMP_NUM_THREADS", "1")
