@@ -94,7 +94,7 @@ class WorkerProcess:
             sandbox.give_to_jail(d)
         fd = sandbox.seccomp_fd()
         cmd = sandbox.wrap(argv, scratch, writable, fd)
-        self._log = open(os.path.join(scratch, "worker.log"), "ab")
+        self._log = _open_log(os.path.join(scratch, "worker.log"))
         try:
             self.proc: subprocess.Popen = _KEEPER.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
@@ -189,6 +189,21 @@ class WorkerProcess:
             except OSError:
                 pass
         self._log.close()
+
+
+def _open_log(path: str):
+    """The worker's stderr log, never through a link: a restored worker's scratch was the
+    dead worker's to write, and a planted symlink must not aim the supervisor's writes."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError:  # a link or something else planted there: replace it
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+        fd = os.open(path, flags | os.O_EXCL, 0o600)
+    return os.fdopen(fd, "ab")
 
 
 class WorkerPool:

@@ -183,3 +183,18 @@ def test_str_format_reach_leaks_no_host_environment(session, monkeypatch):
     r = session.call("cadquery_script", {"code": code, "name": "x"})
     assert not r.ok and "PYTHONPATH" in r.error.message  # the reach works...
     assert "hunter2" not in r.error.message and "MW_HOST_SECRET" not in r.error.message  # ...to nothing
+
+
+def test_a_restart_after_a_crash_follows_no_planted_link(fresh_session, tmp_path):
+    """The dead worker's scratch is reused to restore the scene: a link planted there must
+    not aim the supervisor's own writes (its worker.log) at a host file."""
+    victim = tmp_path / "victim"
+    victim.write_text("orig")
+    scratch = str(fresh_session._w().scratch)
+    probe = ("log = os.path.join(PARAMS['scratch'], 'worker.log')\n"
+             "os.unlink(log)\nos.symlink(PARAMS['victim'], log)\nout['planted'] = os.path.islink(log)\n")
+    assert run_probe(fresh_session, probe, {"scratch": scratch, "victim": str(victim)})["planted"]
+    assert fresh_session._fault("abort").error.kind.value == "crash"
+    assert fresh_session.call("add_primitive", {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}).ok
+    assert victim.read_text() == "orig"
+    assert fresh_session.restarts == 1
