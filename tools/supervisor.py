@@ -90,6 +90,7 @@ class WorkerProcess:
         if test_hooks:
             argv.append("--test-hooks")
         writable = [] if self.workspace.startswith(scratch + os.sep) else [self.workspace]
+        os.chmod(scratch, 0o700)  # the session's files: for the jail and the supervisor only
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
             sandbox.give_to_jail(d)
         fd = sandbox.seccomp_fd()
