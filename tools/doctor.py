@@ -33,7 +33,7 @@ def measure() -> dict:
     out: dict = {"jailed": sandbox.jailed(), "app_uid": os.geteuid(),
                  "unjailed_allowed": sandbox.unjailed_allowed()}
     if not sandbox.jailed():
-        out["problem"] = sandbox._probe() or "disabled by MODELWRIGHT_SANDBOX=none"
+        out["problem"] = sandbox.why_unjailed() or "disabled by MODELWRIGHT_SANDBOX=none"
     w = WorkerProcess(os.path.join(root, "w"))
     try:
         reply, _ = w.request({"op": "confinement"}, 60)

@@ -217,7 +217,7 @@ def mode() -> str:
     """'bwrap' when the full jail starts here, else 'none'; probed once per process."""
     if os.environ.get("MODELWRIGHT_SANDBOX") == "none":
         return "none"
-    problem = _probe()
+    problem = why_unjailed()
     if problem is None:
         return "bwrap"
     log.warning("the worker jail does not work here (%s): untrusted code is refused unless %s=1",
@@ -225,7 +225,7 @@ def mode() -> str:
     return "none"
 
 
-def _probe() -> str | None:
+def why_unjailed() -> str | None:
     """Why the jail cannot start here, or None when a jailed `true` runs."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed"

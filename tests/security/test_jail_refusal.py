@@ -15,7 +15,9 @@ CUBE = {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}
 
 @pytest.fixture
 def no_jail(monkeypatch):
-    monkeypatch.setattr(sandbox, "mode", lambda: "none")
+    # `jailed`, not `mode`: the pool's spares boot in the background meanwhile and must stay
+    # jailed for the tests after this one
+    monkeypatch.setattr(sandbox, "jailed", lambda: False)
     monkeypatch.delenv(sandbox.ALLOW_UNJAILED_ENV, raising=False)
 
 
