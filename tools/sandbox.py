@@ -201,7 +201,7 @@ def seccomp_fd() -> int | None:
     """A fresh fd holding the compiled filter, for `bwrap --seccomp FD`; the caller closes it."""
     if mode() != "bwrap":
         return None
-    fd = os.memfd_create("mw-seccomp", 0)
+    fd = os.memfd_create("mw-seccomp")  # close-on-exec; Popen pass_fds hands it on
     os.write(fd, _program())
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
@@ -238,7 +238,7 @@ def why_unjailed() -> str | None:
     with tempfile.TemporaryDirectory(prefix="modelwright-probe-") as d:
         traversable(d)
         give_to_jail(d)
-        fd = os.memfd_create("mw-seccomp", 0)
+        fd = os.memfd_create("mw-seccomp")  # close-on-exec; Popen pass_fds hands it on
         try:
             os.write(fd, _program())
             os.lseek(fd, 0, os.SEEK_SET)
