@@ -100,8 +100,8 @@ class ToolBridge:
     def _open(self) -> None:
         from tools import ToolSession
 
-        self._session = ToolSession(
-            deadline_s=self.settings.deadline_s, workspace=self.settings.workspace
+        self._session = ToolSession(  # an MCP client is someone else: refused without a jail
+            deadline_s=self.settings.deadline_s, workspace=self.settings.workspace, untrusted=True
         )
         if self.settings.record:
             from agents.store import Store

@@ -3,7 +3,9 @@
 (a) a mutating call + one 256x256 view, warm vs a fresh process (import bpy, same op, same render)
 (b) cadquery_script warm vs a subprocess per script
 (c) snapshot + restore of a 20-object scene
-(d) worker RSS after 200 sessions vs after the first
+(d) session start with clean state + first call: before (a warm worker reset and reused, as
+    the pool did until a session's code could leak into the next) vs now (a fresh jailed
+    worker per session, from a spare booted in the background), and a cold start (no spare)
 
 Run: .venv/bin/python benchmarks/tools.py   (or `make bench`)
 """
@@ -48,7 +50,7 @@ def cold(code: str) -> None:
 
 
 def main() -> None:
-    pool = WorkerPool(size=1, max_sessions=10_000)
+    pool = WorkerPool(size=1)
     s = pool.session()
     s.render(views=["iso"], size=256)  # first render compiles shaders: not a steady-state cost
     i = iter(range(10**6))
@@ -80,16 +82,37 @@ def main() -> None:
           "(20 objects, 5 CAD parts)")
     s.close()
 
-    rss = []
-    for n in range(200):
+    first_call = {"kind": "cube", "name": "S", "dimensions": [1, 1, 1]}
+    # before: the old session boundary, a `reset` of the same warm worker, then the first call
+    with pool.session() as t:
+        t.call("add_primitive", first_call)
+
+        def reused():
+            t.reset()
+            assert t.call("add_primitive", first_call).ok
+
+        before = statistics.median(timed(reused, 10))
+    # now: a fresh worker per session, taken from the spare the pool keeps booted
+    starts, firsts = [], []
+    for _ in range(5):
+        while not pool._idle:  # the spare boots in the background between sessions
+            time.sleep(0.1)
+        t0 = time.perf_counter()
         with pool.session() as t:
-            t.call("add_primitive", {"kind": "uv_sphere", "name": "S", "dimensions": [1, 1, 1]})
-            t.call("cadquery_script", {"code": SCRIPT, "name": "P"})
-            t.render(views=["iso"], size=128)
-            if n in (0, 199):
-                rss.append(t.status()["rss_mb"])
-    print(f"(d) worker RSS after session 1: {rss[0]:.0f} MB, after 200: {rss[1]:.0f} MB "
-          f"(ratio {rss[1] / rss[0]:.2f}; the pool recycles past {pool.max_rss_mb:.0f} MB)")
+            starts.append(time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            assert t.call("add_primitive", first_call).ok
+            firsts.append(time.perf_counter() - t1)
+    cold_pool = WorkerPool(size=0, prewarm=False)
+    t0 = time.perf_counter()
+    with cold_pool.session() as t:
+        cold_start = time.perf_counter() - t0
+    cold_pool.close()
+    after = statistics.median(starts) + statistics.median(firsts)
+    print(f"(d) session start + first call: before (reset, reused worker) {before * 1e3:.1f} ms | now "
+          f"(fresh worker from a spare) {statistics.median(starts) * 1e3:.1f} ms + "
+          f"{statistics.median(firsts) * 1e3:.1f} ms = {after * 1e3:.1f} ms (ratio {after / before:.2f}) | "
+          f"with no spare ready: {cold_start:.1f} s to boot a jailed worker")
     pool.close()
 
 

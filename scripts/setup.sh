@@ -23,7 +23,7 @@ if [ -n "$missing" ]; then
     apt-get install -y -qq $missing >/dev/null
   else
     say "WARNING: missing system packages:$missing (install them with your package manager;"
-    say "         without bubblewrap workers run with a weaker jail, without xvfb the real-window test cannot run)"
+    say "         without bubblewrap no jail works and untrusted code is refused, without xvfb the real-window test cannot run)"
   fi
 fi
 

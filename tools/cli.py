@@ -1,4 +1,4 @@
-"""`modelwright tools ...`: list the catalogue, run a sequence of calls, stress the runtime."""
+"""`modelwright tools ...`: list the catalogue, run a sequence of calls, check the jail, stress."""
 
 from __future__ import annotations
 
@@ -93,6 +93,14 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
     typer.echo(json.dumps({"calls": len(calls), "ran": ran, "failed": len(failures), "out": str(out)}))
     if failures and not keep_going:
         raise typer.Exit(int(ExitCode.FAILED))
+
+
+@app.command("doctor")
+def doctor(as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON.")) -> None:
+    """Start one worker and print its jail as measured from inside; exit 1 if a property fails."""
+    from tools.doctor import main as doctor_main
+
+    raise typer.Exit(doctor_main(["--json"] if as_json else []))
 
 
 @app.command("stress")

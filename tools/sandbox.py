@@ -1,9 +1,21 @@
-"""How a worker process is jailed: bubblewrap where it exists, `unshare` otherwise.
+"""How a worker process is jailed: bubblewrap in a user namespace, with seccomp and caps dropped.
 
-The jail gives the worker no network, a read-only view of only what Python, Blender and
-CadQuery need (no /etc/passwd, no home directory), and its scratch dir as the only writable
-place. Where neither tool works, workers run unjailed and a warning says so; the script
-checks in tools/worker/jail.py still refuse file access and forbidden imports.
+Everything in a worker is hostile (model code, user scripts, imported files, Blender data), so
+the jail, not the script lint of tools/worker/jail.py, is the boundary. It gives the worker:
+- a user namespace with an unprivileged uid/gid inside, mapped to an unprivileged uid outside
+  too: as root, an outer bubblewrap builds the filesystem view and `setpriv` drops to
+  `JAIL_UID` (nobody) before the inner bubblewrap unshares the user namespace, because a jail
+  whose uid maps to host root may still write /proc/sys and is exempt from RLIMIT_NPROC;
+- no capabilities (bounding set empty), no_new_privs, the seccomp filter of tools/seccomp.py;
+- no network (an empty network namespace), its own pid/ipc/uts namespaces, no /sys, an empty
+  read-only /proc/sys;
+- read-only binds of only the interpreter, its stdlib, site-packages and the project's `tools`
+  package (not the checkout, not .git, not the caller's cwd), and scratch as the only
+  writable place.
+Memory, process and CPU caps are rlimits the worker sets on itself before it runs anything
+(tools/worker/main.py): cgroup v2 delegation is not available on every machine (not here).
+Where the jail cannot be built, untrusted input is refused (`require_jail`) unless the user
+opts in with MODELWRIGHT_ALLOW_UNJAILED_CODE=1.
 """
 
 from __future__ import annotations
@@ -15,84 +27,261 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from dataclasses import dataclass
+
+from tools import seccomp
+from tools.errors import ErrorKind, ToolError
 
 log = logging.getLogger("modelwright.sandbox")
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SYSTEM_RO = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/ld.so.conf",
-             "/etc/ld.so.conf.d", "/etc/fonts", "/etc/alternatives", "/etc/localtime", "/usr/share/glvnd",
-             "/etc/glvnd", "/etc/ssl/certs"]
+PACKAGE_DIR = os.path.join(PROJECT_ROOT, "tools")
+SYSTEM_RO = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache",
+             "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/fonts", "/etc/alternatives",
+             "/etc/localtime", "/usr/share/glvnd", "/etc/glvnd"]
+ALLOW_UNJAILED_ENV = "MODELWRIGHT_ALLOW_UNJAILED_CODE"
+JAIL_UID = int(os.environ.get("MODELWRIGHT_JAIL_UID", "65534"))  # outside uid when run as root
+INSIDE_UID = 65534  # the uid the worker sees, whoever runs the app
+TMPFS_BYTES = 64 << 20
 
 
-def _python_roots() -> list[str]:
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.base_prefix), PROJECT_ROOT}
-    for key in ("purelib", "platlib", "stdlib"):
-        roots.add(sysconfig.get_paths()[key])
-    for p in sys.path:
-        p = os.path.realpath(p) if p else ""
-        if p and os.path.isdir(p) and not p.startswith(("/usr", "/lib")):
-            roots.add(p)
-    return sorted(roots)
+@dataclass(frozen=True)
+class Limits:
+    """Per-worker caps; a worker serves one session, so these are per-session caps."""
+    memory_mb: int = int(os.environ.get("MODELWRIGHT_WORKER_MEMORY_MB", "4096"))  # RLIMIT_DATA
+    max_procs: int = int(os.environ.get("MODELWRIGHT_WORKER_MAX_PROCS", "256"))  # RLIMIT_NPROC
+    cpu_s: int = int(os.environ.get("MODELWRIGHT_WORKER_CPU_S", str(4 * 3600)))  # RLIMIT_CPU
+
+    def argv(self) -> list[str]:
+        return ["--memory-mb", str(self.memory_mb), "--max-procs", str(self.max_procs),
+                "--cpu-s", str(self.cpu_s)]
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def python_paths() -> tuple[list[str], list[str]]:
+    """(read-only dirs/files to bind, site-packages dirs the worker must put on sys.path)."""
+    paths = sysconfig.get_paths()
+    binds = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"],
+             os.path.join(paths["stdlib"], "lib-dynload"), PACKAGE_DIR,
+             os.path.join(sys.prefix, "pyvenv.cfg")}
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    ldlib = sysconfig.get_config_var("LDLIBRARY") or ""
+    for name in (ldlib, ldlib + ".1.0", "libpython3.so"):
+        if libdir and name:
+            binds.add(os.path.join(libdir, name))
+    binds.update(_loaded_libpython())
+    site = [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
+            and os.path.isdir(p)]
+    binds.update(site)
+    out = set()
+    for p in binds:
+        if not p or not os.path.exists(p):
+            continue
+        out.add(os.path.abspath(p))
+        out.add(os.path.realpath(p))
+    return sorted(p for p in out if not _under_system(p)), site
+
+
+def _loaded_libpython() -> set[str]:
+    """The libpython this interpreter really mapped (RPATH or LD_LIBRARY_PATH may point
+    elsewhere than LIBDIR, e.g. for a copied interpreter)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return {line.split()[-1] for line in f if "/libpython" in line and line.split()[-1].startswith("/")}
+    except OSError:
+        return set()
+
+
+def _under_system(p: str) -> bool:
+    return any(p == s or p.startswith(s + "/") for s in ("/usr", "/bin", "/lib", "/lib64", "/sbin"))
+
+
+def _executable_links(made: set[str]) -> list[str]:
+    """--symlink/--ro-bind args that recreate sys.executable's chain of links to the binary."""
+    args: list[str] = []
+    p = os.path.abspath(sys.executable)
+    for _ in range(16):
+        if not os.path.islink(p):
+            if not _under_system(p):
+                args += ["--ro-bind", p, p]
+            return args
+        target = os.readlink(p)
+        args += _parents(p, made) + ["--symlink", target, p]
+        p = os.path.normpath(os.path.join(os.path.dirname(p), target))
+    return args
+
+
+def _filesystem(scratch: str, writable: list[str]) -> list[str]:
+    args: list[str] = ["--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", "--dir", "/run"]
+    for p in SYSTEM_RO:
+        if os.path.lexists(p):
+            args += ["--ro-bind", p, p]
+    made: set[str] = {"/tmp"}
+    ro, _ = python_paths()
+    for p in ro:
+        args += _parents(p, made) + ["--ro-bind", p, p]
+    args += _executable_links(made)
+    for p in [scratch, *writable]:
+        args += _parents(p, made) + ["--bind", p, p]
+    return args
+
+
+def _parents(path: str, made: set[str]) -> list[str]:
+    """World-traversable parent dirs, so an unprivileged bwrap can reach binds under /root."""
+    args: list[str] = []
+    parts = os.path.dirname(path).strip("/").split("/")
+    for i in range(1, len(parts) + 1):
+        d = "/" + "/".join(parts[:i])
+        if parts[0] and d not in made:
+            made.add(d)
+            args += ["--perms", "0755", "--dir", d]
+    return args
+
+
+def _inner(fs: list[str], seccomp_fd: int | None, uid: int) -> list[str]:
+    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(uid), "--gid", str(uid),
+           "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session", *fs,
+           "--proc", "/proc", "--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys", "--dev", "/dev"]
+    if os.path.isdir("/dev/dri"):  # the GPU for EGL rendering: see the threat model in the README
+        cmd += ["--dev-bind", "/dev/dri", "/dev/dri"]
+    # tmpfs is RAM that RLIMIT_DATA does not count: a small /dev/shm, the rest of /dev read-only
+    cmd += ["--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
+    return cmd
+
+
+def wrap(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int | None = None) -> list[str]:
+    """The command line that runs `argv` jailed, with `scratch` and `writable` read-write."""
+    return _command(argv, scratch, writable, seccomp_fd) if mode() == "bwrap" else argv
+
+
+def _command(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int | None) -> list[str]:
+    fs = _filesystem(scratch, writable)
+    if not _is_root():
+        return [*_inner(fs, seccomp_fd, INSIDE_UID), "--chdir", scratch, "--", *argv]
+    outer = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
+             "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+             "--bind", "/proc", "/proc", "--dev", "/dev", *fs]
+    if os.path.isdir("/dev/dri"):
+        outer += ["--dev-bind", "/dev/dri", "/dev/dri"]
+    drop = ["setpriv", f"--reuid={JAIL_UID}", f"--regid={JAIL_UID}", "--clear-groups", "--"]
+    inner = _inner(["--bind", "/", "/"], seccomp_fd, INSIDE_UID)
+    return [*outer, "--", *drop, *inner, "--chdir", scratch, "--", *argv]
+
+
+def give_to_jail(path: str) -> None:
+    """Make a dir the jail writes into owned by the jail's outside uid (as root only)."""
+    if _is_root():
+        os.chown(path, JAIL_UID, JAIL_UID, follow_symlinks=False)
+
+
+def take_back(path: str) -> None:
+    """Return a tree the jail wrote back to the app's user, never following the jail's links."""
+    if not _is_root() or not os.path.isdir(path):
+        return
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                os.chown(os.path.join(root, name), os.geteuid(), os.getegid(), follow_symlinks=False)
+            except OSError:
+                pass
+    os.chown(path, os.geteuid(), os.getegid(), follow_symlinks=False)
+
+
+def traversable(root: str) -> None:
+    """A pool's root dir must be searchable by the jail's uid (as root the jail is nobody)."""
+    if _is_root():
+        os.chmod(root, 0o711)
+
+
+def seccomp_fd() -> int | None:
+    """A fresh fd holding the compiled filter, for `bwrap --seccomp FD`; the caller closes it."""
+    if mode() != "bwrap":
+        return None
+    fd = os.memfd_create("mw-seccomp")  # close-on-exec; Popen pass_fds hands it on
+    os.write(fd, _program())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+@functools.cache
+def _program() -> bytes:
+    return seccomp.program()
 
 
 @functools.cache
 def mode() -> str:
-    """'bwrap', 'unshare' or 'none', probed once per process."""
+    """'bwrap' when the full jail starts here, else 'none'; probed once per process."""
     if os.environ.get("MODELWRIGHT_SANDBOX") == "none":
         return "none"
-    if shutil.which("bwrap"):
-        try:
-            subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], check=True,
-                           capture_output=True, timeout=10)
-            return "bwrap"
-        except (subprocess.SubprocessError, OSError):
-            pass
-    if shutil.which("unshare"):
-        try:
-            subprocess.run(["unshare", "--user", "--net", "--map-root-user", "true"], check=True,
-                           capture_output=True, timeout=10)
-            log.warning("bubblewrap is unavailable: workers get no network (unshare) but can read the "
-                        "filesystem; install bubblewrap for the full jail")
-            return "unshare"
-        except (subprocess.SubprocessError, OSError):
-            pass
-    log.warning("no sandbox tool works here (bubblewrap, unshare): workers run unjailed")
+    problem = why_unjailed()
+    if problem is None:
+        return "bwrap"
+    log.warning("the worker jail does not work here (%s): untrusted code is refused unless %s=1",
+                problem, ALLOW_UNJAILED_ENV)
     return "none"
 
 
-def wrap(argv: list[str], scratch: str, writable: list[str]) -> list[str]:
-    """The command line that runs `argv` jailed, with `scratch` and `writable` read-write."""
-    m = mode()
-    if m == "bwrap":
-        cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--proc", "/proc",
-               "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/run"]
-        for p in SYSTEM_RO:
-            if os.path.lexists(p):
-                cmd += ["--ro-bind", p, p]
-        if os.path.isdir("/dev/dri"):
-            cmd += ["--dev-bind", "/dev/dri", "/dev/dri"]
-        for p in _python_roots():
-            if os.path.isabs(p) and os.path.exists(p) and not any(p == s or p.startswith(s + "/") for s in ("/usr", "/bin", "/lib")):
-                cmd += ["--ro-bind", p, p]
-        for p in [scratch, *writable]:
-            cmd += ["--bind", p, p]
-        cmd += ["--chdir", scratch, "--setenv", "HOME", scratch, "--setenv", "TMPDIR", os.path.join(scratch, "tmp")]
-        return cmd + argv
-    if m == "unshare":
-        return ["unshare", "--user", "--net", "--map-root-user", "--kill-child", *argv]
-    return argv
+def why_unjailed() -> str | None:
+    """Why the jail cannot start here, or None when a jailed `true` runs."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed"
+    if _is_root() and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is not installed"
+    if seccomp.native_arch() is None:
+        return f"no seccomp filter for {os.uname().machine}"
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="modelwright-probe-") as d:
+        traversable(d)
+        give_to_jail(d)
+        fd = os.memfd_create("mw-seccomp")  # close-on-exec; Popen pass_fds hands it on
+        try:
+            os.write(fd, _program())
+            os.lseek(fd, 0, os.SEEK_SET)
+            cmd = _command(["true"], d, [], fd)
+            r = subprocess.run(cmd, capture_output=True, timeout=30, pass_fds=(fd,))
+        except (subprocess.SubprocessError, OSError) as e:
+            return str(e)
+        finally:
+            os.close(fd)
+    if r.returncode != 0:
+        return r.stderr.decode(errors="replace").strip().splitlines()[-1:] or f"exit {r.returncode}"
+    return None
+
+
+def jailed() -> bool:
+    return mode() == "bwrap"
+
+
+def unjailed_allowed() -> bool:
+    return os.environ.get(ALLOW_UNJAILED_ENV) == "1"
+
+
+def require_jail(what: str) -> None:
+    """Refuse untrusted input (`what`) when workers run unjailed, unless the user opted in."""
+    if jailed() or unjailed_allowed():
+        return
+    raise ToolError(ErrorKind.SANDBOX, f"{what} runs untrusted code, and the worker jail does not "
+                    f"work on this machine (see `modelwright tools doctor`); install bubblewrap, "
+                    f"or set {ALLOW_UNJAILED_ENV}=1 to run it unjailed at your own risk")
 
 
 def worker_env(scratch: str) -> dict[str, str]:
+    _, site = python_paths()
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": scratch,
         "TMPDIR": os.path.join(scratch, "tmp"),
-        "PYTHONPATH": PROJECT_ROOT,
+        "PYTHONPATH": os.pathsep.join([PROJECT_ROOT, *site]),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
         "LANG": "C.UTF-8",
     }
-    for key in ("MW_WORKER_DEBUG", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "LP_NUM_THREADS"):
+    for key in ("LD_LIBRARY_PATH", "MW_WORKER_DEBUG", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "LP_NUM_THREADS"):
         if key in os.environ:
             env[key] = os.environ[key]
     env.setdefault("OMP_NUM_THREADS", "1")

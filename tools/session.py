@@ -8,18 +8,27 @@ import threading
 import time
 from pathlib import Path
 
+from tools import sandbox
 from tools.errors import ErrorKind, ToolError
 from tools.specs import validate_call
 from tools.supervisor import ToolResult, WorkerPool, WorkerProcess, _Died, _TimedOut, default_pool
 
 DEFAULT_DEADLINE_S = 30.0
+# tools whose input is code or a file someone else made: refused when no jail works here
+UNTRUSTED_INPUT_TOOLS = frozenset({"cadquery_script", "import_file"})
 
 
 class ToolSession:
-    """Holds one worker (from a pool, or dedicated when a host `workspace` folder is given)."""
+    """Holds one worker (from a pool, or dedicated when a host `workspace` folder is given).
+
+    The worker is this session's alone and dies with it (see WorkerPool). `untrusted=True`
+    marks every call as coming from someone else (MCP clients): without a working jail they
+    are all refused, not only UNTRUSTED_INPUT_TOOLS.
+    """
 
     def __init__(self, pool: WorkerPool | None = None, deadline_s: float = DEFAULT_DEADLINE_S,
-                 workspace: str | os.PathLike | None = None):
+                 workspace: str | os.PathLike | None = None, untrusted: bool = False):
+        self.untrusted = untrusted
         self.pool = pool or default_pool()
         self.deadline_s = deadline_s
         self._lock = threading.RLock()
@@ -55,6 +64,7 @@ class ToolSession:
             self.worker = None
             if self._dedicated:
                 w.kill()
+                sandbox.take_back(w.workspace)  # the jail's files belong to the user again
             else:
                 self.pool.release(w)
 
@@ -85,6 +95,8 @@ class ToolSession:
         shown_args = args if isinstance(args, dict) else {"_invalid": repr(args)[:200]}
         try:
             spec, norm = validate_call(tool, args)
+            if self.untrusted or spec.name in UNTRUSTED_INPUT_TOOLS:
+                sandbox.require_jail(spec.name)
         except ToolError as e:
             return ToolResult(str(tool)[:64], shown_args, False, error=e,
                               duration_ms=(time.perf_counter() - t0) * 1000)

@@ -82,18 +82,29 @@ class WorkerProcess:
         self.sessions_served = 0
         self.rss_mb = 0.0
         self.versions: dict = {}
-        argv = [sys.executable, "-m", "tools.worker", "--scratch", scratch, "--workspace", self.workspace]
+        # -s -P: no user site and no cwd on sys.path, for scratch is the session's to write into
+        argv = [sys.executable, "-s", "-P", "-m", "tools.worker", "--scratch", scratch,
+                "--workspace", self.workspace, *sandbox.Limits().argv()]
         if restore:
             argv.append("--restore")
         if test_hooks:
             argv.append("--test-hooks")
         writable = [] if self.workspace.startswith(scratch + os.sep) else [self.workspace]
-        cmd = sandbox.wrap(argv, scratch, writable)
-        self._log = open(os.path.join(scratch, "worker.log"), "ab")
-        self.proc: subprocess.Popen = _KEEPER.submit(
-            subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            env=sandbox.worker_env(scratch), cwd=scratch, start_new_session=True, close_fds=True,
-        ).result()
+        os.chmod(scratch, 0o700)  # the session's files: for the jail and the supervisor only
+        for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
+            sandbox.give_to_jail(d)
+        fd = sandbox.seccomp_fd()
+        cmd = sandbox.wrap(argv, scratch, writable, fd)
+        self._log = _open_log(os.path.join(scratch, "worker.log"))
+        try:
+            self.proc: subprocess.Popen = _KEEPER.submit(
+                subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                env=sandbox.worker_env(scratch), cwd=scratch, start_new_session=True, close_fds=True,
+                pass_fds=() if fd is None else (fd,),
+            ).result()
+        finally:
+            if fd is not None:
+                os.close(fd)
         try:
             ready, _ = self._read(time.monotonic() + STARTUP_DEADLINE_S)
         except (_Died, _TimedOut) as e:
@@ -181,15 +192,37 @@ class WorkerProcess:
         self._log.close()
 
 
-class WorkerPool:
-    """Keeps `size` workers warm; recycles a worker after `max_sessions` or past `max_rss_mb`."""
+def _open_log(path: str):
+    """The worker's stderr log, never through a link: a restored worker's scratch was the
+    dead worker's to write, and a planted symlink must not aim the supervisor's writes."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError:  # a link or something else planted there: replace it
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+        fd = os.open(path, flags | os.O_EXCL, 0o600)
+    return os.fdopen(fd, "ab")
 
-    def __init__(self, size: int = 1, max_sessions: int = 50, max_rss_mb: float = 2500.0,
+
+class WorkerPool:
+    """Keeps `size` fresh workers warm; a worker serves exactly one session, then is killed.
+
+    No state crosses a session boundary: whatever a session's code did to the interpreter
+    (monkeypatched kernels, threads, files in scratch) dies with its worker. The warm start is
+    kept by spares booted in the background, so a session starts as soon as one is ready.
+    (`max_sessions`/`max_rss_mb` are kept for callers; a worker now always retires after one.)
+    """
+
+    def __init__(self, size: int = 1, max_sessions: int = 1, max_rss_mb: float = 2500.0,
                  root: str | None = None, test_hooks: bool | None = None, prewarm: bool = True):
         self.size = size
-        self.max_sessions = max_sessions
+        self.max_sessions = 1
         self.max_rss_mb = max_rss_mb
         self.root = root or tempfile.mkdtemp(prefix="modelwright-")
+        sandbox.traversable(self.root)
         self.test_hooks = os.environ.get("MODELWRIGHT_TEST_HOOKS") == "1" if test_hooks is None else test_hooks
         self._idle: list[WorkerProcess] = []
         self._lock = threading.Lock()
@@ -254,23 +287,9 @@ class WorkerPool:
             time.sleep(0.05)
 
     def release(self, worker: WorkerProcess) -> None:
+        """End a worker's session: kill it and its scratch, and boot a fresh spare."""
         worker.sessions_served += 1
-        keep = (worker.alive and not self._closed and worker.sessions_served < self.max_sessions
-                and worker.rss_mb < self.max_rss_mb)
-        if keep:
-            try:
-                reply, _ = worker.request({"op": "reset"}, 60)
-                keep = reply.get("ok", False)
-                shutil.rmtree(worker.workspace, ignore_errors=True)
-                os.makedirs(worker.workspace, exist_ok=True)
-            except (_Died, _TimedOut):
-                keep = False
-        with self._lock:
-            if keep and len(self._idle) < self.size:
-                self._idle.append(worker)
-                return
-        if not keep:
-            self.recycled += 1
+        self.recycled += 1
         worker.kill()
         shutil.rmtree(worker.scratch, ignore_errors=True)
         self.warm()

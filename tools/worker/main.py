@@ -1,4 +1,8 @@
-"""Worker entry point: harden the process, load the kernels, serve calls until stdin closes."""
+"""Worker entry point: cap the process, load the kernels, serve calls until stdin closes.
+
+The caps are set before anything untrusted runs, soft and hard alike, so code in the worker
+cannot raise them again (that needs CAP_SYS_RESOURCE, which the jail drops).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,24 @@ import time
 import traceback
 
 
-def _harden() -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps of a jailed process
-    resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 30, 4 << 30))  # no runaway file
+def _harden(memory_mb: int, max_procs: int, cpu_s: int) -> None:
+    caps = {
+        resource.RLIMIT_CORE: 0,  # no core dumps of a jailed process
+        resource.RLIMIT_FSIZE: 4 << 30,  # no runaway file
+        # RLIMIT_DATA, not RLIMIT_AS: bpy, Mesa and OCCT reserve far more address space than
+        # they touch, and RLIMIT_AS counts the reservations; DATA counts writable private memory
+        resource.RLIMIT_DATA: memory_mb << 20,
+        # counted per uid inside the worker's own user namespace: the threads and processes of
+        # this one jail (a fork bomb stops here, not at the host's limit)
+        resource.RLIMIT_NPROC: max_procs,
+    }
+    for what, value in caps.items():
+        _, hard = resource.getrlimit(what)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(what, (value, value))
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    cpu_hard = cpu_s + 5 if hard == resource.RLIM_INFINITY else min(cpu_s + 5, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (min(cpu_s, cpu_hard), cpu_hard))  # SIGXCPU, then KILL
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), min(1024, hard)))
     try:  # die with the supervisor even outside bubblewrap
@@ -30,13 +49,16 @@ def main() -> None:
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--restore", action="store_true")
     parser.add_argument("--test-hooks", action="store_true")
+    parser.add_argument("--memory-mb", type=int, default=4096)
+    parser.add_argument("--max-procs", type=int, default=256)
+    parser.add_argument("--cpu-s", type=int, default=4 * 3600)
     opts = parser.parse_args()
 
     # The protocol owns the original stdout; anything Blender prints goes to stderr.
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     proto_in = sys.stdin.buffer
-    _harden()
+    _harden(opts.memory_mb, opts.max_procs, opts.cpu_s)
 
     from tools.protocol import ProtocolError, read_message, write_message
 
@@ -55,5 +77,10 @@ def main() -> None:
             request, blobs = read_message(proto_in)
         except ProtocolError:
             return  # supervisor gone
-        reply, out_blobs = runtime.handle(request, blobs)
+        if request.get("op") == "confinement":  # what `tools doctor` reports, measured in here
+            from tools.worker.confinement import report
+
+            reply, out_blobs = {"ok": True, "output": report(opts.scratch)}, []
+        else:
+            reply, out_blobs = runtime.handle(request, blobs)
         write_message(proto_out, reply, out_blobs)
