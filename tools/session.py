@@ -63,6 +63,12 @@ class ToolSession:
         return Path(self._w().workspace)
 
     @property
+    def scratch(self) -> Path:
+        """The worker's scratch folder; its committed scene (state/) is what a verifier reads.
+        Written by the worker: hostile ground, to be read only through tools.confined."""
+        return Path(self._w().scratch)
+
+    @property
     def versions(self) -> dict:
         return dict(self._w().versions)
 
