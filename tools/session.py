@@ -116,10 +116,11 @@ class ToolSession:
             w.kill()
             err = ToolError(ErrorKind.TIMEOUT, f"{what} ran past its {deadline_s:g} s deadline and was stopped; "
                             "the scene is as before the call. Simplify the operation or split it up.")
-        except _Died:
+        except _Died as died:
             code = w.proc.poll()
             w.kill()
-            err = ToolError(ErrorKind.CRASH, f"the worker died during {what} (exit {code}); it was restarted "
+            why = f"was stopped: {died.reason}" if died.reason else f"died during {what} (exit {code})"
+            err = ToolError(ErrorKind.CRASH, f"the worker {why}; it was restarted "
                             "and the scene is as before the call.")
         self._recover(w)
         return {"scene_hash": self._last_hash}, [], err

@@ -56,4 +56,4 @@ def main() -> None:
         except ProtocolError:
             return  # supervisor gone
         reply, out_blobs = runtime.handle(request, blobs)
-        write_message(proto_out, reply, out_blobs)
+        write_message(proto_out, {**reply, "id": request.get("id")}, out_blobs)  # echoed: replies pair with requests
