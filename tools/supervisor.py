@@ -19,12 +19,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 
-from tools import sandbox
+from tools import sandbox, scratch
 from tools.errors import ErrorKind, ToolError
 from tools.protocol import (
     HEADER,
@@ -207,7 +206,11 @@ class WorkerPool:
         self.size = size
         self.max_sessions = max_sessions
         self.max_rss_mb = max_rss_mb
-        self.root = root or tempfile.mkdtemp(prefix="modelwright-")
+        self._root_lock: int | None = None
+        if root is None:  # ours: held by a lock, and the roots of dead supervisors swept
+            scratch.sweep_dead()
+            root, self._root_lock = scratch.new_root()
+        self.root = root
         self.test_hooks = os.environ.get("MODELWRIGHT_TEST_HOOKS") == "1" if test_hooks is None else test_hooks
         self._idle: list[WorkerProcess] = []
         self._lock = threading.Lock()
@@ -305,7 +308,8 @@ class WorkerPool:
             idle, self._idle = self._idle, []
         for w in idle:
             w.kill()
-        shutil.rmtree(self.root, ignore_errors=True)
+        scratch.release(self.root, self._root_lock)
+        self._root_lock = None
 
 
 _default_pool: WorkerPool | None = None

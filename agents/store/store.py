@@ -30,7 +30,7 @@ from agents.store.errors import AmbiguousEpisodeId, EpisodeBusy, EpisodeNotFound
 from agents.store.frames import check_png, read_frame, sha256
 from agents.store.lease import Lease, writer_identity
 from agents.store.location import resolve_data_dir
-from agents.store.models import SOURCES, Episode, EpisodeFilter, Step
+from agents.store.models import EPISODE_ID, SOURCES, Episode, EpisodeFilter, Step
 from agents.store.recorder import FRAMES, Recorder, dumps
 from agents.store.schema import INDEX_NAME, connect, migrate
 from agents.store.upkeep import Upkeep
@@ -125,6 +125,11 @@ class Store(Upkeep):
             self._conn.execute("COMMIT")
 
     def episode_dir(self, episode_id: str) -> Path:
+        """The episode's folder; an id that is not an episode id (`../x`: a corrupt or
+        hostile index) is refused, so no path built from it leaves the store."""
+        if not isinstance(episode_id, str) or not EPISODE_ID.match(episode_id):
+            raise StoreError(f"{str(episode_id)[:80]!r} is not a valid episode id; the index "
+                             "may be corrupt (`modelwright data doctor` rebuilds it)")
         return self.episodes_dir / episode_id
 
     # ---- recording -------------------------------------------------------------------
