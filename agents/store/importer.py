@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.store import journal
 from agents.store.atomic import TEMP_MARK, atomic_copy_file, atomic_write_bytes, fsync_dir
 from agents.store.errors import ImportSourceError, StoreError
 from agents.store.export import EXPORT_FORMAT
@@ -25,7 +26,7 @@ from agents.store.lease import Lease, holder_alive
 from agents.store.models import EPISODE_ID
 from agents.store.recorder import ARTIFACTS, FRAMES, dumps
 from agents.store.schema import INDEX_NAME
-from agents.store.store import tools_version
+from agents.store.store import STEP_COLUMNS, tools_version
 
 if TYPE_CHECKING:
     from agents.store.store import Store
@@ -135,6 +136,13 @@ def _commit(store: Store, ep: dict, steps: list[dict], specs: list[dict] | None)
             "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [_step_values(s) for s in steps],
         )
+    # The folder's own copy of the rows (what `data doctor` rebuilds an index from).
+    if ep["tools_version"] is not None and text is not None:
+        journal.write_specs(store.data_dir, ep["tools_version"], text, store.durable)
+    store._journal_episode(ep["id"])
+    folder = store.episode_dir(ep["id"])
+    for st in steps:
+        journal.append_step(folder, STEP_COLUMNS, _step_values(st))
 
 
 class _Staging:

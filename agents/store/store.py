@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -21,12 +22,19 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from agents.store import journal
 from agents.store.atomic import (
     TEMP_MARK,
     atomic_write_bytes,
     fsync_dir,
 )
-from agents.store.errors import AmbiguousEpisodeId, EpisodeBusy, EpisodeNotFound, StoreError
+from agents.store.errors import (
+    AmbiguousEpisodeId,
+    CorruptIndex,
+    EpisodeBusy,
+    EpisodeNotFound,
+    StoreError,
+)
 from agents.store.frames import check_png, read_frame, sha256
 from agents.store.lease import Lease, writer_identity
 from agents.store.location import resolve_data_dir
@@ -36,6 +44,10 @@ from agents.store.schema import INDEX_NAME, connect, migrate
 from agents.store.upkeep import Upkeep
 
 EPISODES = "episodes"
+STEP_COLUMNS = ("episode_id", "idx", "turn", "at", "tool", "args", "result", "result_text",
+                "error_kind", "error_message", "duration_ms", "frame", "frame_sha256",
+                "scene_hash", "model_message", "tokens_in", "tokens_out", "latency_ms",
+                "token_ids", "logprobs")
 
 
 @cache
@@ -96,8 +108,14 @@ class Store(Upkeep):
         except OSError as exc:
             raise StoreError(f"cannot create the store at {self.data_dir}: {exc.strerror}") from exc
         self._lock = threading.RLock()
-        self._conn = connect(self.index_path, durable)
-        migrate(self._conn)
+        try:
+            self._conn = connect(self.index_path, durable)
+            migrate(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise CorruptIndex(
+                f"the store index {self.index_path} is corrupt ({exc}); run `modelwright data "
+                f"doctor --data-dir {self.data_dir}` to rebuild it from the episode folders"
+            ) from None
         if create:
             self.remove_orphan_folders()
 
@@ -216,16 +234,22 @@ class Store(Upkeep):
             lease.release()
             shutil.rmtree(folder, ignore_errors=True)
             raise
+        if version is not None:
+            journal.write_specs(self.data_dir, version, specs, self.durable)
+        self._journal_episode(episode_id)
         return Recorder(self, episode_id, folder, lease)
+
+    def _journal_episode(self, episode_id: str) -> None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+        journal.write_episode(self.episode_dir(episode_id), row, self.durable)
 
     def _commit_step(self, step: Step) -> None:
         with self._write() as db:
             db.execute(
-                """INSERT INTO steps (episode_id, idx, turn, at, tool, args, result, result_text,
-                error_kind, error_message, duration_ms, frame, frame_sha256, scene_hash,
-                model_message, tokens_in, tokens_out, latency_ms, token_ids, logprobs)
+                f"""INSERT INTO steps ({', '.join(STEP_COLUMNS)})
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
+                values := (
                     step.episode_id,
                     step.index,
                     step.turn,
@@ -261,6 +285,7 @@ class Store(Upkeep):
                     step.episode_id,
                 ),
             )
+        journal.append_step(self.episode_dir(step.episode_id), STEP_COLUMNS, values)
 
     def _close_episode(
         self,
@@ -295,6 +320,7 @@ class Store(Upkeep):
                     episode_id,
                 ),
             )
+        self._journal_episode(episode_id)
 
     # ---- reading ---------------------------------------------------------------------
     def resolve(self, episode_id: str) -> str:
