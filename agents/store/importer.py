@@ -139,7 +139,8 @@ def _commit(store: Store, ep: dict, steps: list[dict], specs: list[dict] | None)
     # The folder's own copy of the rows (what `data doctor` rebuilds an index from).
     if ep["tools_version"] is not None and text is not None:
         journal.write_specs(store.data_dir, ep["tools_version"], text, store.durable)
-    store._journal_episode(ep["id"])
+    with store._write() as db:
+        store._journal_episode(db, ep["id"])
     folder = store.episode_dir(ep["id"])
     for st in steps:
         journal.append_step(folder, STEP_COLUMNS, _step_values(st))

@@ -230,18 +230,20 @@ class Store(Upkeep):
                         dumps(writer_identity()),
                     ),
                 )
+                if version is not None:
+                    journal.write_specs(self.data_dir, version, specs, self.durable)
+                # In the transaction: a writer killed while writing the copy leaves its temp
+                # file in a 'running' episode, which the reaper sweeps.
+                self._journal_episode(db, episode_id)
         except BaseException:
             lease.release()
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        if version is not None:
-            journal.write_specs(self.data_dir, version, specs, self.durable)
-        self._journal_episode(episode_id)
         return Recorder(self, episode_id, folder, lease)
 
-    def _journal_episode(self, episode_id: str) -> None:
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+    def _journal_episode(self, db: Any, episode_id: str) -> None:
+        """Write the episode's row, as `db` sees it now, into its folder (episode.json)."""
+        row = db.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
         journal.write_episode(self.episode_dir(episode_id), row, self.durable)
 
     def _commit_step(self, step: Step) -> None:
@@ -320,7 +322,7 @@ class Store(Upkeep):
                     episode_id,
                 ),
             )
-        self._journal_episode(episode_id)
+            self._journal_episode(db, episode_id)
 
     # ---- reading ---------------------------------------------------------------------
     def resolve(self, episode_id: str) -> str:
