@@ -61,6 +61,13 @@ class Verifier:
             self.stats.seconds += time.perf_counter() - t0
         return verdict
 
+    def reserve(self, workers: int) -> None:
+        """Keep at least `workers` clean workers warm (one per episode scored at once)."""
+        pool = self.room.pool
+        if workers > pool.size:
+            pool.size = workers
+            pool.warm()
+
     def close(self) -> None:
         self.room.close()
 
