@@ -25,6 +25,7 @@ from typing import Any
 
 from tools import confined
 from tools.confined import ConfinedPathError
+from tools.errors import ToolError
 from tools.supervisor import WorkerPool
 
 _COMMIT = re.compile(r"^\d{6,12}$")
@@ -99,7 +100,10 @@ class CleanRoom:
         try:
             key = f"verify_{secrets.token_hex(6)}"
             copy_committed_state(scratch, os.path.join(clean.scratch, "state"), key)
-            clean.switch(park=None, take=key)
+            try:
+                clean.switch(park=None, take=key)
+            except ToolError as e:  # e.g. a commit the policy overwrote with garbage
+                raise ConfinedPathError(f"the committed scene does not load: {e.message}") from None
             for rel in files:
                 try:
                     data = confined.read_file(src_ws, rel)

@@ -179,7 +179,8 @@ def test_forging_through_cadquery_script_lint_escape_gets_honest_reward(worker_p
             _same(forged, evaluate_task(task, s, calls))
 
 
-@pytest.mark.parametrize("tamper", ["manifest_escape", "brep_symlink", "commit_symlink"])
+@pytest.mark.parametrize("tamper", ["manifest_escape", "brep_symlink", "commit_symlink",
+                                    "garbage_blend"])
 def test_verifier_refuses_tampered_commit_files(hostile_pool, tamper):
     """The worker rewrites its own commit to point the verifier outside its scratch."""
     task = get_task(TASK)
@@ -194,6 +195,8 @@ def test_verifier_refuses_tampered_commit_files(hostile_pool, tamper):
         "commit_symlink": "import glob, os, shutil\np = sorted(glob.glob(runtime.scratch + "
                           "'/state/commits/[0-9]*'))[-1]\nos.remove(p + '/scene.blend')\n"
                           "os.symlink('/etc/passwd', p + '/scene.blend')",
+        "garbage_blend": "import glob\np = sorted(glob.glob(runtime.scratch + "
+                         "'/state/commits/[0-9]*'))[-1]\nopen(p + '/scene.blend', 'wb').write(b'BLENDER' * 99)",
     }[tamper]
     with hostile_pool.session() as s:
         s.reset()
@@ -202,3 +205,29 @@ def test_verifier_refuses_tampered_commit_files(hostile_pool, tamper):
         verdict = verify(task, s, [])
     assert verdict.success is False and verdict.total == INVALID_TOTAL
     assert verdict.details["verifier"].startswith("refused")
+
+
+@pytest.mark.parametrize("plant", ["symlink", "fifo"])
+def test_deliverable_planted_as_link_or_fifo_is_not_delivered(hostile_pool, tmp_path, plant):
+    """The deliverable is a link to a good file outside the workspace (or a FIFO that would
+    block a reader): the verifier copies only regular files reached without links."""
+    task = get_task("deliverables:1:7")
+    rel = task.spec.deliverables[0]["path"]
+    outside = tmp_path / "good_copy"
+    with hostile_pool.session() as s:
+        s.reset()
+        task.setup(s)
+        calls = run_calls(s, task.oracle)
+        assert verify(task, s, calls).success  # honest delivery counts
+        target = s.workspace / rel
+        outside.write_bytes(target.read_bytes())
+        target.unlink()
+        if plant == "symlink":
+            target.symlink_to(outside)
+            assert evaluate_task(task, s, calls).success, "control: in place, the link counts"
+        else:
+            import os
+
+            os.mkfifo(target)
+        verdict = verify(task, s, calls)
+    assert not verdict.success and verdict.components["completeness"] < 1.0
