@@ -97,9 +97,10 @@ class CleanRoom:
         scratch = os.fspath(session.scratch)
         src_ws = os.fspath(session.workspace)
         clean = self.pool.session()
+        clean_scratch = os.fspath(clean.scratch)
         try:
             key = f"verify_{secrets.token_hex(6)}"
-            copy_committed_state(scratch, os.path.join(clean.scratch, "state"), key)
+            copy_committed_state(scratch, os.path.join(clean_scratch, "state"), key)
             try:
                 clean.switch(park=None, take=key)
             except ToolError as e:  # e.g. a commit the policy overwrote with garbage
@@ -112,8 +113,15 @@ class CleanRoom:
                 confined.write_file(clean.workspace, rel, data)
             yield clean
         finally:
-            shutil.rmtree(os.path.join(clean.scratch, "state", "stash"), ignore_errors=True)
+            shutil.rmtree(os.path.join(clean_scratch, "state", "stash"), ignore_errors=True)
+            try:
+                clean.workspace  # noqa: B018 - raises if the worker could not be restarted
+                poisoned = False
+            except ToolError:  # it crashed on the commit and its restart did too
+                poisoned = True
             clean.close()
+            if poisoned:
+                shutil.rmtree(clean_scratch, ignore_errors=True)
 
     def close(self) -> None:
         if self._own_pool:
