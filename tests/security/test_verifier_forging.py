@@ -154,7 +154,7 @@ def test_forging_through_cadquery_script_lint_escape_gets_honest_reward(worker_p
         "m = dataclasses.sys.modules\n"
         "sc = m['tools.worker.scene']\n"
         f"solved = m['json'].loads({json.dumps(json.dumps(scene))})\n"
-        "rt = [o for o in m['gc'].get_objects() if type(o).__name__ == 'WorkerRuntime'][0]\n"
+        "rt = [o for o in m['gc'].get_objects() if 'WorkerRuntime' in repr(type(o))][0]\n"
         "rt.handlers['get_scene'] = lambda a=None: solved\n"
         "sc.get_scene = lambda a=None: solved\n"
         "result = cq.Workplane().box(0.01, 0.01, 0.01)\n"
