@@ -103,7 +103,11 @@ class ToolSession:
         if not reply.get("ok"):
             return ToolResult(spec.name, norm, False, error=ToolError.from_dict(reply["error"]),
                               duration_ms=ms, scene_hash=reply.get("scene_hash"))
-        return ToolResult(spec.name, norm, True, output=reply.get("output", {}), images=blobs,
+        output = reply.get("output", {})
+        if not isinstance(output, dict):  # a hostile worker's reply: never handed on as data
+            return ToolResult(spec.name, norm, False, duration_ms=ms, error=ToolError(
+                ErrorKind.CRASH, f"the worker sent a malformed {spec.name} result"))
+        return ToolResult(spec.name, norm, True, output=output, images=blobs,
                           duration_ms=ms, scene_hash=reply.get("scene_hash"))
 
     def _send(self, payload: dict, deadline_s: float, what: str) -> tuple[dict, list[bytes], ToolError | None]:

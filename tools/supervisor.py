@@ -143,6 +143,8 @@ class WorkerProcess:
         except (BrokenPipeError, OSError, ValueError):
             raise _Died() from None
         reply, blobs = self._read(time.monotonic() + deadline_s, payload)
+        if not isinstance(reply.get("scene_hash", ""), str):
+            reply["scene_hash"] = None  # only ever recorded and compared: never trusted
         rss = reply.get("rss_mb", self.rss_mb)
         self.rss_mb = float(rss) if isinstance(rss, (int, float)) else self.rss_mb
         return reply, blobs

@@ -249,9 +249,12 @@ def _from_store(store: Store, source: Path) -> ImportReport:
                         atomic_write_bytes(folder / st.frame, other.step_frame(st))
                 for name in ep.artifacts:
                     (folder / ARTIFACTS).mkdir(exist_ok=True)
-                    atomic_copy_file(
-                        other.episode_dir(ep.id) / ARTIFACTS / name, folder / ARTIFACTS / name
-                    )
+                    try:
+                        atomic_copy_file(
+                            other.episode_dir(ep.id) / ARTIFACTS / name, folder / ARTIFACTS / name
+                        )
+                    except OSError as exc:  # a link or a FIFO where an artifact should be
+                        raise ImportSourceError(f"episode {ep.id}: artifact {name}: {exc}") from None
                 specs = other.tool_specs(ep.tools_version)
                 folder.publish(lambda ep=ep, steps=steps, specs=specs: _commit(
                     store, ep.to_dict(), [s.to_dict() for s in steps], specs))

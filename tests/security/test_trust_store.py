@@ -202,3 +202,19 @@ def test_scratch_of_a_dead_supervisor_is_swept_and_a_live_one_kept(tmp_path, mon
         live.kill()
         live.wait(timeout=60)
         dead.kill()
+
+
+def test_import_refuses_an_artifact_that_is_a_symlink_out_of_the_source(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the store")
+    with Store(src) as store:
+        rec = store.begin_episode(source="agent")
+        rec.finish(artifacts={"final.glb": b"glb"})
+        eid = rec.episode_id
+    art = src / "episodes" / eid / "artifacts" / "final.glb"
+    art.unlink()
+    art.symlink_to(secret)
+    with Store(dst) as store, pytest.raises(StoreError, match="artifact final.glb"):
+        import_into(store, src)
+    assert not list((dst / "episodes").rglob("final.glb"))
