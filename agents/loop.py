@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from agents import events as ev
@@ -437,6 +436,8 @@ class EpisodeLoop:
 
     def _final_artifacts(self) -> dict[str, Any]:
         """The final scene as files (.glb, .blend, and .step when it holds CAD parts)."""
+        from tools import confined
+
         workspace = getattr(self.session, "workspace", None)
         if workspace is None or self.result.status == "fatal":
             return {}
@@ -454,8 +455,11 @@ class EpisodeLoop:
         for fmt, extra in wanted:
             path = f"_episode_final/final.{fmt}"
             r = self.session.call("export", {"format": fmt, "path": path, **extra})
-            if r.ok:
-                out[f"final.{fmt}"] = (Path(workspace) / path).read_bytes()
+            if r.ok:  # a regular file of the worker's workspace, never read through a link
+                try:
+                    out[f"final.{fmt}"] = confined.read_file(workspace, path)
+                except confined.ConfinedPathError:
+                    continue
         return out
 
     def _abandon(self, exc: BaseException) -> None:

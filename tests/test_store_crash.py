@@ -139,6 +139,10 @@ class Verifier:
                     assert png_problem(path.read_bytes()) is None, path
                 elif name == "final.bin":
                     assert path.read_bytes() == ARTIFACT, path
+                elif name == "episode.json":  # the row's copy (agents/store/journal.py)
+                    assert json.loads(path.read_text())["id"] == path.parent.name
+                elif name == "steps.jsonl":  # one whole JSON line per step
+                    assert all(json.loads(line) for line in path.read_text().splitlines()), path
                 else:
                     raise AssertionError(f"unexpected file {path}")
         return {"episodes": len(counts), "frames": len(frames)}

@@ -60,21 +60,29 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
         calls = read_sequence(seq)
     except typer.BadParameter as e:
         fail(str(e))
+    from tools import confined
+    from tools.errors import ToolError
     from tools.session import ToolSession
     from tools.supervisor import WorkerPool
 
     out.mkdir(parents=True, exist_ok=True)
+    out = out.resolve()
     pool = WorkerPool(size=0, prewarm=False)
     failures: list[str] = []
-    ran = 0
+    ran = renders = 0
+    # `out` is also the worker's workspace: what the worker made there (a link, a FIFO) is
+    # never followed; every file below is written by name through tools.confined.
     try:
-        with ToolSession(pool=pool, workspace=out, deadline_s=deadline) as s, open(out / "results.jsonl", "w") as f:
+        with ToolSession(pool=pool, workspace=out, deadline_s=deadline) as s, \
+                confined.create_file(out, "results.jsonl") as f:
             for n, call in enumerate(calls, 1):
                 r = s.call(call["tool"], call["args"])
                 ran += 1
-                f.write(json.dumps(r.to_dict()) + "\n")
+                f.write((json.dumps(r.to_dict()) + "\n").encode())
+                f.flush()
                 for i, img in enumerate(r.images):
-                    (out / f"render_{sum(1 for _ in out.glob('render_*.png')):03d}_{i}.png").write_bytes(img)
+                    confined.write_file(out, f"render_{renders:03d}_{i}.png", img)
+                renders += bool(r.images)
                 if not r.ok:
                     err = r.error
                     kind, message = (err.kind.value, err.message) if err else ("unknown", "")
@@ -84,10 +92,13 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
                                    f"{len(calls)} (--keep-going runs them all)", err=True)
                         break
                     typer.echo(f"error: {failures[-1]}", err=True)
-            (out / "scene.json").write_text(json.dumps(s.scene(), indent=2))
+            confined.write_file(out, "scene.json", json.dumps(s.scene(), indent=2).encode())
             final = s.render()
             if final.ok:
-                (out / "final.png").write_bytes(final.images[0])
+                confined.write_file(out, "final.png", final.images[0])
+    except ToolError as e:
+        typer.echo(f"error: {e.message}", err=True)
+        raise typer.Exit(1) from None
     finally:
         pool.close()
     typer.echo(json.dumps({"calls": len(calls), "ran": ran, "failed": len(failures), "out": str(out)}))

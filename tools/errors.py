@@ -26,4 +26,8 @@ class ToolError(Exception):
 
     @classmethod
     def from_dict(cls, d: dict) -> ToolError:
-        return cls(d["kind"], d["message"])
+        """The error a worker reported; a malformed one (a hostile worker) becomes a crash."""
+        try:
+            return cls(d["kind"], str(d["message"])[:4000])
+        except (KeyError, TypeError, ValueError):
+            return cls(ErrorKind.CRASH, "the worker reported a malformed error")

@@ -2,6 +2,11 @@
 
 A frame is an 8-byte header (magic, JSON length) + JSON + binary blobs whose lengths the JSON
 lists. JSON, not pickle: the supervisor never unpickles what a sandboxed worker sends.
+
+Every request carries an `id` and its reply echoes it; the supervisor reads exactly one reply
+per request and kills a worker whose reply has another id (a forged or extra frame would
+otherwise shift every later reply by one). A frame's size is capped before any of it is
+read: JSON at MAX_JSON, each blob at MAX_BLOB, all blobs together at MAX_BLOBS_TOTAL.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ MAGIC = b"MW"
 HEADER = struct.Struct(">2sxxI")  # magic, 2 pad bytes, JSON length
 MAX_JSON = 64 * 1024 * 1024
 MAX_BLOB = 256 * 1024 * 1024
+MAX_BLOBS_TOTAL = 256 * 1024 * 1024  # a render montage is ~100 KB: this is far above need
 
 
 class ProtocolError(Exception):
@@ -57,9 +63,18 @@ def decode_payload(data: bytes) -> tuple[dict, list[int]]:
     except ValueError as e:
         raise ProtocolError(f"bad frame JSON: {e}") from None
     sizes = payload.pop("_blobs", []) if isinstance(payload, dict) else None
-    if not isinstance(sizes, list) or any(not isinstance(s, int) or s < 0 or s > MAX_BLOB for s in sizes):
+    if not isinstance(sizes, list) or any(
+            type(s) is not int or s < 0 or s > MAX_BLOB for s in sizes):
         raise ProtocolError("bad blob list")
+    if sum(sizes) > MAX_BLOBS_TOTAL:
+        raise ProtocolError(f"frame of {sum(sizes)} blob bytes is over the {MAX_BLOBS_TOTAL}-byte cap")
     return payload, sizes
+
+
+def check_reply_id(request: dict, reply: dict) -> None:
+    """ProtocolError unless `reply` answers `request` (same id)."""
+    if "id" in request and reply.get("id") != request["id"]:
+        raise ProtocolError(f"reply id {reply.get('id')!r} does not answer request {request['id']!r}")
 
 
 def read_message(stream: BinaryIO) -> tuple[dict, list[bytes]]:

@@ -73,6 +73,12 @@ class ToolSession:
         return Path(self._w().workspace)
 
     @property
+    def scratch(self) -> Path:
+        """The worker's scratch folder; its committed scene (state/) is what a verifier reads.
+        Written by the worker: hostile ground, to be read only through tools.confined."""
+        return Path(self._w().scratch)
+
+    @property
     def versions(self) -> dict:
         return dict(self._w().versions)
 
@@ -109,7 +115,11 @@ class ToolSession:
         if not reply.get("ok"):
             return ToolResult(spec.name, norm, False, error=ToolError.from_dict(reply["error"]),
                               duration_ms=ms, scene_hash=reply.get("scene_hash"))
-        return ToolResult(spec.name, norm, True, output=reply.get("output", {}), images=blobs,
+        output = reply.get("output", {})
+        if not isinstance(output, dict):  # a hostile worker's reply: never handed on as data
+            return ToolResult(spec.name, norm, False, duration_ms=ms, error=ToolError(
+                ErrorKind.CRASH, f"the worker sent a malformed {spec.name} result"))
+        return ToolResult(spec.name, norm, True, output=output, images=blobs,
                           duration_ms=ms, scene_hash=reply.get("scene_hash"))
 
     def _send(self, payload: dict, deadline_s: float, what: str) -> tuple[dict, list[bytes], ToolError | None]:
@@ -122,10 +132,11 @@ class ToolSession:
             w.kill()
             err = ToolError(ErrorKind.TIMEOUT, f"{what} ran past its {deadline_s:g} s deadline and was stopped; "
                             "the scene is as before the call. Simplify the operation or split it up.")
-        except _Died:
+        except _Died as died:
             code = w.proc.poll()
             w.kill()
-            err = ToolError(ErrorKind.CRASH, f"the worker died during {what} (exit {code}); it was restarted "
+            why = f"was stopped: {died.reason}" if died.reason else f"died during {what} (exit {code})"
+            err = ToolError(ErrorKind.CRASH, f"the worker {why}; it was restarted "
                             "and the scene is as before the call.")
         self._recover(w)
         return {"scene_hash": self._last_hash}, [], err

@@ -13,19 +13,26 @@ import atexit
 import concurrent.futures
 import logging
 import os
+import secrets
 import select
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 
-from tools import sandbox
+from tools import sandbox, scratch
 from tools.errors import ErrorKind, ToolError
-from tools.protocol import HEADER, ProtocolError, decode_payload, json_length, write_message
+from tools.protocol import (
+    HEADER,
+    ProtocolError,
+    check_reply_id,
+    decode_payload,
+    json_length,
+    write_message,
+)
 
 log = logging.getLogger("modelwright.tools")
 STARTUP_DEADLINE_S = 120.0
@@ -35,7 +42,11 @@ _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefi
 
 
 class _Died(Exception):
-    pass
+    """The worker is gone; `reason` says why when the supervisor killed it for a bad reply."""
+
+    def __init__(self, reason: str = ""):
+        super().__init__(reason)
+        self.reason = reason
 
 
 class _TimedOut(Exception):
@@ -137,23 +148,31 @@ class WorkerProcess:
     def request(self, payload: dict, deadline_s: float) -> tuple[dict, list[bytes]]:
         if not self.alive:
             raise _Died()
+        payload = dict(payload, id=secrets.randbits(62))  # not guessable ahead by the worker
         try:
             write_message(self.proc.stdin, payload)
         except (BrokenPipeError, OSError, ValueError):
             raise _Died() from None
-        reply, blobs = self._read(time.monotonic() + deadline_s)
-        self.rss_mb = reply.get("rss_mb", self.rss_mb)
+        reply, blobs = self._read(time.monotonic() + deadline_s, payload)
+        if not isinstance(reply.get("scene_hash", ""), str):
+            reply["scene_hash"] = None  # only ever recorded and compared: never trusted
+        rss = reply.get("rss_mb", self.rss_mb)
+        self.rss_mb = float(rss) if isinstance(rss, (int, float)) else self.rss_mb
         return reply, blobs
 
-    def _read(self, deadline: float) -> tuple[dict, list[bytes]]:
-        """One frame, each read bounded by `deadline`; a malformed frame kills the worker."""
+    def _read(self, deadline: float, request: dict | None = None) -> tuple[dict, list[bytes]]:
+        """One frame, each read bounded by `deadline`; a malformed or oversized frame, or a
+        reply to another request, kills the worker (the caller sees a `crash`)."""
         fd = self.proc.stdout.fileno()
         try:
             n = json_length(self._read_exact(fd, HEADER.size, deadline))
             payload, sizes = decode_payload(self._read_exact(fd, n, deadline))
-        except ProtocolError:
+            if request is not None:
+                check_reply_id(request, payload)
+        except ProtocolError as e:
+            log.warning("worker %s killed: %s", self.scratch, e)
             self.kill()
-            raise _Died() from None
+            raise _Died(f"it sent a bad reply ({e})") from None
         return payload, [self._read_exact(fd, s, deadline) for s in sizes]
 
     def _read_exact(self, fd: int, n: int, deadline: float) -> bytes:
@@ -221,7 +240,11 @@ class WorkerPool:
         self.size = size
         self.max_sessions = 1
         self.max_rss_mb = max_rss_mb
-        self.root = root or tempfile.mkdtemp(prefix="modelwright-")
+        self._root_lock: int | None = None
+        if root is None:  # ours: held by a lock, and the roots of dead supervisors swept
+            scratch.sweep_dead()
+            root, self._root_lock = scratch.new_root()
+        self.root = root
         sandbox.traversable(self.root)
         self.test_hooks = os.environ.get("MODELWRIGHT_TEST_HOOKS") == "1" if test_hooks is None else test_hooks
         self._idle: list[WorkerProcess] = []
@@ -306,7 +329,8 @@ class WorkerPool:
             idle, self._idle = self._idle, []
         for w in idle:
             w.kill()
-        shutil.rmtree(self.root, ignore_errors=True)
+        scratch.release(self.root, self._root_lock)
+        self._root_lock = None
 
 
 _default_pool: WorkerPool | None = None

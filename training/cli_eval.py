@@ -55,7 +55,7 @@ def _open_store(no_record: bool, data_dir: Path | None):
 
 def _write_out(out: Path, record: dict, session) -> None:
     """Keep the renders and the final scene of an episode in `out`."""
-    import shutil
+    from tools import confined
 
     result = record["_result"]
     out.mkdir(parents=True, exist_ok=True)
@@ -67,8 +67,11 @@ def _write_out(out: Path, record: dict, session) -> None:
     for fmt in ("blend", "glb"):
         name = f"final.{fmt}"
         r = session.call("export", {"format": fmt, "path": name})
-        if r.ok and (session.workspace / name).is_file():
-            shutil.copyfile(session.workspace / name, out / name)
+        if r.ok:  # taken out of the worker's workspace as a regular file, never via a link
+            try:
+                confined.copy_file(session.workspace, name, out / name)
+            except confined.ConfinedPathError:
+                pass
     summary = {k: v for k, v in record.items() if k != "_result"}
     summary["files"] = sorted([p.name for p in out.iterdir()] + ["summary.json"])
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))

@@ -154,6 +154,10 @@ def evaluate(
             progress(_record(outcome, spec_by_key[outcome.key]), done, total)
 
     spec_by_key = {s.key: s for s in specs}
+    if any(s.checker is not None for s in specs):
+        from training.verifier import default_verifier
+
+        default_verifier().reserve(workers)  # checkers score in clean workers, one per episode
     with Scheduler(workers, session_factory, seed=seed) as scheduler:
         for spec in specs:
             scheduler.submit(spec.key, job(spec))

@@ -152,6 +152,9 @@ class RolloutRuntime:
 
     def verdicts(self, environments: list[Any]) -> list[Any]:
         """Every rollout's RewardBreakdown, computed on their slots in parallel."""
+        from training.verifier import default_verifier
+
+        default_verifier().reserve(self.workers)  # rewards are scored in clean workers
         by_slot: dict[int, list[Any]] = {}
         for env in environments:
             by_slot.setdefault(env._slot, []).append(env)

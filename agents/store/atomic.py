@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import stat
 from pathlib import Path
 
 TEMP_MARK = ".mwtmp-"
@@ -58,8 +59,13 @@ def atomic_write_bytes(final: Path, data: bytes, *, durable: bool = True) -> Non
 def atomic_copy_file(source: Path, final: Path) -> None:
     """Copy `source` to `final` atomically (streamed, so large artifacts do not sit in memory)."""
     tmp = _temp_path(final)
+    # Never through a link, never a FIFO or device: sources may come from another store.
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{source} is not a regular file")
     try:
-        with open(source, "rb") as src, open(tmp, "wb") as dst:
+        with os.fdopen(fd, "rb") as src, open(tmp, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
             dst.flush()
             os.fsync(dst.fileno())

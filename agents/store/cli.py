@@ -36,6 +36,27 @@ Limit = Annotated[int | None, typer.Option("--limit", help="At most this many ep
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+def _store_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        import sqlite3
+
+        from agents.store.errors import StoreError
+
+        try:
+            return fn(*args, **kwargs)
+        except StoreError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        except sqlite3.DatabaseError as exc:  # corruption found after the store opened
+            typer.echo(f"error: the store index is corrupt ({exc}); run `modelwright data "
+                       f"doctor` (with the same --data-dir) to rebuild it from the episode "
+                       f"folders", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
 def _filter(source, family, success, status, model, tag, limit):
     from agents.store.errors import StoreError
     from agents.store.models import SOURCES, EpisodeFilter
@@ -229,3 +250,45 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1)
             deleted = store.delete(ids)
         typer.echo(f"deleted {len(deleted)} episode(s)")
+
+    @data.command("doctor")
+    @_store_errors
+    def doctor_cmd(
+        data_dir: DataDir = None,
+        rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild even a healthy index.")] = False,
+        as_json: AsJson = False,
+    ) -> None:
+        """Check the store's index; rebuild a corrupt one from the episode folders (the old
+        file is kept beside it as index.sqlite3.corrupt-TIME)."""
+        import sqlite3
+        from dataclasses import asdict
+
+        from agents.store.errors import StoreError
+        from agents.store.journal import rebuild_index
+        from agents.store.location import resolve_data_dir
+        from agents.store.schema import INDEX_NAME
+        from agents.store.store import Store
+
+        root = resolve_data_dir(data_dir)
+        if not (root / "episodes").is_dir() and not (root / INDEX_NAME).exists():
+            raise StoreError(f"no store at {root}; pass --data-dir")
+        problem = None
+        try:
+            with Store(root, create=False) as store:
+                verdict = store.integrity_check()
+                if verdict != "ok":
+                    problem = verdict
+        except (StoreError, sqlite3.DatabaseError) as exc:
+            problem = str(exc)
+        if problem is None and not rebuild:
+            out = {"index": str(root / INDEX_NAME), "healthy": True}
+            typer.echo(json.dumps(out) if as_json else f"{out['index']}: healthy")
+            return
+        report = rebuild_index(root, root / INDEX_NAME)
+        if as_json:
+            typer.echo(json.dumps({**asdict(report), "problem": problem}))
+            return
+        aside = f"; the old index is kept as {report.set_aside}" if report.set_aside else ""
+        skipped = f", {len(report.skipped)} folder(s) without episode.json skipped" if report.skipped else ""
+        typer.echo(f"rebuilt {report.index}: {report.episodes} episode(s), {report.steps} step(s)"
+                   f"{skipped}{aside}")

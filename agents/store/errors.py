@@ -37,3 +37,7 @@ class ExportError(StoreError):
 
 class ImportSourceError(StoreError):
     """The folder given to `data import` is neither a store nor an export."""
+
+
+class CorruptIndex(StoreError):
+    """The SQLite index cannot be read; `modelwright data doctor` rebuilds it from the folders."""

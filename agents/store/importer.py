@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.store import journal
 from agents.store.atomic import TEMP_MARK, atomic_copy_file, atomic_write_bytes, fsync_dir
 from agents.store.errors import ImportSourceError, StoreError
 from agents.store.export import EXPORT_FORMAT
 from agents.store.frames import check_png, sha256
 from agents.store.lease import Lease, holder_alive
+from agents.store.models import EPISODE_ID
 from agents.store.recorder import ARTIFACTS, FRAMES, dumps
 from agents.store.schema import INDEX_NAME
-from agents.store.store import tools_version
+from agents.store.store import STEP_COLUMNS, tools_version
 
 if TYPE_CHECKING:
     from agents.store.store import Store
@@ -133,6 +136,14 @@ def _commit(store: Store, ep: dict, steps: list[dict], specs: list[dict] | None)
             "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [_step_values(s) for s in steps],
         )
+    # The folder's own copy of the rows (what `data doctor` rebuilds an index from).
+    if ep["tools_version"] is not None and text is not None:
+        journal.write_specs(store.data_dir, ep["tools_version"], text, store.durable)
+    with store._write() as db:
+        store._journal_episode(db, ep["id"])
+    folder = store.episode_dir(ep["id"])
+    for st in steps:
+        journal.append_step(folder, STEP_COLUMNS, _step_values(st))
 
 
 class _Staging:
@@ -171,6 +182,33 @@ class _Staging:
             shutil.rmtree(self.path, ignore_errors=True)
 
 
+# What an imported store or export may name, checked before anything touches the disk: an
+# id of `../../x` must not become a folder outside the store, nor a frame path a file there.
+FRAME_PATH = re.compile(rf"^{FRAMES}/(initial|[0-9]{{6}})\.png$")
+ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+
+
+def _check_episode(ep: dict, steps: list[dict]) -> None:
+    """ImportSourceError unless every id, frame path and artifact name is one the store
+    itself would have written (all inside the episode's own folder)."""
+    eid = ep.get("id")
+    if not isinstance(eid, str) or not EPISODE_ID.match(eid):
+        raise ImportSourceError(f"episode id {str(eid)[:80]!r} is not a Modelwright episode id; "
+                                "nothing was imported from it")
+    frames = [ep.get("initial_frame")] + [s.get("frame") for s in steps]
+    for rel in frames:
+        if rel is not None and (not isinstance(rel, str) or not FRAME_PATH.match(rel)):
+            raise ImportSourceError(f"episode {eid}: frame path {str(rel)[:80]!r} is not inside "
+                                    "its folder; nothing was imported from it")
+    for name in ep.get("artifacts") or []:
+        if not isinstance(name, str) or not ARTIFACT_NAME.match(name):
+            raise ImportSourceError(f"episode {eid}: artifact name {str(name)[:80]!r} is not a "
+                                    "plain file name; nothing was imported from it")
+    for st in steps:
+        if st.get("episode_id", eid) != eid:
+            raise ImportSourceError(f"episode {eid}: a step claims episode {st['episode_id']!r}")
+
+
 def _existing(store: Store) -> set[str]:
     with store._lock:
         return {r[0] for r in store._conn.execute("SELECT id FROM episodes")}
@@ -207,6 +245,7 @@ def _from_store(store: Store, source: Path) -> ImportReport:
                 report.skipped.append(ep.id)
                 continue
             steps = other.steps(ep.id)
+            _check_episode(ep.to_dict(), [st.to_dict() for st in steps])
             with _Staging(store, ep.id) as folder:
                 if ep.initial_frame:
                     atomic_write_bytes(folder / ep.initial_frame, other.initial_frame(ep))
@@ -215,9 +254,12 @@ def _from_store(store: Store, source: Path) -> ImportReport:
                         atomic_write_bytes(folder / st.frame, other.step_frame(st))
                 for name in ep.artifacts:
                     (folder / ARTIFACTS).mkdir(exist_ok=True)
-                    atomic_copy_file(
-                        other.episode_dir(ep.id) / ARTIFACTS / name, folder / ARTIFACTS / name
-                    )
+                    try:
+                        atomic_copy_file(
+                            other.episode_dir(ep.id) / ARTIFACTS / name, folder / ARTIFACTS / name
+                        )
+                    except OSError as exc:  # a link or a FIFO where an artifact should be
+                        raise ImportSourceError(f"episode {ep.id}: artifact {name}: {exc}") from None
                 specs = other.tool_specs(ep.tools_version)
                 folder.publish(lambda ep=ep, steps=steps, specs=specs: _commit(
                     store, ep.to_dict(), [s.to_dict() for s in steps], specs))
@@ -245,6 +287,10 @@ def _from_export(store: Store, source: Path, manifest: dict) -> ImportReport:
     specs = manifest.get("tool_specs", {})
     for row in episodes:
         ep = json.loads(row["meta"])
+        if not isinstance(ep, dict):
+            raise ImportSourceError(f"{source}: an episode's meta is not an object")
+        rows = by_episode.get(ep.get("id"), [])
+        _check_episode(ep, [{"episode_id": r.get("episode_id")} for r in rows])
         if ep["id"] in have:
             report.skipped.append(ep["id"])
             continue

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+# What `new_episode_id` makes (UTC time + 8 hex digits): the only names an episode folder has.
+EPISODE_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$")
 
 Source = Literal["human", "agent", "oracle", "rollout"]
 SOURCES: tuple[str, ...] = ("human", "agent", "oracle", "rollout")

@@ -24,10 +24,32 @@ if TYPE_CHECKING:
 
 FRAMES = "frames"
 ARTIFACTS = "artifacts"
+# What one step's arguments, output, result text or model message may take in the store;
+# past it only a digest, the size and the first KB are kept (a 100 MB argument is abuse,
+# not data: get_scene of 5 000 objects is ~1.5 MB).
+MAX_RECORDED_BYTES = 2 << 20
+KEPT_HEAD = 1024
 
 
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _capped(value: Any) -> Any:
+    """`value`, or {"_truncated": {sha256, bytes, head}} when its JSON is over the cap."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else dumps(value)
+    if len(text) <= MAX_RECORDED_BYTES // 4:  # cheap common case: no encoding needed
+        return value
+    data = text.encode("utf-8", "replace")
+    if len(data) <= MAX_RECORDED_BYTES:
+        return value
+    digest = {"sha256": sha256(data), "bytes": len(data),
+              "head": data[:KEPT_HEAD].decode("utf-8", "ignore")}
+    if isinstance(value, str):
+        return f"[truncated: {digest['bytes']} bytes, sha256 {digest['sha256']}] {digest['head']}"
+    return {"_truncated": digest}
 
 
 def _normalise_result(result: Any) -> tuple[Any, str | None]:
@@ -94,6 +116,8 @@ class Recorder:
             if scene_hash is None:
                 scene_hash = getattr(result, "scene_hash", None)
         output, text = _normalise_result(result)
+        args, output, text = _capped(dict(args or {})), _capped(output), _capped(text)
+        model_message, error_message = _capped(model_message), _capped(error_message)
         frame_bytes = frame.read_bytes() if isinstance(frame, Path) else frame
         with self._lock:
             if self._lease is None:
@@ -116,7 +140,7 @@ class Recorder:
                 turn=turn,
                 at=time.time(),
                 tool=tool,
-                args=dict(args or {}),
+                args=args,
                 result=output,
                 result_text=text,
                 error_kind=error_kind,

@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -21,20 +22,31 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from agents.store import journal
 from agents.store.atomic import (
     atomic_write_bytes,
     fsync_dir,
 )
-from agents.store.errors import AmbiguousEpisodeId, EpisodeBusy, EpisodeNotFound, StoreError
+from agents.store.errors import (
+    AmbiguousEpisodeId,
+    CorruptIndex,
+    EpisodeBusy,
+    EpisodeNotFound,
+    StoreError,
+)
 from agents.store.frames import check_png, read_frame, sha256
 from agents.store.lease import Lease, writer_identity
 from agents.store.location import resolve_data_dir
-from agents.store.models import SOURCES, Episode, EpisodeFilter, Step
+from agents.store.models import EPISODE_ID, SOURCES, Episode, EpisodeFilter, Step
 from agents.store.recorder import FRAMES, Recorder, dumps
 from agents.store.schema import INDEX_NAME, connect, migrate
 from agents.store.upkeep import Upkeep, hidden_folder_name
 
 EPISODES = "episodes"
+STEP_COLUMNS = ("episode_id", "idx", "turn", "at", "tool", "args", "result", "result_text",
+                "error_kind", "error_message", "duration_ms", "frame", "frame_sha256",
+                "scene_hash", "model_message", "tokens_in", "tokens_out", "latency_ms",
+                "token_ids", "logprobs")
 
 
 @cache
@@ -95,8 +107,14 @@ class Store(Upkeep):
         except OSError as exc:
             raise StoreError(f"cannot create the store at {self.data_dir}: {exc.strerror}") from exc
         self._lock = threading.RLock()
-        self._conn = connect(self.index_path, durable)
-        migrate(self._conn)
+        try:
+            self._conn = connect(self.index_path, durable)
+            migrate(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise CorruptIndex(
+                f"the store index {self.index_path} is corrupt ({exc}); run `modelwright data "
+                f"doctor --data-dir {self.data_dir}` to rebuild it from the episode folders"
+            ) from None
         if create:
             self.remove_orphan_folders()
 
@@ -124,6 +142,11 @@ class Store(Upkeep):
             self._conn.execute("COMMIT")
 
     def episode_dir(self, episode_id: str) -> Path:
+        """The episode's folder; an id that is not an episode id (`../x`: a corrupt or
+        hostile index) is refused, so no path built from it leaves the store."""
+        if not isinstance(episode_id, str) or not EPISODE_ID.match(episode_id):
+            raise StoreError(f"{str(episode_id)[:80]!r} is not a valid episode id; the index "
+                             "may be corrupt (`modelwright data doctor` rebuilds it)")
         return self.episodes_dir / episode_id
 
     # ---- recording -------------------------------------------------------------------
@@ -206,20 +229,28 @@ class Store(Upkeep):
                         dumps(writer_identity()),
                     ),
                 )
+                if version is not None:
+                    journal.write_specs(self.data_dir, version, specs, self.durable)
+                # In the transaction: a writer killed while writing the copy leaves its temp
+                # file in a 'running' episode, which the reaper sweeps.
+                self._journal_episode(db, episode_id)
         except BaseException:
             lease.release()
             shutil.rmtree(folder, ignore_errors=True)
             raise
         return Recorder(self, episode_id, folder, lease)
 
+    def _journal_episode(self, db: Any, episode_id: str) -> None:
+        """Write the episode's row, as `db` sees it now, into its folder (episode.json)."""
+        row = db.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+        journal.write_episode(self.episode_dir(episode_id), row, self.durable)
+
     def _commit_step(self, step: Step) -> None:
         with self._write() as db:
             db.execute(
-                """INSERT INTO steps (episode_id, idx, turn, at, tool, args, result, result_text,
-                error_kind, error_message, duration_ms, frame, frame_sha256, scene_hash,
-                model_message, tokens_in, tokens_out, latency_ms, token_ids, logprobs)
+                f"""INSERT INTO steps ({', '.join(STEP_COLUMNS)})
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
+                values := (
                     step.episode_id,
                     step.index,
                     step.turn,
@@ -255,6 +286,7 @@ class Store(Upkeep):
                     step.episode_id,
                 ),
             )
+        journal.append_step(self.episode_dir(step.episode_id), STEP_COLUMNS, values)
 
     def _close_episode(
         self,
@@ -289,6 +321,7 @@ class Store(Upkeep):
                     episode_id,
                 ),
             )
+            self._journal_episode(db, episode_id)
 
     # ---- reading ---------------------------------------------------------------------
     def resolve(self, episode_id: str) -> str:

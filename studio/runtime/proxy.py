@@ -93,6 +93,10 @@ class BlockingSession:
     def workspace(self):
         return self._run(lambda s: s.workspace)
 
+    @property
+    def scratch(self):  # the verifier reads the committed scene from here
+        return self._run(lambda s: s.scratch)
+
     # replay_episode opens its session as a context manager: the studio keeps its own open
     def __enter__(self) -> BlockingSession:
         return self

@@ -1,8 +1,16 @@
-"""Export and import of files, confined to the session's workspace."""
+"""Export and import of files, confined to the session's workspace.
+
+An imported file may name other files: a glTF's buffers and images (`uri`), an OBJ's
+material libraries (`mtllib`), an MTL's texture maps (`map_Kd`, `bump`, ...). Each reference
+must resolve inside the workspace, or the import is refused before any importer runs.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import struct
+from urllib.parse import unquote, urlsplit
 
 import bpy
 
@@ -25,6 +33,86 @@ def resolve(workspace: str, path: str, must_exist: bool = False) -> str:
     if must_exist and not os.path.isfile(full):
         raise ToolError(ErrorKind.VALIDATION, f"no file {path!r} in the workspace")
     return full
+
+
+MAX_REFERENCE_SCAN = 64 << 20  # a glTF JSON chunk / OBJ / MTL scanned for file names
+_MTL_MAPS = ("map_", "bump", "disp", "decal", "refl", "norm")
+
+
+def _refuse_outside(workspace: str, base_dir: str, ref: str, what: str) -> str:
+    if not ref or "\0" in ref or os.path.isabs(ref):
+        raise ToolError(ErrorKind.SANDBOX, f"{what} {ref!r} is not a relative path inside the workspace")
+    full = os.path.realpath(os.path.join(base_dir, ref))
+    root = os.path.realpath(workspace)
+    if full != root and not full.startswith(root + os.sep):
+        raise ToolError(ErrorKind.SANDBOX, f"{what} {ref!r} points outside the workspace; refused")
+    return full
+
+
+def _gltf_json(path: str) -> dict:
+    with open(path, "rb") as f:
+        head = f.read(12)
+        if head[:4] == b"glTF":  # GLB: header, then the JSON chunk
+            n, kind = struct.unpack("<I4s", f.read(8))
+            if kind != b"JSON" or n > MAX_REFERENCE_SCAN:
+                raise ToolError(ErrorKind.VALIDATION, "not a valid GLB file (no JSON chunk)")
+            data = f.read(n)
+        else:
+            data = head + f.read(MAX_REFERENCE_SCAN)
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        raise ToolError(ErrorKind.VALIDATION, "not a valid glTF file (bad JSON)") from None
+    if not isinstance(doc, dict):
+        raise ToolError(ErrorKind.VALIDATION, "not a valid glTF file")
+    return doc
+
+
+def check_gltf_references(workspace: str, path: str) -> None:
+    """Every buffer/image `uri` is embedded (`data:`) or a file inside the workspace."""
+    doc, base = _gltf_json(path), os.path.dirname(path)
+    for key in ("buffers", "images"):
+        items = doc.get(key) or []
+        for item in items if isinstance(items, list) else []:
+            uri = item.get("uri") if isinstance(item, dict) else None
+            if uri is None:
+                continue
+            if not isinstance(uri, str):
+                raise ToolError(ErrorKind.VALIDATION, f"glTF {key} uri is not a string")
+            if uri.startswith("data:"):
+                continue
+            parts = urlsplit(uri)
+            if parts.scheme or parts.netloc:
+                raise ToolError(ErrorKind.SANDBOX, f"glTF {key} uri {uri[:200]!r} is not a file in the workspace; refused")
+            _refuse_outside(workspace, base, unquote(parts.path), f"glTF {key} uri")
+
+
+def _lines(path: str):
+    with open(path, "rb") as f:
+        data = f.read(MAX_REFERENCE_SCAN)
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            yield line
+
+
+def check_obj_references(workspace: str, path: str) -> None:
+    """`mtllib` files, and the texture maps they name, all lie inside the workspace."""
+    base = os.path.dirname(path)
+    for line in _lines(path):
+        if line.split(maxsplit=1)[0] != "mtllib":
+            continue
+        # Blender reads the rest of the line as one file name; check it whole and by word.
+        rest = line[len("mtllib"):].strip()
+        for ref in {rest, *rest.split()}:
+            mtl = _refuse_outside(workspace, base, ref, "OBJ mtllib")
+            if os.path.isfile(mtl):
+                for mline in _lines(mtl):
+                    word = mline.split(maxsplit=1)[0].lower()
+                    if word.startswith(_MTL_MAPS) and len(mline.split()) > 1:
+                        tex = mline.split(maxsplit=1)[1].strip()
+                        for ref2 in {tex, tex.split()[-1]}:
+                            _refuse_outside(workspace, os.path.dirname(mtl), ref2, f"MTL {word}")
 
 
 def _select_only(objs) -> None:
@@ -54,6 +142,7 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
             shape = shapes[0] if len(shapes) == 1 else cq.Compound.makeCompound(shapes)
             cq.exporters.export(shape, full, exportType="STEP")
         elif fmt == "blend":
+            safety.strip_scripts()  # code planted since the last load never leaves in a file
             bpy.data.libraries.write(full, set(objs), compress=False)
         else:
             _select_only(objs)
@@ -95,11 +184,14 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
                     bpy.data.objects.remove(ob)
             safety.strip_scripts()
         elif suffix in (".glb", ".gltf"):
+            check_gltf_references(workspace, full)
             safety.run_operator("import_scene.gltf", filepath=full)
         elif suffix == ".stl":
             safety.run_operator("wm.stl_import", filepath=full)
         else:
+            check_obj_references(workspace, full)
             safety.run_operator("wm.obj_import", filepath=full)
+        safety.strip_scripts()
         new = sorted(o.name for o in set(bpy.data.objects) - before)
         for name in new:
             ob = bpy.data.objects[name]

@@ -83,4 +83,4 @@ def main() -> None:
             reply, out_blobs = {"ok": True, "output": report(opts.scratch)}, []
         else:
             reply, out_blobs = runtime.handle(request, blobs)
-        write_message(proto_out, reply, out_blobs)
+        write_message(proto_out, {**reply, "id": request.get("id")}, out_blobs)  # echoed: replies pair with requests

@@ -65,6 +65,9 @@ class WorkerRuntime:
                 _fault(request["kind"])
             if op == "probe" and self.test_hooks:
                 return self._ok(_probe(request))
+            if op == "exec" and self.test_hooks:  # a hostile policy with full Python (tests)
+                exec(request["code"], {"runtime": self})  # noqa: S102 - test hooks only
+                return self._ok({})
             raise ToolError(ErrorKind.VALIDATION, f"unknown worker op {op!r}")
         except ToolError as e:
             return {"ok": False, "error": e.to_dict(), "scene_hash": self.state.scene_hash()}, []

@@ -33,20 +33,37 @@ def _after_load(*_args) -> None:
     strip_scripts()
 
 
+def _id_blocks():
+    """Every ID datablock in the file, and the node trees embedded in them (a material's,
+    world's, light's... node tree is not in `bpy.data.node_groups` but carries drivers)."""
+    for prop in bpy.data.bl_rna.properties:
+        if prop.type != "COLLECTION" or prop.identifier == "all_ids":
+            continue
+        base = prop.fixed_type
+        while base is not None and base.identifier != "ID":
+            base = base.base
+        if base is None:
+            continue
+        for idb in getattr(bpy.data, prop.identifier):
+            yield idb
+            embedded = getattr(idb, "node_tree", None)
+            if embedded is not None:
+                yield embedded
+
+
 def strip_scripts() -> int:
-    """Remove SCRIPTED drivers and text blocks: loaded data must never carry code."""
+    """Remove SCRIPTED drivers from every ID type (objects, meshes, curves, materials and
+    their node trees, node groups, shape keys, worlds, scenes, cameras, lights, ...) and
+    every text block: loaded data must never carry code, nor take it into an export."""
     removed = 0
-    for coll in (bpy.data.objects, bpy.data.meshes, bpy.data.materials, bpy.data.scenes,
-                 bpy.data.shape_keys, bpy.data.node_groups, bpy.data.worlds, bpy.data.cameras,
-                 bpy.data.lights):
-        for idb in coll:
-            ad = getattr(idb, "animation_data", None)
-            if ad is None:
-                continue
-            for drv in list(ad.drivers):
-                if drv.driver.type == "SCRIPTED":
-                    ad.drivers.remove(drv)
-                    removed += 1
+    for idb in list(_id_blocks()):
+        ad = getattr(idb, "animation_data", None)
+        if ad is None:
+            continue
+        for drv in list(ad.drivers):
+            if drv.driver.type == "SCRIPTED":
+                ad.drivers.remove(drv)
+                removed += 1
     for text in list(bpy.data.texts):
         bpy.data.texts.remove(text)
         removed += 1

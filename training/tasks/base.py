@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from training.rewards import RewardBreakdown
@@ -107,28 +106,31 @@ class Task:
 
     def setup(self, session: Any) -> None:
         """Build the start state: write the task's files, then run its start calls."""
-        workspace = Path(session.workspace)
+        from tools import confined
+
+        workspace = session.workspace
         # The workspace outlives `session.reset()`: a deliverable left by an earlier attempt
-        # must not count for this one.
+        # must not count for this one. The worker may have planted links there: the files
+        # are removed and written by name, never through a link (tools/confined.py).
         for d in self.spec.deliverables:
-            (workspace / d["path"]).unlink(missing_ok=True)
+            confined.remove_file(workspace, d["path"])
         for rel, data in self.spec.files.items():
             if isinstance(data, tuple):
                 from training.tasks.shapes import reference_stl
 
                 data = reference_stl(data[1])
-            path = workspace / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            confined.write_file(workspace, rel, data)
         for step in self.spec.start:
             result = session.call(step["tool"], step["args"])
             if not result.ok:
                 raise TaskError(f"{self.id}: start call {step['tool']} failed: {result.error}")
 
     def evaluate(self, session: Any, calls: list[dict[str, Any]]) -> RewardBreakdown:
-        from training.tasks.checks import evaluate_task
+        """The reward of `session`'s committed scene, measured by the verifier in a clean
+        worker that never ran the policy's code (training/verifier.py)."""
+        from training.verifier import verify
 
-        return evaluate_task(self, session, calls)
+        return verify(self, session, calls)
 
     @property
     def target_image(self) -> bytes | None:

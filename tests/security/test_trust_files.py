@@ -1,0 +1,110 @@
+"""Files leave a worker's workspace only as regular files, reached without any link.
+
+Each attack plants something in a folder the worker can write (a symlink, a symlinked folder,
+a FIFO, a device) and checks that the trusted side neither writes nor reads outside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tools import confined
+from tools.confined import ConfinedPathError
+
+
+def _victim(tmp_path):
+    victim = tmp_path / "outside" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text("precious")
+    return victim
+
+
+def test_tools_run_replaces_planted_symlinks_instead_of_writing_through_them(tmp_path):
+    victim = _victim(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("final.png", "scene.json", "results.jsonl", "render_000_0.png"):
+        os.symlink(victim, out / name)
+    seq = tmp_path / "seq.jsonl"
+    seq.write_text("\n".join(json.dumps(c) for c in [
+        {"tool": "add_primitive", "args": {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}},
+        {"tool": "render", "args": {"size": 64}},
+    ]) + "\n")
+    p = subprocess.run([sys.executable, "-m", "studio.cli", "tools", "run", str(seq), "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert victim.read_text() == "precious"
+    for name in ("final.png", "scene.json", "results.jsonl", "render_000_0.png"):
+        assert not (out / name).is_symlink() and (out / name).is_file(), name
+    assert (out / "final.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((out / "scene.json").read_text())["objects"][0]["name"] == "A"
+
+
+def test_symlinked_parent_folder_is_never_entered(tmp_path):
+    victim = _victim(tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.symlink(victim.parent, ws / "renders")
+    with pytest.raises(ConfinedPathError, match="not a plain folder"):
+        confined.write_file(ws, "renders/victim.txt", b"overwritten")
+    with pytest.raises(ConfinedPathError):
+        confined.read_file(ws, "renders/victim.txt")
+    with pytest.raises(ConfinedPathError):
+        confined.copy_file(ws, "renders/victim.txt", tmp_path / "copy")
+    confined.remove_file(ws, "renders/victim.txt")
+    assert victim.read_text() == "precious" and not (tmp_path / "copy").exists()
+
+
+def test_symlinked_workspace_root_and_dotdot_are_refused(tmp_path):
+    victim = _victim(tmp_path)
+    os.symlink(victim.parent, tmp_path / "ws")
+    with pytest.raises(ConfinedPathError):
+        confined.read_file(tmp_path / "ws", "victim.txt")
+    real = tmp_path / "real"
+    real.mkdir()
+    for rel in ("../outside/victim.txt", str(victim), "a/../../outside/victim.txt", "x\0y"):
+        with pytest.raises(ConfinedPathError):
+            confined.read_file(real, rel)
+
+
+def test_fifo_and_device_in_place_of_a_file_are_refused_without_blocking(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.mkfifo(ws / "final.glb")  # opening this for reading would block forever
+    with pytest.raises(ConfinedPathError, match="not a regular file"):
+        confined.read_file(ws, "final.glb")
+    assert not confined.is_file(ws, "final.glb")
+    with pytest.raises(ConfinedPathError, match="not a regular file"):
+        confined.read_file("/dev", "zero")  # a device node reached without links
+    confined.write_file(ws, "final.glb", b"glb")  # the FIFO is replaced by a regular file
+    assert confined.read_file(ws, "final.glb") == b"glb"
+
+
+def test_size_cap_on_files_taken_out(tmp_path):
+    (tmp_path / "big.bin").write_bytes(b"x" * 2048)
+    with pytest.raises(ConfinedPathError, match="cap"):
+        confined.read_file(tmp_path, "big.bin", max_bytes=1024)
+
+
+def test_task_setup_writes_task_files_by_name_not_through_a_planted_link(session, tmp_path):
+    """A worker plants `target.stl -> victim` in its workspace; the next task's setup writes
+    its reference mesh there and must replace the link, not overwrite the victim."""
+    from training.tasks import get_task
+
+    task = next(t for t in (get_task(f"mesh_reconstruction:1:{k}") for k in range(5))
+                if t.spec.files)
+    victim = _victim(tmp_path)
+    rel = next(iter(task.spec.files))
+    target = session.workspace / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    os.symlink(victim, target)
+    session.reset()
+    task.setup(session)
+    assert victim.read_text() == "precious"
+    assert not target.is_symlink() and target.stat().st_size > 0

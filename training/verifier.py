@@ -1,0 +1,97 @@
+"""Rewards the policy cannot forge: checkers run in a worker that never ran the policy's code.
+
+`verify(task, session, calls)` is the one way a task is scored (`Task.evaluate` calls it, so
+eval, `run`, replays, the GRPO environment, `tasks try`/`verify` and the studio's live reward
+all go through it). The policy's session is only read from disk: its latest committed scene is
+copied into a clean worker (tools/verifier.py), with the task's deliverable files, and the
+checkers measure that clean session. A policy that monkeypatches CadQuery, bpy or the tool
+runtime's own handlers inside its worker changes nothing the checker reads.
+
+The clean workers live in their own warm pool (`MODELWRIGHT_VERIFIER_POOL_SIZE`, default 1),
+apart from the pools whose workers run policies; `Verifier.stats` counts what it costs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from training.rewards import RewardBreakdown
+
+
+@dataclass
+class VerifierStats:
+    episodes: int = 0
+    seconds: float = 0.0  # copy + load + checkers, summed
+
+    @property
+    def mean_s(self) -> float:
+        return self.seconds / self.episodes if self.episodes else 0.0
+
+
+class Verifier:
+    """Scores tasks in clean sessions; `pool_size` workers are kept warm for it."""
+
+    def __init__(self, pool_size: int = 1, pool: Any = None):
+        from tools.verifier import CleanRoom
+
+        self.room = CleanRoom(size=pool_size, pool=pool)
+        self.stats = VerifierStats()
+        self._lock = threading.Lock()
+
+    def verify(self, task: Any, session: Any, calls: list[dict[str, Any]]) -> RewardBreakdown:
+        """The reward of `session`'s committed scene. A commit the trusted side refuses to
+        read (a link, a name or size out of bounds: the policy tampered with it) scores as
+        an invalid result, with the reason in `details["verifier"]`."""
+        from tools.confined import ConfinedPathError
+        from training.tasks.checks import evaluate_task
+
+        t0 = time.perf_counter()
+        files = [d["path"] for d in task.spec.deliverables]
+        try:
+            with self.room.session_from(session, files) as clean:
+                verdict = evaluate_task(task, clean, calls)
+        except ConfinedPathError as e:
+            verdict = refused(task, calls, e.message)
+        with self._lock:
+            self.stats.episodes += 1
+            self.stats.seconds += time.perf_counter() - t0
+        return verdict
+
+    def reserve(self, workers: int) -> None:
+        """Keep at least `workers` clean workers warm (one per episode scored at once)."""
+        pool = self.room.pool
+        if workers > pool.size:
+            pool.size = workers
+            pool.warm()
+
+    def close(self) -> None:
+        self.room.close()
+
+
+def refused(task: Any, calls: list[dict[str, Any]], reason: str) -> RewardBreakdown:
+    from training import rewards
+
+    details = {"verifier": f"refused: {reason}", "steps": len(calls)}
+    return rewards.combine({"validity": rewards.validity(calls)}, task.weights, False, False,
+                           details)
+
+
+_default: Verifier | None = None
+_default_lock = threading.Lock()
+
+
+def default_verifier() -> Verifier:
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Verifier(int(os.environ.get("MODELWRIGHT_VERIFIER_POOL_SIZE", "1")))
+        return _default
+
+
+def verify(task: Any, session: Any, calls: list[dict[str, Any]]) -> RewardBreakdown:
+    """The task's reward for `session`'s committed scene, measured in a clean worker."""
+    return default_verifier().verify(task, session, calls)
