@@ -112,6 +112,7 @@ def _step_values(st: dict[str, Any]) -> tuple:
         st["latency_ms"],
         None if st["token_ids"] is None else dumps(st["token_ids"]),
         None if st["logprobs"] is None else dumps(st["logprobs"]),
+        st.get("actor", "agent"),
     )
 
 
@@ -130,7 +131,7 @@ def _commit(store: Store, ep: dict, steps: list[dict], specs: list[dict] | None)
             _episode_values(ep),
         )
         db.executemany(
-            "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [_step_values(s) for s in steps],
         )
 

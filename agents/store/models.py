@@ -36,6 +36,7 @@ class Step:
     latency_ms: float
     token_ids: list[int] | None
     logprobs: list[float] | None
+    actor: str = "agent"  # who made the call: "human" (the studio's person) or "agent"
 
     @property
     def ok(self) -> bool:
@@ -67,6 +68,7 @@ class Step:
             latency_ms=row["latency_ms"],
             token_ids=_load(row["token_ids"]),
             logprobs=_load(row["logprobs"]),
+            actor=row["actor"] if "actor" in row.keys() else "agent",
         )
 
 

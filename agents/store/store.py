@@ -211,15 +211,15 @@ class Store(Upkeep):
             lease.release()
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        return Recorder(self, episode_id, folder, lease)
+        return Recorder(self, episode_id, folder, lease, actor="human" if source == "human" else "agent")
 
     def _commit_step(self, step: Step) -> None:
         with self._write() as db:
             db.execute(
                 """INSERT INTO steps (episode_id, idx, turn, at, tool, args, result, result_text,
                 error_kind, error_message, duration_ms, frame, frame_sha256, scene_hash,
-                model_message, tokens_in, tokens_out, latency_ms, token_ids, logprobs)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                model_message, tokens_in, tokens_out, latency_ms, token_ids, logprobs, actor)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     step.episode_id,
                     step.index,
@@ -241,6 +241,7 @@ class Store(Upkeep):
                     step.latency_ms,
                     None if step.token_ids is None else dumps(step.token_ids),
                     None if step.logprobs is None else dumps(step.logprobs),
+                    step.actor,
                 ),
             )
             db.execute(
