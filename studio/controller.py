@@ -72,6 +72,7 @@ class StudioController(QObject):
     sig_task = Signal(object)  # the chosen training.tasks.Task, or None
     sig_target = Signal(object, object)  # (task, PNG of the solved task or None)
     sig_task_ready = Signal(object)  # the task's start state is built
+    sig_agent_policy = Signal(str, object)  # (policy, {model, adapter}): drive the Agent dock
 
     def __init__(self, session_factory: Callable[[], Any] | None = None, data_dir: str | None = None,
                  parent: QObject | None = None) -> None:
@@ -88,6 +89,7 @@ class StudioController(QObject):
         self.demo = Demonstration(self.store)
         self.task: Any = None
         self.agent_running = False  # manual calls wait until the agent stops
+        self.session_episodes: list[str] = []  # finished in this studio session (demonstrations)
         self._agent_calls: list[dict] = []  # the running agent's changes: one undo step
         self.ready = False
         self.crashes = 0
@@ -237,12 +239,14 @@ class StudioController(QObject):
         task = self.task if check else None
         if task is None:
             episode_id = self.demo.finish()
+            self.session_episodes.append(episode_id)
             self.sig_status.emit(f"Saved demonstration {episode_id}")
             return
         calls = list(self.demo.calls)
 
         def done(verdict: Any) -> None:
             episode_id = self.demo.finish(verdict)
+            self.session_episodes.append(episode_id)
             self.sig_reward.emit(verdict)
             self.sig_status.emit(f"Saved demonstration {episode_id} (reward {verdict.total:.3f})")
 
