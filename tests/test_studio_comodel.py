@@ -140,3 +140,30 @@ def test_the_oracle_without_a_task_says_so_and_changes_nothing(fresh, qtbot):
     qtbot.wait(200)
     assert w.outliner.names() == ["Mine"] and c.undo_stack.count() == count
     assert c.scene.scene_hash == hash_before
+
+
+def test_scripted_hand_then_agent_is_one_episode_with_both_actors(tmp_path):
+    """`modelwright studio --hand F --goal G --autorun`: what the README screenshots run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from agents.store import Store
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(repo)}
+    args = [sys.executable, "-m", "studio.cli", "studio", "--hand",
+            str(repo / "assets/demo/stool-by-hand.jsonl"), "--goal", "three more legs",
+            "--policy", f"script:{repo / 'assets/demo/stool-agent.jsonl'}", "--autorun",
+            "--exit-when-done", "--data-dir", str(tmp_path / "data"),
+            "--settings", str(tmp_path / "s.ini"), "--screenshot", str(tmp_path / "after.png")]
+    p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "done" and (tmp_path / "after.png").is_file()
+    with Store(tmp_path / "data") as store:
+        steps = store.steps(summary["episode_id"])
+    assert [s.actor for s in steps] == ["human"] * 2 + ["agent"] * 4
+    bad = subprocess.run([*args[:5], "--task", "composition:1:1"], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert bad.returncode == 2 and "--hand" in bad.stderr and "Traceback" not in bad.stderr
