@@ -91,6 +91,7 @@ class StudioController(QObject):
         self.agent_running = False  # manual calls wait until the agent stops
         self.session_episodes: list[str] = []  # finished in this studio session (demonstrations)
         self._agent_calls: list[dict] = []  # the running agent's changes: one undo step
+        self._agent_label = "run"
         self.ready = False
         self.crashes = 0
         self.worker = SessionWorker(session_factory)
@@ -152,16 +153,27 @@ class StudioController(QObject):
                            on_error=lambda e: self.sig_error.emit(f"{tool} failed: {e}"))
 
     # -- the agent's runs ------------------------------------------------------------------
-    def agent_started(self) -> None:
-        self.agent_running, self._agent_calls = True, []
+    def agent_started(self, label: str = "run") -> None:
+        """The run's changes will be one undo step. Undo/redo wait meanwhile: an open macro
+        makes the stack refuse them (Qt's canUndo is false while a macro is composed)."""
+        self.agent_running, self._agent_calls, self._agent_label = True, [], label
+        self.undo_stack.beginMacro(f"agent: {label}")
 
-    def agent_finished(self, summary: dict, label: str) -> None:
+    def agent_finished(self, summary: dict, label: str | None = None) -> None:
         """The run ended: its changes become one undo step; its last words stay with the
         episode until the person acts again."""
         self.agent_running = False
         calls, self._agent_calls = self._agent_calls, []
-        if calls:
-            self.undo_stack.push(AgentRunCommand(self, calls, label))
+        command = AgentRunCommand(self, calls, label or self._agent_label) if calls else None
+        if command is not None:
+            self.undo_stack.push(command)
+        self.undo_stack.endMacro()
+        macro = self.undo_stack.command(self.undo_stack.count() - 1)
+        if command is None:  # nothing changed: no entry (an obsolete command is dropped on undo)
+            macro.setObsolete(True)
+            self.undo_stack.undo()
+        else:
+            macro.setText(command.text())
         self.worker.submit(lambda s: s.scene_hash(), "hash",
                            on_done=lambda h: self.demo.after_agent(summary.get("final_message"), h))
         self.refresh()
@@ -289,7 +301,9 @@ class StudioController(QObject):
 
     def _on_reset(self, origin: str) -> None:
         self._agent_calls = []
-        self.undo_stack.clear()
+        self.undo_stack.clear()  # also ends an open macro: a run on a new scene opens it again
+        if self.agent_running:
+            self.undo_stack.beginMacro(f"agent: {self._agent_label}")
         self.journal.reset()
         self.scene.set_scene({"objects": []}, None)
         self.refresh()

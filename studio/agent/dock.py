@@ -171,7 +171,7 @@ class AgentDock(QWidget):
         self.runner = AgentRunner(self.controller.worker, request, store=store,
                                   approval=self.approval.isChecked(), parent=self,
                                   episode=self.controller.demo if request.record else None)
-        self.controller.agent_started()
+        self.controller.agent_started((request.goal or request.task_id or "run")[:40])
         self.runner.sig_event.connect(self._on_event)
         self.runner.sig_approval.connect(self._on_approval)
         self.runner.sig_error.connect(self.controller.sig_error)
