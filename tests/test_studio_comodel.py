@@ -60,6 +60,12 @@ def run_agent(qtbot, window, policy, goal):
     return done.args[0]
 
 
+def _labels(form) -> set[str]:
+    from PySide6.QtWidgets import QLabel
+
+    return {label.text() for label in form.findChildren(QLabel)}
+
+
 def sizes(window) -> dict[str, str]:
     tree = window.outliner.tree
     return {tree.topLevelItem(i).text(0): tree.topLevelItem(i).text(2)
@@ -75,6 +81,9 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     send(qtbot, w, "cad_box", name="Plate", length="100", width="70", height="10")
     qtbot.waitUntil(lambda: w.outliner.names() == ["Base", "Plate"], timeout=20_000)
     assert sizes(w) == {"Base": "1 × 1 × 1 m", "Plate": "100 × 70 × 10 mm"}
+    labels = _labels(w.palette.select("cad_hole"))  # every value with its unit
+    assert {"diameter (mm) *", "positions (mm)", "depth (mm)"} <= labels
+    assert {"location (m)", "rotation_deg (°)"} <= _labels(w.palette.select("add_primitive"))
     c.finish_demonstration(check=False)  # the hand-made model is now just the current scene
     hand = list(c.journal.calls)
     undo_before = c.undo_stack.count()
