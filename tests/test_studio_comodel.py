@@ -132,6 +132,12 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     report = replay_episode(store, episode_id, session_factory=lambda: worker_pool.session(deadline_s=60))
     assert report.matched, report.summary()
     assert report.steps_checked == len(steps)
+    # replayed in the studio, the episode's end is the start the next run records
+    w.episodes.last_replay = None
+    w.episodes.replay(episode_id)
+    qtbot.waitUntil(lambda: w.episodes.last_replay is not None, timeout=60_000)
+    assert w.episodes.last_replay.matched
+    assert c.journal.calls == hand + [{"tool": s.tool, "args": s.args} for s in steps]
 
 
 def test_the_oracle_without_a_task_says_so_and_changes_nothing(fresh, qtbot):
