@@ -8,7 +8,11 @@ go on (`fatal`, e.g. its server is down).
 
 The loop knows no task: the caller passes a goal, an optional `setup(session)` that builds
 the start state and an optional `checker(session, calls)` that scores the final scene
-(training/ passes `task.setup` and `task.evaluate`). Errors from tools go back to the
+(training/ passes `task.setup` and `task.evaluate`). A kept `StartState` starts from the
+session's scene as it is ("continue from here"); its calls are recorded as the episode's
+setup so replay and eval rebuild it. An open `recorder` owned by the caller (the studio's
+session episode, where a person and the agent take turns) gets the loop's turns appended
+and is left open; so is one the factory makes when `keep_recording` is set. Errors from tools go back to the
 model as tool results it can act on; an infrastructure failure (the worker died while the
 start state was being built, or the pool failed) raises `InfrastructureError` so that a
 scheduler can retry the episode on a fresh worker.
@@ -35,20 +39,23 @@ from agents.context import (
 )
 from agents.episode import CallOutcome, EpisodeResult, StepRecord
 from agents.policy import Policy, PolicyError, PolicyReply, ToolCall
-from agents.start_state import InfrastructureError, build_start_state
+from agents.start_state import InfrastructureError, StartState, build_start_state
+from agents.turns import episode_meta, record_turn
 
 __all__ = [
     "DEFAULT_SYSTEM",
     "EpisodeLoop",
     "InfrastructureError",
     "LoopConfig",
+    "StartState",
     "openai_tools",
     "run_episode",
 ]
 
 DEFAULT_SYSTEM = (
-    "You build 3D models by calling tools that drive Blender and CadQuery. Units are metres "
-    "and degrees; +Z is up. After each step you see a render montage (iso, front, top, right) "
+    "You build 3D models by calling tools that drive Blender and CadQuery. The scene is in "
+    "metres and degrees, +Z up; CAD tools (cad_*, cadquery_script) author parts in "
+    "millimetres, shown in the scene at 1 mm = 0.001 m. After each step you see a render montage (iso, front, top, right) "
     "and the scene as JSON. Tool errors come back as tool results: read them and fix the call. "
     "When the model matches the request, answer without calling any tool."
 )
@@ -70,7 +77,7 @@ class LoopConfig:
 
 
 Checker = Callable[[Any, list[dict]], Any]  # (session, calls) -> RewardBreakdown-like
-Setup = Callable[[Any], Any]
+Setup = Callable[[Any], Any] | StartState
 
 
 class EpisodeLoop:
@@ -90,6 +97,8 @@ class EpisodeLoop:
         task_info: dict | None = None,
         catalogue: list[dict] | None = None,
         recorder_factory: Callable[..., Any] | None = None,
+        recorder: Any = None,
+        keep_recording: bool = False,
     ) -> None:
         self.policy = policy
         self.session = session
@@ -114,7 +123,9 @@ class EpisodeLoop:
         self._failures: dict[str, int] = {}
         self._last_hash: str | None = None
         self._used_ids: set[str] = set()
-        self._recorder: Any = None
+        self._recorder: Any = recorder  # given: the caller's open episode, never closed here
+        self._owns_recorder = recorder is None and not keep_recording
+        self._turn_base = 0 if recorder is None else recorder.next_turn
 
     # -- the episode ---------------------------------------------------------------------
 
@@ -152,15 +163,10 @@ class EpisodeLoop:
         self.result.initial_frame = png
         self.history = [{"role": "system", "content": self.config.system_prompt}]
         self.history.append(observation(f"Goal: {self.goal}", png, scene, self.config.context, -1))
-        if self.recorder_factory is not None:
+        if self.recorder_factory is not None and self._recorder is None:
             self._recorder = self.recorder_factory(
-                policy=self.result.policy,
-                tools=self.catalogue,
-                system=self.config.system_prompt,
-                prompt=self.goal,
-                initial_frame=png,
-                setup=setup_calls,
-                initial_scene_hash=self._last_hash,
+                **episode_meta(self.result.policy, self.goal, self.catalogue, self.config, png,
+                               setup_calls, self._last_hash)
             )
         return png
 
@@ -424,7 +430,9 @@ class EpisodeLoop:
             self.result.components = dict(getattr(verdict, "components", {}) or {})
             self.result.success = bool(getattr(verdict, "success", False))
             self.result.verdict = verdict
-        if self._recorder is not None:
+        if self._recorder is not None and not self._owns_recorder:
+            self.result.episode_id = self._recorder.episode_id
+        elif self._recorder is not None:
             self._recorder.finish(
                 reward=self.result.reward,
                 components=self.result.components,
@@ -463,33 +471,14 @@ class EpisodeLoop:
         return out
 
     def _abandon(self, exc: BaseException) -> None:
-        if self._recorder is not None:
+        if self._recorder is not None and self._owns_recorder:
             try:
                 self._recorder.abort(f"{type(exc).__name__}: {exc}")
             except Exception:
                 pass
 
     def _record_step(self, step: StepRecord) -> None:
-        for i, outcome in enumerate(step.calls):
-            first, last = i == 0, i == len(step.calls) - 1
-            call = outcome.call
-            self._recorder.add_step(
-                tool=call.name,
-                args=call.arguments
-                if isinstance(call.arguments, dict)
-                else {"_raw": call.arguments},
-                result=outcome.result if outcome.result is not None else outcome.text,
-                error_kind=outcome.error_kind,
-                error_message=outcome.error_message,
-                duration_ms=outcome.duration_ms,
-                frame=step.frame if last else None,
-                scene_hash=outcome.scene_hash,
-                model_message=step.text if first else None,
-                tokens_in=step.tokens_in if first else 0,
-                tokens_out=step.tokens_out if first else 0,
-                latency_ms=step.latency_ms if first else 0.0,
-                turn=step.index,
-            )
+        record_turn(self._recorder, step, self._turn_base + step.index, "agent")
 
 
 def run_episode(policy: Policy, session: Any, goal: str, **options: Any) -> EpisodeResult:

@@ -10,6 +10,7 @@ retry it elsewhere without blaming the policy.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -17,8 +18,40 @@ class InfrastructureError(RuntimeError):
     """The tool runtime failed under the episode (not the policy's fault): retry elsewhere."""
 
 
-def build_start_state(session: Any, setup: Callable[[Any], Any] | None) -> list[dict]:
-    """Reset, run `setup`; returns the calls it made as `[{"tool", "args"}]`."""
+class StartStateError(RuntimeError):
+    """A recorded start state could not be rebuilt (a call failed on this runtime)."""
+
+
+@dataclass(frozen=True)
+class StartState:
+    """Where an episode starts, as the calls that rebuild it from an empty scene.
+
+    `keep=True` is "continue from here" (the studio's scene, a person's model): the session
+    already holds this scene, so nothing is reset or rebuilt and the calls are only recorded
+    as the episode's `setup`, which is how replay, export and eval reproduce the start. Used
+    as a `setup(session)` (after a reset), it rebuilds the scene call by call: how eval starts
+    an episode from a recorded start (`StartState.of_episode`)."""
+
+    calls: tuple[dict, ...] = ()
+    keep: bool = False
+
+    def __call__(self, session: Any) -> None:
+        for k, c in enumerate(self.calls):
+            r = session.call(c["tool"], dict(c.get("args") or {}))
+            if not r.ok:
+                raise StartStateError(f"start call {k} ({c['tool']}) failed: {r.to_text(300)}")
+
+    @classmethod
+    def of_episode(cls, episode: Any) -> StartState:
+        """The start state a recorded episode began from (its `setup` calls)."""
+        return cls(tuple(dict(c) for c in episode.setup or ()))
+
+
+def build_start_state(session: Any, setup: Callable[[Any], Any] | StartState | None) -> list[dict]:
+    """Reset, run `setup`; returns the calls it made as `[{"tool", "args"}]`. A kept
+    `StartState` is the session's scene as it is: no reset, its calls returned as they are."""
+    if isinstance(setup, StartState) and setup.keep:
+        return [{"tool": c["tool"], "args": dict(c.get("args") or {})} for c in setup.calls]
     capture = _SetupCapture(session)
     restarts = getattr(session, "restarts", 0)
 

@@ -41,6 +41,26 @@ class ToolCallCommand(QUndoCommand):
         self.controller.send("undo", {"steps": 1}, origin="history")
 
 
+class AgentRunCommand(QUndoCommand):
+    """A whole agent run as one undo step: undo = the runtime's `undo` of all its changes,
+    redo = its calls again, in order."""
+
+    def __init__(self, controller: StudioController, calls: list[dict], label: str) -> None:
+        super().__init__(f"agent: {label} ({len(calls)} change{'s' if len(calls) != 1 else ''})")
+        self.controller, self.calls = controller, [dict(c) for c in calls]
+        self._pushed = False
+
+    def redo(self) -> None:
+        if not self._pushed:
+            self._pushed = True
+            return
+        for c in self.calls:
+            self.controller.send(c["tool"], c["args"], origin="history")
+
+    def undo(self) -> None:
+        self.controller.send("undo", {"steps": len(self.calls)}, origin="history")
+
+
 class StudioController(QObject):
     sig_error = Signal(str)  # something the person must see
     sig_status = Signal(str)  # a passing note for the status bar
@@ -52,6 +72,7 @@ class StudioController(QObject):
     sig_task = Signal(object)  # the chosen training.tasks.Task, or None
     sig_target = Signal(object, object)  # (task, PNG of the solved task or None)
     sig_task_ready = Signal(object)  # the task's start state is built
+    sig_agent_policy = Signal(str, object)  # (policy, {model, adapter}): drive the Agent dock
 
     def __init__(self, session_factory: Callable[[], Any] | None = None, data_dir: str | None = None,
                  parent: QObject | None = None) -> None:
@@ -67,6 +88,10 @@ class StudioController(QObject):
         self.journal = SceneJournal()
         self.demo = Demonstration(self.store)
         self.task: Any = None
+        self.agent_running = False  # manual calls wait until the agent stops
+        self.session_episodes: list[str] = []  # finished in this studio session (demonstrations)
+        self._agent_calls: list[dict] = []  # the running agent's changes: one undo step
+        self._agent_label = "run"
         self.ready = False
         self.crashes = 0
         self.worker = SessionWorker(session_factory)
@@ -109,7 +134,49 @@ class StudioController(QObject):
         self.send(tool, args, origin="human")
 
     def send(self, tool: str, args: dict, origin: str = "human", on_done=None) -> None:
-        self.worker.call(tool, args, origin=origin, on_done=on_done)
+        """A call of the person's (palette, outliner, undo/redo in the history) is recorded as
+        a human turn of the session's episode; other origins go straight to the runtime."""
+        if origin not in ("human", "history"):
+            self.worker.call(tool, args, origin=origin, on_done=on_done)
+            return
+        if self.agent_running:
+            self.sig_error.emit("The agent is working on the scene: press Stop first, then edit.")
+            return
+        start = list(self.journal.calls)  # the scene the episode begins on, if it begins now
+
+        def run(session: Any) -> Any:
+            result = self.demo.human_call(session, tool, args, start)
+            self.worker.sig_call.emit(result, origin)
+            return result
+
+        self.worker.submit(run, f"{origin}:{tool}", on_done=on_done,
+                           on_error=lambda e: self.sig_error.emit(f"{tool} failed: {e}"))
+
+    # -- the agent's runs ------------------------------------------------------------------
+    def agent_started(self, label: str = "run") -> None:
+        """The run's changes will be one undo step. Undo/redo wait meanwhile: an open macro
+        makes the stack refuse them (Qt's canUndo is false while a macro is composed)."""
+        self.agent_running, self._agent_calls, self._agent_label = True, [], label
+        self.undo_stack.beginMacro(f"agent: {label}")
+
+    def agent_finished(self, summary: dict, label: str | None = None) -> None:
+        """The run ended: its changes become one undo step; its last words stay with the
+        episode until the person acts again."""
+        self.agent_running = False
+        calls, self._agent_calls = self._agent_calls, []
+        command = AgentRunCommand(self, calls, label or self._agent_label) if calls else None
+        if command is not None:
+            self.undo_stack.push(command)
+        self.undo_stack.endMacro()
+        macro = self.undo_stack.command(self.undo_stack.count() - 1)
+        if command is None:  # nothing changed: no entry (an obsolete command is dropped on undo)
+            macro.setObsolete(True)
+            self.undo_stack.undo()
+        else:
+            macro.setText(command.text())
+        self.worker.submit(lambda s: s.scene_hash(), "hash",
+                           on_done=lambda h: self.demo.after_agent(summary.get("final_message"), h))
+        self.refresh()
 
     def new_scene(self) -> None:
         """Empty scene; a demonstration in progress is closed first."""
@@ -132,7 +199,7 @@ class StudioController(QObject):
             self.sig_error.emit(f"Unknown task {task_id!r}: {exc}")
             return
         self.task = task
-        self.demo.set_task(task.id, task.prompt)
+        self.demo.set_task(task.id, task.prompt, task.parameters)
         self.sig_task.emit(task)
 
         def build(s: Any) -> tuple[list[dict], bytes | None]:
@@ -184,12 +251,14 @@ class StudioController(QObject):
         task = self.task if check else None
         if task is None:
             episode_id = self.demo.finish()
+            self.session_episodes.append(episode_id)
             self.sig_status.emit(f"Saved demonstration {episode_id}")
             return
         calls = list(self.demo.calls)
 
         def done(verdict: Any) -> None:
             episode_id = self.demo.finish(verdict)
+            self.session_episodes.append(episode_id)
             self.sig_reward.emit(verdict)
             self.sig_status.emit(f"Saved demonstration {episode_id} (reward {verdict.total:.3f})")
 
@@ -211,17 +280,18 @@ class StudioController(QObject):
             self.sig_error.emit(f"The tool worker crashed and was restarted: {result.error.message}")
         spec = TOOLS.get(result.tool)
         mutating = spec is not None and spec.mutating
-        if origin in ("human", "history"):
-            try:  # the scene model's hash is the state before this call (the queue is FIFO)
-                self.demo.record(result, self.journal, self.scene.scene_hash)
-            except Exception as exc:
-                self.sig_error.emit(f"Recording the step failed: {exc}")
+        if origin in ("human", "history") and self.demo.record_error:
+            self.sig_error.emit(self.demo.record_error)
+        if origin == "agent" and self.demo.active:
+            self.demo.note_call(result)
         if not (result.ok and mutating):
             if not result.ok and not crashed and origin in ("human", "history"):
                 self.sig_error.emit(f"{result.tool}: {result.error.message}")
             return
         self.journal.add(result.tool, result.args)
-        if origin in ("human", "agent") and result.tool not in ("undo", "restore"):
+        if origin == "agent" and result.tool not in ("undo", "restore"):
+            self._agent_calls.append({"tool": result.tool, "args": dict(result.args)})
+        elif origin == "human" and result.tool not in ("undo", "restore"):
             self.undo_stack.push(ToolCallCommand(self, result.tool, result.args, origin))
         self.scene.scene_hash = result.scene_hash
         self.refresh()
@@ -230,7 +300,10 @@ class StudioController(QObject):
             self.check_task()
 
     def _on_reset(self, origin: str) -> None:
-        self.undo_stack.clear()
+        self._agent_calls = []
+        self.undo_stack.clear()  # also ends an open macro: a run on a new scene opens it again
+        if self.agent_running:
+            self.undo_stack.beginMacro(f"agent: {self._agent_label}")
         self.journal.reset()
         self.scene.set_scene({"objects": []}, None)
         self.refresh()

@@ -132,7 +132,10 @@ def test_schema_is_versioned_and_a_newer_store_is_refused(tmp_path):
     Store(tmp_path).close()
     conn = sqlite3.connect(tmp_path / "index.sqlite3")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    from agents.store.schema import MIGRATIONS
+
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+        (m.version,) for m in MIGRATIONS]
     conn.execute("INSERT INTO schema_version VALUES (99, 'from the future', 0)")
     conn.commit()
     conn.close()
@@ -279,17 +282,19 @@ def test_a_migration_upgrades_an_existing_store_in_place(tmp_path, monkeypatch):
 
     with Store(tmp_path) as store:
         eid = record_full(store)
-    v2 = schema.Migration(2, "episodes get a rating", (
+    known = [m.version for m in schema.MIGRATIONS]
+    new = known[-1] + 1
+    v_next = schema.Migration(new, "episodes get a rating", (
         "ALTER TABLE episodes ADD COLUMN rating INTEGER NOT NULL DEFAULT 3",))
-    monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, v2))
-    monkeypatch.setattr(schema, "LATEST_VERSION", 2)
+    monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, v_next))
+    monkeypatch.setattr(schema, "LATEST_VERSION", new)
     with Store(tmp_path) as store:
         assert store.episode(eid).n_steps == 3  # the data came through
         rows = store._conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
-        assert [r[0] for r in rows] == [1, 2]
+        assert [r[0] for r in rows] == [*known, new]
         assert store._conn.execute("SELECT rating FROM episodes").fetchone()[0] == 3
     with Store(tmp_path) as store:  # applied once
-        assert len(store._conn.execute("SELECT * FROM schema_version").fetchall()) == 2
+        assert len(store._conn.execute("SELECT * FROM schema_version").fetchall()) == new
 
 
 def test_opening_a_store_removes_only_rowless_unleased_folders(tmp_path):

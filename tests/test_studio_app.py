@@ -74,7 +74,11 @@ def test_agent_run_streams_steps_records_and_keeps_the_gui_responsive(fresh, qtb
     assert any(t.startswith("call add_primitive") for t in texts)
     assert any(not w.agent.steps.item(i).icon().isNull() for i in range(w.agent.steps.count()))
     qtbot.waitUntil(lambda: w.outliner.names() == ["Globe"], timeout=120_000)
-    episode = w.controller.store().episode(summary["episode_id"])
+    store = w.controller.store()
+    assert store.episode(summary["episode_id"]).status == "running"  # open for the person's turns
+    w.controller.finish_demonstration()  # Finish: checked against the task, then closed
+    qtbot.waitUntil(lambda: store.episode(summary["episode_id"]).status == "finished", timeout=120_000)
+    episode = store.episode(summary["episode_id"])
     assert episode.source == "oracle" and episode.success
     assert probe.samples_ms and probe.worst_ms < 3000, probe.worst_ms  # no multi-second freeze
 

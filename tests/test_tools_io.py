@@ -23,7 +23,8 @@ def test_exports_reload_with_right_geometry(session):
     assert r.ok, r.error
     shape = cq.importers.importStep(str(session.workspace / "out/pin.step")).val()
     assert shape.Volume() == pytest.approx(3.14159265 * 5, rel=1e-6)
-    assert shape.BoundingBox().center.x == pytest.approx(10, abs=1e-6)  # placed where the scene shows it
+    # placed where the scene shows it: 10 m in the scene is 10 000 mm in the part's STEP file
+    assert shape.BoundingBox().center.x == pytest.approx(10_000, abs=1e-6)
     bad = session.call("export", {"format": "step", "path": "out/box.step", "objects": ["box"]})
     assert bad.error.kind.value == "validation" and "CAD parts only" in bad.error.message
     assert session.call("export", {"format": "blend", "path": "out/all.blend"}).ok

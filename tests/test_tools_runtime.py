@@ -91,7 +91,8 @@ def test_cad_parts_live_in_the_scene_and_renders(session):
     out = ok(session.call("cadquery_script", {"code": PLATE, "name": "plate"}))
     assert out["valid"] and out["volume"] == pytest.approx(40 * 30 * 5 - 4 * np.pi * 4 * 5, rel=1e-6)
     p = obj(session.scene(), "plate")
-    assert p["source"] == "cad" and p["dimensions"] == pytest.approx([40, 30, 5], abs=1e-3)
+    # authored in millimetres, shown in the scene in metres (the kernel boundary converts)
+    assert p["source"] == "cad" and p["dimensions"] == pytest.approx([0.04, 0.03, 0.005], abs=1e-6)
     ok(session.call("cad_box", {"name": "blk", "length": 10, "width": 10, "height": 10}))
     ok(session.call("cad_fillet", {"name": "blk", "edges": "|Z", "radius": 2}))
     q = ok(session.call("cad_query", {"name": "blk"}))
@@ -111,9 +112,9 @@ def test_cad_parts_live_in_the_scene_and_renders(session):
     assert pos[1] == pytest.approx([0, 10])
     # a rerun replaces the part's mesh, keeping its name
     ok(session.call("cadquery_script", {"code": "import cadquery as cq\nresult = cq.Workplane().sphere(3)", "name": "plate"}))
-    assert obj(session.scene(), "plate")["dimensions"] == pytest.approx([6, 6, 6], abs=0.05)
-    # a CAD part moved in Blender is queried in world space
-    ok(session.call("transform", {"name": "shaft", "location": [100, 0, 0]}))
+    assert obj(session.scene(), "plate")["dimensions"] == pytest.approx([0.006] * 3, abs=5e-5)
+    # a CAD part moved in Blender is queried in world space: 0.1 m in the scene is 100 mm
+    ok(session.call("transform", {"name": "shaft", "location": [0.1, 0, 0]}))
     assert ok(session.call("cad_query", {"name": "shaft"}))["bbox_min"][0] == pytest.approx(95, abs=1e-3)
     img = Image.open(io.BytesIO(session.render(size=128).images[0]))
     assert img.size == (256, 256)

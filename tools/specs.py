@@ -44,7 +44,7 @@ class AddPrimitive(Args):
 
 
 class Transform(Args):
-    """Set an object's absolute location, rotation (degrees, XYZ Euler) and/or scale."""
+    """Set an object's absolute location (metres), rotation (degrees, XYZ Euler) and/or scale."""
     name: ObjName
     location: Vec3 | None = None
     rotation_deg: Vec3 | None = None
@@ -75,7 +75,7 @@ class Delete(Named):
 
 
 class Duplicate(Args):
-    """Copy an object (and its CAD B-rep) under a new name."""
+    """Copy an object (and its CAD B-rep) under a new name, optionally at `location` (metres)."""
     name: ObjName
     new_name: ObjName
     location: Vec3 | None = None
@@ -101,7 +101,7 @@ class Join(Args):
 
 class Modifier(Args):
     """Add a modifier (applied by default): bevel(width, segments), array(count, offset),
-    mirror(axis), solidify(thickness), subdivision(levels)."""
+    mirror(axis), solidify(thickness), subdivision(levels). Lengths in metres."""
     name: ObjName
     kind: Literal["bevel", "array", "mirror", "solidify", "subdivision"]
     width: Annotated[float, Field(gt=0, le=1000)] = 0.05
@@ -130,11 +130,13 @@ class SetVisible(Args):
 
 
 class GetScene(Args):
-    """List every object in world space: name, source, transform, dimensions, bbox, material."""
+    """List every object in world space (metres, degrees): name, source, transform, dimensions,
+    bbox, material."""
 
 
 class Measure(Args):
-    """Measure an object (dimensions, volume, area); with `other`, the distance and gap between them."""
+    """Measure an object (dimensions, volume, area in metres); with `other`, the distance and gap
+    between them."""
     name: ObjName
     other: ObjName | None = None
 
@@ -155,14 +157,16 @@ class Render(Args):
 
 
 class Export(Args):
-    """Export objects (default all) to a file in the workspace. `step` only for CAD parts."""
+    """Export objects (default all) to a file in the workspace. `step` only for CAD parts (in
+    millimetres)."""
     format: Literal["glb", "blend", "stl", "obj", "step"]
     path: Annotated[str, Field(min_length=1, max_length=255)]
     objects: Annotated[list[ObjName], Field(max_length=256)] | None = None
 
 
 class ImportFile(Args):
-    """Import objects from a .blend, .glb, .stl, .obj or .step file in the workspace."""
+    """Import objects from a .blend, .glb, .stl, .obj or .step file in the workspace (a .step
+    becomes a CAD part, in millimetres)."""
     path: Annotated[str, Field(min_length=1, max_length=255)]
 
 
@@ -186,14 +190,15 @@ class ClearScene(Args):
 
 # ---- CadQuery tools -----------------------------------------------------------------------
 class CadScript(Args):
-    """Run a CadQuery script; its result becomes CAD part `name`. Mark the result with
-    `result = ...` or `show_object(...)`. Only cadquery, math and a few safe modules import."""
+    """Run a CadQuery script (lengths in millimetres); its result becomes CAD part `name`. Mark
+    the result with `result = ...` or `show_object(...)`. Only cadquery, math and a few safe
+    modules import."""
     code: Annotated[str, Field(min_length=1, max_length=100_000)]
     name: ObjName
 
 
 class CadBox(Args):
-    """A CAD box centred on the origin in XY, standing on Z=0."""
+    """A CAD box (millimetres) centred on the origin in XY, standing on Z=0."""
     name: ObjName
     length: Length
     width: Length
@@ -201,7 +206,7 @@ class CadBox(Args):
 
 
 class CadCylinder(Args):
-    """A CAD cylinder along Z, centred in XY, standing on Z=0."""
+    """A CAD cylinder (millimetres) along Z, centred in XY, standing on Z=0."""
     name: ObjName
     radius: Length
     height: Length
@@ -216,7 +221,8 @@ class Profile(Args):
 
 
 class CadSketchExtrude(Args):
-    """Extrude a 2D profile on the XY plane up along Z by `distance` (adds to `name` if it exists)."""
+    """Extrude a 2D profile on the XY plane up along Z by `distance`, in millimetres (adds to
+    `name` if it exists)."""
     name: ObjName
     profile: Profile
     distance: Length
@@ -224,14 +230,15 @@ class CadSketchExtrude(Args):
 
 
 class CadRevolve(Args):
-    """Revolve a closed profile of [r, z] points about the Z axis."""
+    """Revolve a closed profile of [r, z] points (millimetres) about the Z axis."""
     name: ObjName
     points: Annotated[list[Point2], Field(min_length=3, max_length=256)]
     angle_deg: Annotated[float, Field(gt=0, le=360)] = 360.0
 
 
 class CadHole(Args):
-    """Drill holes into the part's face (default the top, '>Z') at XY positions; optional counterbore."""
+    """Drill holes into the part's face (default the top, '>Z') at XY positions; optional
+    counterbore. Diameters, depths and positions in millimetres."""
     name: ObjName
     diameter: Length
     depth: Length | None = None
@@ -242,28 +249,30 @@ class CadHole(Args):
 
 
 class CadFillet(Args):
-    """Round the edges a selector picks, e.g. '|Z' for vertical edges."""
+    """Round the edges a selector picks, e.g. '|Z' for vertical edges (radius in millimetres)."""
     name: ObjName
     edges: Selector
     radius: Length
 
 
 class CadChamfer(Args):
-    """Chamfer the edges a selector picks."""
+    """Chamfer the edges a selector picks (length in millimetres)."""
     name: ObjName
     edges: Selector
     length: Length
 
 
 class CadShell(Args):
-    """Hollow the part, removing the faces a selector picks (e.g. '>Z'), walls `thickness` thick."""
+    """Hollow the part, removing the faces a selector picks (e.g. '>Z'), walls `thickness`
+    millimetres thick."""
     name: ObjName
     faces: Selector
     thickness: Length
 
 
 class CadPattern(Args):
-    """Positions for holes or copies: a rectangular grid or a bolt circle. Returns [[x, y], ...]."""
+    """Positions for holes or copies, in millimetres: a rectangular grid or a bolt circle.
+    Returns [[x, y], ...]."""
     kind: Literal["grid", "circle"]
     count_x: Annotated[int, Field(ge=1, le=64)] = 2
     count_y: Annotated[int, Field(ge=1, le=64)] = 2
@@ -275,7 +284,8 @@ class CadPattern(Args):
 
 
 class CadQueryPart(Named):
-    """Exact facts of a CAD part: volume, area, bbox, validity, counts of faces/edges/solids."""
+    """Exact facts of a CAD part in millimetres: volume, area, bbox, validity, counts of
+    faces/edges/solids."""
 
 
 @dataclass(frozen=True)
@@ -336,6 +346,39 @@ _SPECS = [
     ToolSpec("cad_query", CadQueryPart, False, "cadquery"),
 ]
 TOOLS: dict[str, ToolSpec] = {s.name: s for s in _SPECS}
+
+
+# ---- units: the scene in metres, CAD parts authored in millimetres --------------------------
+SCENE_UNIT, CAD_UNIT = "m", "mm"
+SCENE_PER_MM = 0.001  # the worker's conversion at the kernel boundary (tools/worker/cad.py)
+_LENGTHS = {"dimensions", "location", "length", "width", "height", "radius", "diameter", "depth",
+            "distance", "thickness", "spacing_x", "spacing_y", "positions", "points",
+            "counterbore_diameter", "counterbore_depth", "at_z", "camera", "profile"}
+_OTHER_UNITS = {"rotation_deg": "°", "angle_deg": "°", "start_deg": "°", "lens_mm": "mm",
+                "size": "px", "energy": "W", "offset": "× size"}  # array offset is relative
+
+
+def length_unit(tool: str) -> str:
+    """The unit a tool's lengths are in: millimetres for the CAD kernel, metres otherwise."""
+    spec = TOOLS.get(tool)
+    return CAD_UNIT if spec is not None and spec.kernel == "cadquery" else SCENE_UNIT
+
+
+def field_unit(tool: str, field: str) -> str | None:
+    """The unit of one argument of a tool (None: a count, a name, a ratio...)."""
+    if field in _OTHER_UNITS:
+        return _OTHER_UNITS[field]
+    if field in _LENGTHS:
+        return length_unit(tool)
+    return None
+
+
+def without_defaults(tool: str, args: dict) -> dict:
+    """A call as a model writes it: arguments equal to the schema's default left out (a
+    generated form sends every field; the recorded demonstration should not)."""
+    props = TOOLS[tool].schema().get("properties", {}) if tool in TOOLS else {}
+    return {k: v for k, v in args.items() if "default" not in props.get(k, {})
+            or props[k]["default"] != v}
 
 
 def openai_tool(entry: dict) -> dict:

@@ -8,6 +8,7 @@ replay that diverges exits 1.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from datetime import UTC, datetime

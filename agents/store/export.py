@@ -102,6 +102,7 @@ def _schemas():
             ("latency_ms", f64),
             ("token_ids", pa.list_(i64)),
             ("logprobs", pa.list_(f64)),
+            ("actor", s),
         ]
     )
     return _with_hf_features(episodes), _with_hf_features(steps)

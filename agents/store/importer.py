@@ -115,6 +115,7 @@ def _step_values(st: dict[str, Any]) -> tuple:
         st["latency_ms"],
         None if st["token_ids"] is None else dumps(st["token_ids"]),
         None if st["logprobs"] is None else dumps(st["logprobs"]),
+        st.get("actor", "agent"),
     )
 
 
@@ -133,7 +134,8 @@ def _commit(store: Store, ep: dict, steps: list[dict], specs: list[dict] | None)
             _episode_values(ep),
         )
         db.executemany(
-            "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO steps ({', '.join(STEP_COLUMNS)}) VALUES "
+            f"({', '.join('?' * len(STEP_COLUMNS))})",
             [_step_values(s) for s in steps],
         )
     # The folder's own copy of the rows (what `data doctor` rebuilds an index from).

@@ -40,6 +40,7 @@ class Step:
     latency_ms: float
     token_ids: list[int] | None
     logprobs: list[float] | None
+    actor: str = "agent"  # who made the call: "human" (the studio's person) or "agent"
 
     @property
     def ok(self) -> bool:
@@ -71,6 +72,7 @@ class Step:
             latency_ms=row["latency_ms"],
             token_ids=_load(row["token_ids"]),
             logprobs=_load(row["logprobs"]),
+            actor=row["actor"] if "actor" in row.keys() else "agent",
         )
 
 

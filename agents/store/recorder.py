@@ -67,8 +67,10 @@ class Recorder:
     """The handle `Store.begin_episode` returns; not shared between threads without care
     (calls are serialised by a lock, but step order is then the order calls arrive)."""
 
-    def __init__(self, store: Store, episode_id: str, folder: Path, lease: Lease):
+    def __init__(self, store: Store, episode_id: str, folder: Path, lease: Lease,
+                 actor: str = "agent"):
         self._store = store
+        self.actor = actor  # who makes a step unless add_step says otherwise
         self.episode_id = episode_id
         self.folder = folder
         self._lease: Lease | None = lease
@@ -83,6 +85,11 @@ class Recorder:
     @property
     def n_steps(self) -> int:
         return self._next_index
+
+    @property
+    def next_turn(self) -> int:
+        """The turn number a new reply gets (turns never go back)."""
+        return self._last_turn + 1
 
     def add_step(
         self,
@@ -102,11 +109,12 @@ class Recorder:
         token_ids: list[int] | None = None,
         logprobs: list[float] | None = None,
         turn: int | None = None,
+        actor: str | None = None,
     ) -> Step:
         """Record one tool call. `turn`: steps from one assistant reply share a turn number
         (export makes them one message with several tool_calls); None starts a new turn.
         A ToolResult may be passed as `result`: its error, duration and scene hash fill the
-        arguments left unset."""
+        arguments left unset. `actor`: "human" or "agent" (default: the episode's)."""
         if hasattr(result, "to_text"):
             err = getattr(result, "error", None)
             if error_kind is None and err is not None:
@@ -155,6 +163,7 @@ class Recorder:
                 latency_ms=float(latency_ms),
                 token_ids=None if token_ids is None else [int(t) for t in token_ids],
                 logprobs=None if logprobs is None else [float(p) for p in logprobs],
+                actor=actor or self.actor,
             )
             self._store._commit_step(step)
             self._next_index = index + 1

@@ -100,6 +100,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        2,
+        "who made each step: a person (human) or a policy (agent)",
+        (
+            "ALTER TABLE steps ADD COLUMN actor TEXT NOT NULL DEFAULT 'agent'",
+            "UPDATE steps SET actor = 'human' WHERE episode_id IN "
+            "(SELECT id FROM episodes WHERE source = 'human')",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

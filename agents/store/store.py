@@ -46,7 +46,7 @@ EPISODES = "episodes"
 STEP_COLUMNS = ("episode_id", "idx", "turn", "at", "tool", "args", "result", "result_text",
                 "error_kind", "error_message", "duration_ms", "frame", "frame_sha256",
                 "scene_hash", "model_message", "tokens_in", "tokens_out", "latency_ms",
-                "token_ids", "logprobs")
+                "token_ids", "logprobs", "actor")
 
 
 @cache
@@ -238,7 +238,7 @@ class Store(Upkeep):
             lease.release()
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        return Recorder(self, episode_id, folder, lease)
+        return Recorder(self, episode_id, folder, lease, actor="human" if source == "human" else "agent")
 
     def _journal_episode(self, db: Any, episode_id: str) -> None:
         """Write the episode's row, as `db` sees it now, into its folder (episode.json)."""
@@ -249,7 +249,7 @@ class Store(Upkeep):
         with self._write() as db:
             db.execute(
                 f"""INSERT INTO steps ({', '.join(STEP_COLUMNS)})
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                VALUES ({', '.join('?' * len(STEP_COLUMNS))})""",
                 values := (
                     step.episode_id,
                     step.index,
@@ -271,6 +271,7 @@ class Store(Upkeep):
                     step.latency_ms,
                     None if step.token_ids is None else dumps(step.token_ids),
                     None if step.logprobs is None else dumps(step.logprobs),
+                    step.actor,
                 ),
             )
             db.execute(

@@ -1,5 +1,10 @@
 """Agent chat: a goal or the chosen task, the policy, Run/Stop, and the steps as they stream.
 
+The agent continues the scene as it is (the person's model, a task's start state) unless
+"New scene" is ticked; its whole run is one undo step, and its turns join the session's
+episode, so the person can stop it, edit by hand and let it go on in the same episode.
+A run that cannot start (the oracle without a task) says so before anything changes.
+
 Each event of the episode loop becomes a line: the model's message, the tool call, the
 result or error, and a thumbnail of the render. Risky calls wait in a banner for
 Approve/Reject when approval is on.
@@ -28,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from studio.agent.runner import AgentRequest, AgentRunner
+from studio.agent.runner import AgentRequest, AgentRunner, refusal
 
 POLICIES = ("oracle", "openai", "hf", "none")
 
@@ -57,6 +62,8 @@ class AgentDock(QWidget):
         self.base_url = QLineEdit(str(settings.value("agent/base_url", "http://127.0.0.1:8000/v1")))
         self.model = QLineEdit(str(settings.value("agent/model", "")))
         self.model.setPlaceholderText("served model name (openai) or folder (hf)")
+        self.adapter = QLineEdit(str(settings.value("agent/adapter", "")))
+        self.adapter.setPlaceholderText("LoRA adapter folder (hf), optional")
         self.max_steps = QSpinBox()
         self.max_steps.setRange(0, 200)
         self.max_steps.setSpecialValueText("task budget")
@@ -64,6 +71,9 @@ class AgentDock(QWidget):
         self.approval.setChecked(settings.value("agent/approval", "true") in (True, "true"))
         self.record = QCheckBox("Record")
         self.record.setChecked(True)
+        self.new_scene = QCheckBox("New scene")
+        self.new_scene.setToolTip("Start from an empty scene (or the task's start) instead of "
+                                  "continuing the model as it is")
         form = QFormLayout()
         form.setVerticalSpacing(3)
         policy_row = QHBoxLayout()
@@ -73,6 +83,8 @@ class AgentDock(QWidget):
         form.addRow("Policy", policy_row)
         form.addRow("Endpoint", self.base_url)
         form.addRow("Model", self.model)
+        form.addRow("Adapter", self.adapter)
+        controller.sig_agent_policy.connect(self.use_policy)
         self.run_button = QPushButton("Run")
         self.run_button.setObjectName("accent")
         self.stop_button = QPushButton("Stop")
@@ -111,6 +123,7 @@ class AgentDock(QWidget):
         checks.addWidget(self.use_task)
         checks.addWidget(self.approval)
         checks.addWidget(self.record)
+        checks.addWidget(self.new_scene)
         layout.addLayout(checks)
         layout.addLayout(buttons)
         layout.addWidget(self.banner)
@@ -125,29 +138,40 @@ class AgentDock(QWidget):
             options = {"base_url": self.base_url.text().strip() or None, "model": self.model.text().strip() or None}
         elif policy == "hf" and self.model.text().strip():
             policy = f"hf:{self.model.text().strip()}"
+            if self.adapter.text().strip():
+                options = {"adapter": self.adapter.text().strip()}
         task = self.controller.task if self.use_task.isChecked() else None
         return AgentRequest(policy=policy, task_id=task.id if task else None,
                             goal=self.goal.toPlainText().strip(), options=options,
                             max_steps=self.max_steps.value() or None, record=self.record.isChecked(),
-                            attachment=self.attachment)
+                            attachment=self.attachment, new_scene=self.new_scene.isChecked(),
+                            start=list(self.controller.journal.calls))
 
     def run(self, request: AgentRequest | None = None) -> None:
         if self.runner is not None and self.runner.isRunning():
             return
         request = request if isinstance(request, AgentRequest) else self.request()
-        if not request.task_id and not request.goal:
-            self.controller.sig_error.emit("Type a goal or pick a task before pressing Run.")
+        why = refusal(request)
+        if why:  # in the studio's words, before anything changes
+            self.status.setText(why)
+            self.controller.sig_error.emit(why)
             return
+        if not request.start and not request.new_scene:
+            request.start = list(self.controller.journal.calls)
         self.settings.setValue("agent/policy", self.policy.currentText())
         self.settings.setValue("agent/base_url", self.base_url.text())
         self.settings.setValue("agent/model", self.model.text())
+        self.settings.setValue("agent/adapter", self.adapter.text())
         self.settings.setValue("agent/approval", self.approval.isChecked())
-        self.controller.finish_demonstration(check=False)
+        if request.new_scene:  # another start state: the open episode ends here
+            self.controller.finish_demonstration(check=False)
         self.steps.clear()
         self.steps_seen = 0
         store = self.controller.store() if request.record else None
         self.runner = AgentRunner(self.controller.worker, request, store=store,
-                                  approval=self.approval.isChecked(), parent=self)
+                                  approval=self.approval.isChecked(), parent=self,
+                                  episode=self.controller.demo if request.record else None)
+        self.controller.agent_started((request.goal or request.task_id or "run")[:40])
         self.runner.sig_event.connect(self._on_event)
         self.runner.sig_approval.connect(self._on_approval)
         self.runner.sig_error.connect(self.controller.sig_error)
@@ -159,6 +183,12 @@ class AgentDock(QWidget):
         self.attach_label.setText("")
         self.runner.start()
         self.sig_started.emit()
+
+    def use_policy(self, policy: str, options: dict) -> None:
+        """Another dock chose the policy (the Training dock's "Use in agent")."""
+        self.policy.setCurrentText(policy)
+        self.model.setText(options.get("model", ""))
+        self.adapter.setText(options.get("adapter", ""))
 
     def stop(self) -> None:
         if self.runner is not None:
@@ -234,5 +264,6 @@ class AgentDock(QWidget):
             words += f" — {summary['error']}"
         self.status.setText(words)
         self._add(f"end: {words}", None)
-        self.controller.refresh()
+        label = (self.runner.request.goal or self.runner.request.task_id or "run")[:40]
+        self.controller.agent_finished(summary, label)
         self.sig_finished.emit(summary)

@@ -31,6 +31,24 @@ class AgentRequest:
     max_steps: int | None = None
     record: bool = True
     attachment: bytes | None = None  # "send what I see": a PNG shown to the model with the goal
+    new_scene: bool = False  # False: continue from the scene as it is ("continue from here")
+    start: list[dict] = field(default_factory=list)  # the calls that built the current scene
+
+
+def needs_task(policy: str) -> bool:
+    return policy.partition(":")[0] in ORACLE_POLICIES and ":" not in policy
+
+
+def refusal(request: AgentRequest) -> str | None:
+    """Why a run cannot start, in the studio's words (checked before anything changes)."""
+    if needs_task(request.policy) and not request.task_id:
+        name = request.policy.partition(":")[0]
+        what = "a task's own solution" if name == "oracle" else "a benchmark case's reference"
+        return (f"The {name} policy plays {what}, so it needs a task: choose one in the Task "
+                "dock and tick 'Chosen task', or pick another policy for a free-form goal.")
+    if not request.task_id and not request.goal.strip():
+        return "Type a goal or pick a task before pressing Run."
+    return None
 
 
 class AttachmentPolicy:
@@ -73,8 +91,9 @@ class AgentRunner(QThread):
     sig_error = Signal(str)
 
     def __init__(self, worker, request: AgentRequest, store: Any = None, approval: bool = False,
-                 parent=None) -> None:
+                 parent=None, episode: Any = None) -> None:
         super().__init__(parent)
+        self.episode = episode  # the studio's session episode (studio.models.demonstration)
         self.setObjectName("mw-agent")
         self.request = request
         self.store = store
@@ -92,6 +111,9 @@ class AgentRunner(QThread):
     def run(self) -> None:
         try:
             self.summary = self._run()
+        except RunRefused as exc:
+            self.summary = {"status": "refused", "error": str(exc), "steps": 0}
+            self.sig_error.emit(str(exc))
         except Exception as exc:
             log.error("agent run failed: %s", traceback.format_exc())
             self.summary = {"status": "fatal", "error": f"{type(exc).__name__}: {exc}"}
@@ -100,31 +122,46 @@ class AgentRunner(QThread):
 
     def _run(self) -> dict:
         import training.oracle  # noqa: F401  (registers the oracle and reference policies)
-        from agents.loop import LoopConfig, run_episode
+        from agents.loop import EpisodeLoop, LoopConfig, StartState
         from agents.policies import make_policy
-        from training.evaluation import run_spec, task_spec
 
         r = self.request
-        policy = make_policy(r.policy, **r.options)
+        why = refusal(r)
+        if why:
+            raise RunRefused(why)
+        policy = make_policy(r.policy, **r.options)  # fails here, before the scene is touched
         if r.attachment:
             policy = AttachmentPolicy(policy, r.attachment)
         policy = NotedPolicy(policy, self.session)
-        source = "oracle" if r.policy.partition(":")[0] in ORACLE_POLICIES else "agent"
-        store = self.store if r.record else None
+        goal, checker, task_info, budget, setup = r.goal, None, None, 20, None
         if r.task_id:
+            from training.evaluation import task_spec
+
             spec = task_spec(r.task_id)
-            if r.goal:
-                spec.goal = r.goal
-            config = LoopConfig(max_steps=r.max_steps or spec.budget)
-            record = run_spec(spec, policy, self.session, config=config, store=store, source=source,
-                              subscribers=(self._emit,), cancel=self.cancel)
-            return {k: v for k, v in record.items() if k != "_result"}
-        if not r.goal.strip():
-            raise ValueError("type a goal or pick a task first")
-        recorder_factory = None
-        if store is not None:
-            def recorder_factory(**meta: Any) -> Any:
-                return store.begin_episode(source=source, **meta)
-        result = run_episode(policy, self.session, r.goal, config=LoopConfig(max_steps=r.max_steps or 20),
-                             subscribers=(self._emit,), cancel=self.cancel, recorder_factory=recorder_factory)
-        return result.summary()
+            goal = r.goal or spec.goal
+            checker, task_info, budget, setup = spec.checker, spec.task_info, spec.budget, spec.setup
+        if not r.new_scene:  # continue from here: the scene as it is, recorded as the start
+            setup = StartState(tuple(r.start), keep=True)
+        options: dict[str, Any] = {}
+        if self.episode is not None and r.record:
+            if self.episode.active:
+                options["recorder"] = self.episode.recorder
+            else:
+                source = "oracle" if needs_task(r.policy) or r.policy.startswith("oracle") else "agent"
+                begin = self.episode.recorder_factory(source)
+                options["recorder_factory"] = lambda **meta: self.episode.adopt(begin(**meta))
+            options["keep_recording"] = True
+        elif self.store is not None and r.record:
+            store = self.store
+            options["recorder_factory"] = lambda **meta: store.begin_episode(source="agent", **meta)
+        config = LoopConfig(max_steps=r.max_steps or budget)
+        loop = EpisodeLoop(policy, self.session, goal, setup=setup, checker=checker, config=config,
+                           subscribers=(self._emit,), cancel=self.cancel, task_info=task_info,
+                           **options)
+        result = loop.run()
+        return {**result.summary(), "final_message": result.final_message,
+                "task": r.task_id, "family": (task_info or {}).get("family")}
+
+
+class RunRefused(ValueError):
+    """A run that cannot start (no task for the oracle, no goal): said in the GUI's words."""

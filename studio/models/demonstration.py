@@ -1,17 +1,25 @@
-"""Manual modelling as a recorded `human` episode, replayable by the store.
+"""The studio's episode: a person's and the agent's turns on one scene, recorded as one episode.
 
 The journal is every successful mutating call since the scene was last emptied (a task's
-setup, the agent's calls, the person's calls, undos). When the person starts working, the
-journal so far becomes the episode's `setup`, so `data replay` rebuilds the same start state;
-then each manual call (ok or failed, undo and redo included) is one recorded step.
+setup, the agent's calls, the person's calls, undos): when the episode begins, the journal
+so far is its start state (`setup`), so replay, export and eval rebuild the same scene.
+The episode begins at the first call of either actor and stays open while they take turns
+(the person can stop the agent, edit by hand and let it go on); it ends at Finish, a new
+scene, another task or when the studio closes. A person's calls are recorded through
+`agents.turns.HumanTurns`, as the turns the agent would have had; the agent's through the
+episode loop itself (`EpisodeLoop(recorder=...)`). Each step says who made it.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from studio.models.evented import Emitter
+
+log = logging.getLogger(__name__)
+DONE_TEXT = "Done."  # what a person's Finish says in the agent's words (the oracle's too)
 
 
 @dataclass
@@ -26,59 +34,114 @@ class SceneJournal:
 
 
 class Demonstration:
-    """One `human` episode in the making; begins lazily at the first manual call."""
+    """The open episode of the studio session, if any."""
 
     def __init__(self, store_factory) -> None:
         self._store_factory = store_factory  # () -> agents.store.Store (opened on first use)
-        self.recorder: Any = None
+        self.turns: Any = None  # agents.turns.HumanTurns over the open recorder
         self.episode_id: str | None = None
         self.task_id: str | None = None
+        self.task_params: dict | None = None
         self.prompt: str | None = None
-        self.calls: list[dict[str, Any]] = []  # for the task's checker
+        self.calls: list[dict[str, Any]] = []  # every actor's, for the task's checker
+        self.final_message: str | None = None  # what the agent said when it stopped last
+        self.record_error: str | None = None  # the last recording failure, for the GUI
         self.changed = Emitter()  # (n_steps)
 
     @property
     def active(self) -> bool:
-        return self.recorder is not None
+        return self.turns is not None
 
-    def set_task(self, task_id: str | None, prompt: str | None) -> None:
-        self.task_id, self.prompt = task_id, prompt
+    @property
+    def recorder(self) -> Any:
+        return None if self.turns is None else self.turns.recorder
 
-    def record(self, result: Any, journal: SceneJournal, initial_hash: str | None,
-               frame: bytes | None = None) -> None:
-        """Add one manual call's result; `journal`/`initial_hash` describe the state before it."""
-        if self.recorder is None:
-            from tools import catalogue
+    def set_task(self, task_id: str | None, prompt: str | None, params: dict | None = None) -> None:
+        self.task_id, self.prompt, self.task_params = task_id, prompt, params
 
-            store = self._store_factory()
-            self.recorder = store.begin_episode(
-                task_id=self.task_id, source="human", policy="human", tools=catalogue(),
-                prompt=self.prompt, setup=list(journal.calls), initial_scene_hash=initial_hash)
-            self.episode_id = self.recorder.episode_id
-            self.calls = []
+    def recorder_factory(self, source: str, goal: str | None = None):
+        """`begin_episode` for this session's episode, as the loop and HumanTurns call it."""
+        def begin(**meta: Any) -> Any:
+            if goal is not None:
+                meta["prompt"] = goal
+            return self._store_factory().begin_episode(
+                task_id=self.task_id, task_params=self.task_params, source=source, **meta)
+        return begin
+
+    def adopt(self, recorder: Any) -> Any:
+        """The agent opened the episode (its loop made the recorder): the person's later
+        calls join it. Returns the recorder (so this can wrap a recorder factory)."""
+        from agents.turns import HumanTurns
+
+        self.turns = HumanTurns(recorder, _loop_config(), None)
+        self.episode_id, self.calls, self.final_message = recorder.episode_id, [], None
+        return recorder
+
+    # -- on the session thread ----------------------------------------------------------
+    def human_call(self, session: Any, tool: str, args: dict, start: list[dict]) -> Any:
+        """Run a person's call and record it as a human turn (the episode begins on the scene
+        as it is, `start` being the calls that built it). Returns the ToolResult; a failure
+        to record is kept in `record_error`, never lost with the call."""
+        from agents.start_state import StartState
+        from agents.turns import HumanTurns
+        from tools.specs import without_defaults
+
+        self.record_error = None
+        if self.turns is None:
+            try:
+                self.turns = HumanTurns.begin(
+                    session, self.recorder_factory("human"), self.prompt or "",
+                    StartState(tuple(start), keep=True), _loop_config())
+                self.episode_id, self.calls, self.final_message = (
+                    self.turns.recorder.episode_id, [], None)
+            except Exception as exc:
+                log.exception("beginning the episode failed")
+                self.record_error = f"Recording could not start: {exc}"
+                return session.call(tool, args)
+        result = session.call(tool, args)
+        try:  # the call as the agent would write it: the form's untouched defaults left out
+            self.turns.record(session, result, without_defaults(tool, args))
+        except Exception as exc:
+            log.exception("recording a step failed")
+            self.record_error = f"Recording the step failed: {exc}"
+        self.note_call(result)
+        return result
+
+    def note_call(self, result: Any) -> None:
+        """A call of either actor, for the task's checker."""
         error = result.error
-        self.recorder.add_step(
-            tool=result.tool, args=result.args, result=result.output if result.ok else None,
-            error_kind=error.kind.value if error else None, error_message=error.message if error else None,
-            duration_ms=result.duration_ms, frame=frame, scene_hash=result.scene_hash)
         self.calls.append({"tool": result.tool, "args": result.args, "ok": result.ok,
                            "error_kind": error.kind.value if error else None})
+        self.final_message = None
         self.changed.emit(len(self.calls))
 
+    def after_agent(self, final_message: str | None, scene_hash: str | None) -> None:
+        """The agent's run ended: its last words close the episode unless the person acts."""
+        self.final_message = final_message
+        if self.turns is not None:
+            self.turns.last_hash = scene_hash
+
+    # -- closing -----------------------------------------------------------------------
     def finish(self, verdict: Any = None) -> str | None:
         """Close the episode (with the task's verdict when there is one); returns its id."""
-        if self.recorder is None:
+        if self.turns is None:
             return None
-        kw = {}
+        kw: dict[str, Any] = {"final_message": self.final_message or DONE_TEXT}
         if verdict is not None:
-            kw = {"reward": float(verdict.total), "components": dict(verdict.components),
-                  "success": bool(verdict.success)}
-        self.recorder.finish(**kw)
-        episode_id, self.recorder = self.episode_id, None
+            kw.update(reward=float(verdict.total), components=dict(verdict.components),
+                      success=bool(verdict.success))
+        self.turns.recorder.finish(**kw)
+        episode_id, self.turns = self.episode_id, None
         self.changed.emit(0)
         return episode_id
 
     def abandon(self) -> None:
-        if self.recorder is not None:
-            self.recorder.abort("the studio closed before Finish")
-            self.recorder = None
+        if self.turns is not None:
+            self.turns.recorder.abort("the studio closed before Finish")
+            self.turns = None
+
+
+def _loop_config() -> Any:
+    from agents.loop import LoopConfig
+
+    return LoopConfig()

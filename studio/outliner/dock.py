@@ -17,13 +17,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from studio.models.units import location_text, size_text
+
 
 class OutlinerDock(QWidget):
     def __init__(self, controller, parent=None) -> None:
         super().__init__(parent)
         self.controller = controller
         self.tree = QTreeWidget()
-        self.tree.setHeaderLabels(["Object", "Type", "Size (m)"])
+        self.tree.setHeaderLabels(["Object", "Type", "Size", "Location"])
         self.tree.setRootIsDecorated(True)
         self.tree.itemSelectionChanged.connect(self._selection_from_tree)
         self.tree.itemChanged.connect(self._renamed)
@@ -47,9 +49,8 @@ class OutlinerDock(QWidget):
             items: dict[str, QTreeWidgetItem] = {}
             objects = self.controller.scene.objects
             for obj in objects:
-                dims = ", ".join(f"{d:.3g}" for d in obj.get("dimensions") or [])
                 kind = f"{obj.get('type', '')} ({obj.get('source', '')})"
-                item = QTreeWidgetItem([obj["name"], kind, dims])
+                item = QTreeWidgetItem([obj["name"], kind, size_text(obj), location_text(obj)])
                 item.setData(0, Qt.ItemDataRole.UserRole, obj["name"])
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable | Qt.ItemFlag.ItemIsUserCheckable)
                 item.setCheckState(0, Qt.CheckState.Checked if obj.get("visible", True) else Qt.CheckState.Unchecked)
@@ -62,7 +63,7 @@ class OutlinerDock(QWidget):
                 parent = items.get(obj.get("parent") or "")
                 (parent.addChild if parent else self.tree.addTopLevelItem)(items[obj["name"]])
             self.tree.expandAll()
-            for col in range(3):
+            for col in range(4):
                 self.tree.resizeColumnToContents(col)
             self._select_in_tree(self.controller.scene.selected)
         finally:

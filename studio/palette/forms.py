@@ -12,6 +12,8 @@ from typing import Any
 
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QLabel, QLineEdit, QWidget
 
+from tools.specs import field_unit
+
 UNSET = "(default)"
 
 
@@ -30,7 +32,8 @@ class ToolForm(QWidget):
         for name, prop in schema.get("properties", {}).items():
             widget = self._widget(name, prop)
             self.fields[name] = widget
-            label = QLabel(name + (" *" if name in self.required else ""))
+            unit = field_unit(tool, name)
+            label = QLabel(name + (f" ({unit})" if unit else "") + (" *" if name in self.required else ""))
             label.setToolTip(prop.get("description", ""))
             layout.addRow(label, widget)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 
 import pytest
 
@@ -113,7 +114,14 @@ def test_cannot_read_secrets_git_or_home(attempts):
 
 
 def test_sees_only_the_tools_package_of_the_checkout(attempts):
-    assert attempts["list_project"] == "ok: ['tools']"
+    # A venv inside the checkout (make setup's .venv) is bound for its site-packages; nothing
+    # else of the checkout (.git, tests, training, the caller's files) is there.
+    expected = ["tools"]
+    venv = os.path.realpath(sys.prefix)
+    root = os.path.realpath(PROJECT_ROOT)
+    if venv.startswith(root + os.sep):
+        expected.append(os.path.relpath(venv, root).split(os.sep)[0])
+    assert attempts["list_project"] == f"ok: {sorted(expected)}"
 
 
 def test_cannot_see_other_workers_scratch(attempts):

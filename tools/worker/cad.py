@@ -3,6 +3,11 @@
 A part and its Blender object share a name. The object's matrix places the part; the B-rep
 stays in part coordinates, and world-space geometry (STEP export, booleans, queries) applies
 the object's matrix to it.
+
+Units: the scene is in metres; CAD parts are authored in millimetres (what drawings, STEP
+files and CadQuery scripts use). The conversion happens here and only here, at the kernel
+boundary: a part's mesh is its B-rep scaled by `SCENE_PER_MM`, and the object's placement
+(metres) is scaled back to millimetres when the B-rep is taken to world space.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import cadquery as cq
 
 from tools.errors import ErrorKind, ToolError
 from tools.worker import jail
+
+SCENE_PER_MM = 0.001  # one CAD millimetre in scene metres
 
 
 class PartStore:
@@ -45,18 +52,20 @@ class PartStore:
         return self._shapes[name]
 
     def world(self, name: str) -> cq.Shape:
-        """The part with its Blender object's transform applied."""
+        """The part with its Blender object's transform applied, in millimetres."""
         shape, ob = self.get(name), bpy.data.objects[name]
         m = [list(row) for row in ob.matrix_world]
         if all(abs(m[i][j] - (1.0 if i == j else 0.0)) < 1e-12 for i in range(4) for j in range(4)):
             return shape
         loc, rot, scale = ob.matrix_world.decompose()
+        loc_mm = tuple(c / SCENE_PER_MM for c in loc)
         if max(abs(c - 1) for c in scale) < 1e-9:  # rigid: exact rotate + translate
             axis, angle = rot.to_axis_angle()
             if abs(angle) > 1e-12:
                 shape = shape.rotate((0, 0, 0), tuple(axis), math.degrees(angle))
-            return shape.translate(tuple(loc))
-        return shape.transformGeometry(cq.Matrix([row for row in m[:3]]))
+            return shape.translate(loc_mm)
+        rows = [[*row[:3], loc_mm[i]] for i, row in enumerate(m[:3])]
+        return shape.transformGeometry(cq.Matrix(rows))
 
     def set(self, name: str, shape: cq.Shape, keep_transform: bool = True) -> dict:
         if not isinstance(shape, cq.Shape) or shape.isNull():
@@ -130,7 +139,8 @@ def _sync_mesh(name: str, shape: cq.Shape, keep_transform: bool) -> None:
     tol = max(1e-4, 0.002 * max(bb.xlen, bb.ylen, bb.zlen, 1e-6))
     verts, tris = shape.tessellate(tol, 0.3)
     me = bpy.data.meshes.new(name)
-    me.from_pydata([tuple(v) for v in verts], [], [tuple(t) for t in tris])
+    k = SCENE_PER_MM
+    me.from_pydata([(v.x * k, v.y * k, v.z * k) for v in verts], [], [tuple(t) for t in tris])
     me.validate()
     ob = bpy.data.objects.get(name)
     if ob is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from training.tasks.base import TaskSpec, call
 from training.tasks.base import family as register_family
-from training.tasks.scene_families import add_call, fmt, placed, r05, scene_geometry
+from training.tasks.scene_families import add_call, counted, fmt, placed, r05, scene_geometry
 from training.tasks.scene_geometry import SEGMENTS
 
 REL_TOL = 0.03
@@ -54,7 +54,7 @@ def _snowman(rng: random.Random):
         for n, d, z in zip(names, (d1, d2, d3), zs, strict=True)
     ]
     prompt = (
-        f"Build a snowman at ({x:g}, {y:g}) on the ground from three spheres stacked so each "
+        f"Build a snowman at ({x:g}, {y:g}) m on the ground from three spheres stacked so each "
         f"touches the one below: 'SnowBase' {d1:g} m across, 'SnowBody' {d2:g} m, 'SnowHead' {d3:g} m."
     )
     constraints = [c for p in parts for c in placed(p)] + [
@@ -91,9 +91,9 @@ def _table(rng: random.Random):
         f"the ground, centred at the origin; four cylindrical legs 'Leg1'..'Leg4' {leg:g} m thick, "
         f"standing on the ground and touching the top's underside, their axes {inset:g} m in from "
         f"the top's side edges (Leg1 at +x+y, Leg2 -x+y, Leg3 +x-y, Leg4 -x-y); a sphere 'Lamp' "
-        f"{s:g} m across resting on the top at (0, {d / 4:g}); and three books 'Book1'..'Book3' "
+        f"{s:g} m across resting on the top at (0, {d / 4:g}) m; and three books 'Book1'..'Book3' "
         f"({bw:g} x 0.2 x {bh:g} m boxes) standing on the top in a row along x, {sp:g} m apart "
-        f"centre to centre, the middle one at (0, {-d / 4:g})."
+        f"centre to centre, the middle one at (0, {-d / 4:g}) m."
     )
     constraints = placed(top) + [c for p in legs + [lamp] + books for c in placed(p)]
     constraints += [{"kind": "on_ground", "object": g["name"], "tol": REL_TOL} for g in legs]
@@ -155,7 +155,7 @@ def _array(rng: random.Random) -> TaskSpec:
     ]
     prompt = (
         f"Make a fence 'Fence' of {n} posts, each a {w:g} x {d:g} x {h:g} m box standing on the "
-        f"ground, the first centred at ({x0:g}, {y:g}), the rest following along +x with {gap:g} m "
+        f"ground, the first centred at ({x0:g}, {y:g}) m, the rest following along +x with {gap:g} m "
         "gaps between posts. Model one post and repeat it with an array modifier (applied), so "
         "the fence is one object."
     )
@@ -198,7 +198,7 @@ def booleans(level: int, rng: random.Random) -> TaskSpec:
     block = item("Block", "cube", (a, b, c), (x, y, c / 2))
     n_holes = 1 if level < 3 else 3
     dh = r05(rng.uniform(0.35, 0.5) * b) if level < 3 else r05(0.5 * min(a / 3, b / 2))
-    xs = [x] if level < 3 else [x - a / 3, x, x + a / 3]
+    xs = [x] if level < 3 else [round(x - a / 3, 4), x, round(x + a / 3, 4)]  # as the tools take them
     yh = y if level < 3 else y - b / 4
     drills = [
         item(f"Drill{i + 1}", "cylinder", (dh, dh, round(c + 0.4, 4)), (hx, yh, c / 2))
@@ -214,10 +214,10 @@ def booleans(level: int, rng: random.Random) -> TaskSpec:
         prompt = "Cut the cylinder 'Drill1' out of the box 'Block' with a boolean difference."
     else:
         oracle.append(add_call(block))
-        where = f"({x:g}, {yh:g})" if level == 2 else ", ".join(f"({hx:g}, {yh:g})" for hx in xs)
+        where = f"({x:g}, {yh:g}) m" if level == 2 else ", ".join(f"({hx:g}, {yh:g})" for hx in xs) + " m"
         prompt = (
             f"Make a box 'Block' {a:g} x {b:g} x {c:g} m centred at {fmt(block['location'])} and drill "
-            f"{n_holes} vertical through hole(s) {dh:g} m in diameter at {where} with boolean differences "
+            f"{counted(n_holes, 'vertical through hole')} {dh:g} m in diameter at {where} with boolean differences "
             f"(cylinders of {SEGMENTS} segments; remove the cutters)."
         )
     for d in drills:
@@ -234,7 +234,7 @@ def booleans(level: int, rng: random.Random) -> TaskSpec:
         ]
         prompt += (
             f" Then join a cylindrical boss {db:g} m across standing {hb:g} m proud of the top "
-            f"at ({x:g}, {y + b / 4:g}) into 'Block' with a boolean union."
+            f"at ({x:g}, {y + b / 4:g}) m into 'Block' with a boolean union."
         )
         volume += polygon_area(db / 2) * hb
         filled.append([x, round(y + b / 4, 4), c + hb / 2])

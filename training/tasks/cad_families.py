@@ -101,7 +101,7 @@ def deliverables(level: int, rng: random.Random) -> TaskSpec:
         )
     items = random_items(rng, 2 if level == 2 else 4)
     for it in items:  # keep the scene clear of the part (which sits at the origin)
-        it["location"][0] += 200.0
+        it["location"][0] += 2.0  # metres; the part is ~0.1 m across
     names = [it["name"] for it in items]
     glb_path = "out/scene.glb"
     glb = {

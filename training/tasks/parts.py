@@ -73,7 +73,7 @@ def plate(rng: random.Random, name: str = "Plate") -> Part:
         f"    .faces('>Z').{FACE_WP}\n"
         f"    .pushPoints({_pts(pts)}).hole({d}))\n"
     )
-    where = ", ".join(f"({x:g}, {y:g})" for x, y in pts)
+    where = ", ".join(f"({x:g}, {y:g})" for x, y in pts) + " mm"
     text = (
         f"a plate '{name}' {length} x {width} x {t} mm (x, y, z), centred on the origin in XY with its "
         f"bottom on Z=0, with {len(pts)} through holes {d} mm in diameter at {where}"
@@ -167,7 +167,7 @@ def bracket(rng: random.Random, name: str = "Bracket") -> Part:
         f"an L-bracket '{name}': a base leg {a} mm long along +X and an upright {h} mm tall along +Z, "
         f"both {t} mm thick and {w} mm wide (centred on Y=0, outer corner at the origin), the inside "
         f"corner filleted with radius {r} mm, and two {dh} mm through holes in the base at "
-        f"({hx:g}, {-w / 4:g}) and ({hx:g}, {w / 4:g})"
+        f"({hx:g}, {-w / 4:g}) mm and ({hx:g}, {w / 4:g}) mm"
     )
     volume = (
         (a * t + (h - t) * t) * w + (1 - math.pi / 4) * r**2 * w - 2 * math.pi * (dh / 2) ** 2 * t
@@ -228,8 +228,8 @@ def mounting_plate(rng: random.Random, name: str = "Mount") -> Part:
     text = (
         f"a mounting plate '{name}' {length} x {width} x {t} mm (centred in XY, bottom on Z=0) with its "
         f"four vertical corner edges filleted r={rf} mm, four {d} mm through holes at (±{sx / 2:g}, "
-        f"±{sy / 2:g}), a {bore} mm centre hole counterbored {cb} mm across and {cbd} mm deep, {n} "
-        f"{db} mm holes on a {2 * radius} mm bolt circle (the first on +X), and the bottom edges "
+        f"±{sy / 2:g}) mm, a {bore} mm centre hole counterbored {cb} mm across and {cbd} mm deep, {n} "
+        f"holes {db} mm in diameter on a {2 * radius} mm bolt circle (the first on +X), and the bottom edges "
         f"chamfered 1 mm"
     )
     plan = [

@@ -24,8 +24,14 @@ POS_TOL = 0.05
 SIZE_TOL = 0.05
 
 
-def fmt(v: list[float] | tuple[float, ...]) -> str:
-    return "(" + ", ".join(f"{x:g}" for x in v) + ")"
+def fmt(v: list[float] | tuple[float, ...], unit: str = "m") -> str:
+    """A position or size as prompts write it, with its unit: `(1, 0.5, 0.25) m`."""
+    return "(" + ", ".join(f"{x:g}" for x in v) + ")" + (f" {unit}" if unit else "")
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 hole`, `3 holes`: prompts read as a person would write them."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def r05(x: float) -> float:
@@ -98,7 +104,7 @@ def describe_item(it: dict[str, Any]) -> str:
     d = it["dimensions"]
     rot = f", turned {it['rotation_deg'][2]:g}° about Z" if any(it["rotation_deg"]) else ""
     return (
-        f"a {KIND_WORDS[it['kind']]} named '{it['name']}' of size {fmt(d)} m "
+        f"a {KIND_WORDS[it['kind']]} named '{it['name']}' of size {fmt(d)} "
         f"centred at {fmt(it['location'])}{rot}"
     )
 
@@ -248,7 +254,7 @@ def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     n = {1: 1, 2: 3, 3: 8}[level]
     items = random_items(rng, n)
     kinds = ", ".join(
-        f"{KIND_WORDS[it['kind']]} '{it['name']}' {fmt(it['dimensions'])} m" for it in items
+        f"{KIND_WORDS[it['kind']]} '{it['name']}' {fmt(it['dimensions'])}" for it in items
     )
     lead = rng.choice(
         (
@@ -265,7 +271,7 @@ def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     cell = grid_cell(items + [marker])
     prompt = (
         f"{lead} (views iso, front, top, right; the ground grid has {cell:g} m cells and the "
-        f"small cube 'Origin' marks (0, 0); leave it). It holds {n} more object(s), all resting "
+        f"small cube 'Origin' marks the origin; leave it). It holds {counted(n, 'more object')}, all resting "
         f"on the ground: {kinds}. Read their positions from the image."
     )
     # Positions are read off a render: judged to a tenth of a grid cell (at least 0.15 m).

@@ -1,0 +1,184 @@
+"""A person and the agent on one scene, in the real studio window (offscreen Qt, real runtime):
+the agent continues a hand-made model, its run is one undo step, the person edits and lets it
+go on in the same episode, and the episode replays from its recorded start state."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ["QT_QPA_PLATFORM"] = "offscreen"
+
+import pytest  # noqa: E402
+from pytestqt.qtbot import QtBot  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def studio(qapp, worker_pool, tmp_path_factory, request):
+    from studio.app import StudioOptions, build
+
+    root = tmp_path_factory.mktemp("comodel")
+    options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"))
+    window, controller = build(options, session_factory=lambda: worker_pool.session(deadline_s=30))
+    window.show()
+    QtBot(request).waitUntil(lambda: controller.ready, timeout=60_000)
+    yield window
+    window.close()
+
+
+@pytest.fixture
+def fresh(studio, qtbot):
+    c = studio.controller
+    c.load_task(None)
+    c.new_scene()
+    qtbot.waitUntil(lambda: not c.scene.objects and not c.undo_stack.count(), timeout=20_000)
+    studio.agent.approval.setChecked(False)
+    studio.agent.new_scene.setChecked(False)
+    return studio
+
+
+def send(qtbot, window, tool, /, **values):
+    with qtbot.waitSignal(window.controller.sig_call, timeout=30_000) as blocker:
+        window.palette.select(tool, **values)
+        assert window.palette.send(), window.palette.error.text()
+    assert blocker.args[0].ok, blocker.args[0].to_text()
+    return blocker.args[0]
+
+
+def script(tmp_path, name, calls) -> str:
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps({"tool": t, "args": a}) + "\n" for t, a in calls))
+    return f"script:{path}"
+
+
+def run_agent(qtbot, window, policy, goal):
+    from studio.agent.runner import AgentRequest
+
+    with qtbot.waitSignal(window.agent.sig_finished, timeout=90_000) as done:
+        window.agent.run(AgentRequest(policy=policy, goal=goal, max_steps=10))
+    assert done.args[0]["status"] == "done", done.args[0]
+    return done.args[0]
+
+
+def _labels(form) -> set[str]:
+    from PySide6.QtWidgets import QLabel
+
+    return {label.text() for label in form.findChildren(QLabel)}
+
+
+def sizes(window) -> dict[str, str]:
+    tree = window.outliner.tree
+    return {tree.topLevelItem(i).text(0): tree.topLevelItem(i).text(2)
+            for i in range(tree.topLevelItemCount())}
+
+
+def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
+        fresh, qtbot, tmp_path, worker_pool):
+    from agents.store.replay import replay_episode
+
+    w, c = fresh, fresh.controller
+    send(qtbot, w, "add_primitive", kind="cube", name="Base", dimensions="1, 1, 1", location="0, 0, 0.5")
+    send(qtbot, w, "cad_box", name="Plate", length="100", width="70", height="10")
+    qtbot.waitUntil(lambda: w.outliner.names() == ["Base", "Plate"], timeout=20_000)
+    assert sizes(w) == {"Base": "1 × 1 × 1 m", "Plate": "100 × 70 × 10 mm"}
+    labels = _labels(w.palette.select("cad_hole"))  # every value with its unit
+    assert {"diameter (mm) *", "positions (mm)", "depth (mm)"} <= labels
+    assert {"location (m)", "rotation_deg (°)"} <= _labels(w.palette.select("add_primitive"))
+    c.finish_demonstration(check=False)  # the hand-made model is now just the current scene
+    hand = list(c.journal.calls)
+    undo_before = c.undo_stack.count()
+
+    handle = script(tmp_path, "handle", [
+        ("add_primitive", {"kind": "cylinder", "name": "Handle", "dimensions": [0.1, 0.1, 0.4],
+                           "location": [0, 0, 1.2]}),
+        ("set_material", {"name": "Handle", "color": "#D03030"})])
+    summary = run_agent(qtbot, w, handle, "add a red handle on top")
+    qtbot.waitUntil(lambda: w.outliner.names() == ["Base", "Handle", "Plate"], timeout=20_000)
+    assert sizes(w)["Plate"] == "100 × 70 × 10 mm"  # the hand-made objects are untouched
+    episode_id = summary["episode_id"]
+    assert c.demo.active and c.demo.episode_id == episode_id  # the episode stays open
+    assert c.undo_stack.count() == undo_before + 1  # the whole run is one undo step
+    assert c.undo_stack.text(c.undo_stack.count() - 1).startswith("agent: add a red handle")
+
+    with qtbot.waitSignal(c.sig_call, timeout=30_000):
+        w.history.undo_button.click()  # the run, taken back in one step
+    qtbot.waitUntil(lambda: w.outliner.names() == ["Base", "Plate"], timeout=20_000)
+    with qtbot.waitSignal(c.sig_call, timeout=30_000):
+        w.history.redo_button.click()
+    qtbot.waitUntil(lambda: w.outliner.names() == ["Base", "Handle", "Plate"], timeout=20_000)
+
+    # the person edits by hand, then lets the agent go on: all in the same episode
+    send(qtbot, w, "set_material", name="Base", color="#3050D0")
+    lid = script(tmp_path, "lid", [
+        ("add_primitive", {"kind": "cube", "name": "Lid", "dimensions": [1, 1, 0.05],
+                           "location": [0, 0, 1.025]})])
+    again = run_agent(qtbot, w, lid, "put a thin lid on the base")
+    assert again["episode_id"] == episode_id
+    qtbot.waitUntil(lambda: "Lid" in w.outliner.names(), timeout=20_000)
+    c.finish_demonstration(check=False)
+
+    store = c.store()
+    episode = store.episode(episode_id)
+    assert episode.status == "finished" and episode.source == "agent"
+    assert episode.setup == hand and episode.initial_scene_hash
+    steps = store.steps(episode_id)
+    actors = [(s.actor, s.tool) for s in steps]
+    assert actors[:2] == [("agent", "add_primitive"), ("agent", "set_material")]
+    assert ("human", "undo") in actors and ("human", "set_material") in actors
+    assert actors[-1] == ("agent", "add_primitive")
+    assert all(s.frame for s in steps if s.actor == "human")  # the renders the agent would see
+    turns = [s.turn for s in steps]
+    assert turns == sorted(turns) and len(set(turns)) == len(turns)  # one call per turn here
+    report = replay_episode(store, episode_id, session_factory=lambda: worker_pool.session(deadline_s=60))
+    assert report.matched, report.summary()
+    assert report.steps_checked == len(steps)
+    # replayed in the studio, the episode's end is the start the next run records
+    w.episodes.last_replay = None
+    w.episodes.replay(episode_id)
+    qtbot.waitUntil(lambda: w.episodes.last_replay is not None, timeout=60_000)
+    assert w.episodes.last_replay.matched
+    assert c.journal.calls == hand + [{"tool": s.tool, "args": s.args} for s in steps]
+
+
+def test_the_oracle_without_a_task_says_so_and_changes_nothing(fresh, qtbot):
+    w, c = fresh, fresh.controller
+    send(qtbot, w, "add_primitive", kind="cube", name="Mine", dimensions="1, 1, 1")
+    qtbot.waitUntil(lambda: w.outliner.names() == ["Mine"], timeout=20_000)
+    count, hash_before = c.undo_stack.count(), c.scene.scene_hash
+    w.agent.policy.setCurrentText("oracle")
+    w.agent.goal.setPlainText("make it nicer")
+    with qtbot.waitSignal(c.sig_error, timeout=5_000) as err:
+        w.agent.run()
+    assert "needs a task" in err.args[0] and "Task dock" in err.args[0]
+    assert "--task" not in err.args[0]
+    assert not w.agent.running and w.agent.run_button.isEnabled()
+    qtbot.wait(200)
+    assert w.outliner.names() == ["Mine"] and c.undo_stack.count() == count
+    assert c.scene.scene_hash == hash_before
+
+
+def test_scripted_hand_then_agent_is_one_episode_with_both_actors(tmp_path):
+    """`modelwright studio --hand F --goal G --autorun`: what the README screenshots run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from agents.store import Store
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(repo)}
+    args = [sys.executable, "-m", "studio.cli", "studio", "--hand",
+            str(repo / "assets/demo/stool-by-hand.jsonl"), "--goal", "three more legs",
+            "--policy", f"script:{repo / 'assets/demo/stool-agent.jsonl'}", "--autorun",
+            "--exit-when-done", "--data-dir", str(tmp_path / "data"),
+            "--settings", str(tmp_path / "s.ini"), "--screenshot", str(tmp_path / "after.png")]
+    p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "done" and (tmp_path / "after.png").is_file()
+    with Store(tmp_path / "data") as store:
+        steps = store.steps(summary["episode_id"])
+    assert [s.actor for s in steps] == ["human"] * 2 + ["agent"] * 4
+    bad = subprocess.run([*args[:5], "--task", "composition:1:1"], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert bad.returncode == 2 and "--hand" in bad.stderr and "Traceback" not in bad.stderr
