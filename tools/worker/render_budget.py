@@ -62,11 +62,11 @@ def _proxy():
 
 def fill(me: bpy.types.Mesh, objects) -> None:
     """Fill `me` with every object's faces in world space, each face coloured by its object's
-    material (a colour attribute: changing material slots would rebuild the whole graph)."""
+    material (a colour attribute: changing material slots would rebuild the whole graph).
+    Per object only the raw arrays are read; transforms and colours are applied in bulk."""
     needs_eval = any(len(o.modifiers) for o in objects)
     dg = bpy.context.evaluated_depsgraph_get() if needs_eval else None  # an update costs O(scene)
-    cos, loops, sizes, colours = [], [], [], []
-    base = 0
+    cos, loops, sizes, counts, loop_counts, kept = [], [], [], [], [], []
     for ob in objects:
         src = ob.evaluated_get(dg).data if dg is not None and len(ob.modifiers) else ob.data
         nv, nl, npoly = len(src.vertices), len(src.loops), len(src.polygons)
@@ -74,31 +74,37 @@ def fill(me: bpy.types.Mesh, objects) -> None:
             continue
         co = np.empty(nv * 3, dtype=np.float32)
         src.vertices.foreach_get("co", co)
-        m = np.array(ob.matrix_world, dtype=np.float64)
-        co = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
         vi = np.empty(nl, dtype=np.int32)
         src.loops.foreach_get("vertex_index", vi)
         tot = np.empty(npoly, dtype=np.int32)
         src.polygons.foreach_get("loop_total", tot)
-        mat = ob.active_material
-        colour = tuple(mat.diffuse_color) if mat is not None else DEFAULT_COLOUR
         cos.append(co)
-        loops.append(vi + base)
+        loops.append(vi)
         sizes.append(tot)
-        colours.append(np.tile(np.array(colour, dtype=np.float32), (nl, 1)))
-        base += nv
+        counts.append(nv)
+        loop_counts.append(nl)
+        kept.append(ob)
     me.clear_geometry()
-    if not cos:
+    if not kept:
         return
-    co = np.concatenate(cos).astype(np.float32)
-    vi, tot = np.concatenate(loops), np.concatenate(sizes)
+    counts_a, loop_counts_a = np.array(counts), np.array(loop_counts)
+    matrices = np.array([ob.matrix_world for ob in kept], dtype=np.float64)  # (n, 4, 4)
+    owner = np.repeat(np.arange(len(kept)), counts_a)
+    co = np.concatenate(cos).reshape(-1, 3)
+    co = np.einsum("nij,nj->ni", matrices[owner, :3, :3], co) + matrices[owner, :3, 3]
+    starts = np.cumsum(counts_a) - counts_a
+    vi = np.concatenate(loops) + np.repeat(starts, loop_counts_a)
+    tot = np.concatenate(sizes)
+    palette = np.array([tuple(ob.active_material.diffuse_color) if ob.active_material is not None
+                        else DEFAULT_COLOUR for ob in kept], dtype=np.float32)
+    colours = np.repeat(palette, loop_counts_a, axis=0)
     me.vertices.add(len(co))
-    me.vertices.foreach_set("co", co.ravel())
+    me.vertices.foreach_set("co", co.astype(np.float32).ravel())
     me.loops.add(len(vi))
-    me.loops.foreach_set("vertex_index", vi)
+    me.loops.foreach_set("vertex_index", vi.astype(np.int32))
     me.polygons.add(len(tot))
     me.polygons.foreach_set("loop_start", (np.cumsum(tot) - tot).astype(np.int32))
     attr = me.color_attributes.get(PROXY) or me.color_attributes.new(PROXY, "FLOAT_COLOR", "CORNER")
-    attr.data.foreach_set("color", np.concatenate(colours).ravel())
+    attr.data.foreach_set("color", colours.ravel())
     me.color_attributes.active_color = attr
     me.update()
