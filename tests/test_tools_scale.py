@@ -136,6 +136,21 @@ def test_a_mutating_call_reads_only_what_it_touched(session):
     assert session.scene_hash() == hash_check(session)["full"] != before
 
 
+def test_a_refused_call_needs_no_reload_but_a_failed_one_rolls_back(session):
+    write_cubes(session.workspace / "many.obj", 250)
+    ok(session.call("import_file", {"path": "many.obj"}))
+    ok(session.call("transform", {"name": "cube_00001", "location": [50, 50, 50]}))
+    before, loads = session.scene_hash(), hash_check(session)["loads"]
+    typo = session.call("transform", {"name": "cube_0001", "location": [0, 0, 0]})
+    assert typo.error.kind.value == "validation" and typo.scene_hash == before
+    assert hash_check(session)["loads"] == loads  # nothing changed, nothing reloaded
+    empty = session.call("boolean", {"target": "cube_00000", "cutter": "cube_00001",
+                                     "operation": "intersect"})  # fails after changing the target
+    assert empty.error.kind.value == "kernel" and empty.scene_hash == before
+    check = hash_check(session)
+    assert check["loads"] == loads + 1 and check["full"] == before
+
+
 def test_get_scene_is_a_bounded_page_with_totals(session):
     write_cubes(session.workspace / "many.obj", 1000)
     ok(session.call("import_file", {"path": "many.obj"}))

@@ -71,7 +71,8 @@ class WorkerRuntime:
                     self.state.journal_from_objects = int(request["journal_from_objects"])
                 return self._ok({"full": self.state.hasher.full_digest(),
                                  "full_walks": self.state.hasher.full_walks,
-                                 "journal_entries": self.state.journal_entries()})
+                                 "journal_entries": self.state.journal_entries(),
+                                 "loads": self.state.loads})
             raise ToolError(ErrorKind.VALIDATION, f"unknown worker op {op!r}")
         except ToolError as e:
             return {"ok": False, "error": e.to_dict(), "scene_hash": self.state.scene_hash()}, []
@@ -86,9 +87,9 @@ class WorkerRuntime:
         touched = self.state.touching(tool, args) if mutating else None
         try:
             out = handler(args)
-        except ToolError:
+        except ToolError as e:
             if mutating:
-                self.state.rollback()
+                self.state.rollback(touched, refused=e.kind == ErrorKind.VALIDATION)
             raise
         except (ValueError, RuntimeError, TypeError, KeyError, IndexError, AttributeError,
                 ArithmeticError, AssertionError, OSError, MemoryError, RecursionError) as e:

@@ -110,6 +110,23 @@ class SceneHasher:
             self._chunks = None
         return True
 
+    def unchanged(self, touched: set[str] | None) -> bool:
+        """Whether the objects a call may have touched still read exactly as cached (and no
+        object came or went): then a refused call left nothing to roll back."""
+        if touched is None or self._chunks is None:
+            return False
+        objects = bpy.data.objects
+        for name in touched | self._stale:
+            ob = objects.get(name)
+            cached = self._chunks.get(name)
+            if ob is None or ob.get("mw_helper"):
+                if cached is not None:
+                    return False
+            elif cached is None or object_chunk(ob) != cached:
+                return False
+        helpers = sum(1 for n in self._helpers if n in objects)
+        return len(objects) - helpers == len(self._chunks)
+
     # -- whole states -----------------------------------------------------------------------------
     def invalidate(self) -> None:
         self._chunks = None

@@ -55,6 +55,8 @@ class SceneState:
         self._digest: str | None = None
         self._kept: dict[str, tuple] = {}
         self.last_changed: set[str] | None = set()  # objects the last commit touched (None: any)
+        self._parts_digest = ""  # the CAD parts' digest at the last commit
+        self.loads = 0  # commits made live again (undo, rollback, recovery)
 
     @property
     def depth(self) -> int:
@@ -146,6 +148,7 @@ class SceneState:
             self._write(tmp)
         os.rename(tmp, path)
         self.commits.append(path)
+        self._parts_digest = self.parts.digest()
         self._keep_chunks(path)
         # The oldest kept commit must be a checkpoint: journal entries need the one before them.
         while len(self.commits) > MAX_UNDO + 1 and _is_checkpoint(self.commits[1]):
@@ -172,8 +175,14 @@ class SceneState:
         for old in [p for p in self._kept if p not in self.commits[-_KEEP_CHUNKS:]]:
             del self._kept[old]
 
-    def rollback(self) -> None:
-        """Return to the last commit (after a failed mutating call)."""
+    def rollback(self, touched: set[str] | None = None, refused: bool = False) -> None:
+        """Return to the last commit after a failed mutating call. A call `refused` (a
+        validation error: raised before it changes anything) whose `touched` objects still
+        read as committed, CAD parts included, needs no reload: at 10 000 objects a reload
+        costs seconds, and a model's typo should not."""
+        if refused and self.hasher.unchanged(touched) \
+                and self.parts.digest() == self._parts_digest:
+            return
         self._load(len(self.commits) - 1)
 
     def undo(self, steps: int) -> dict:
@@ -223,6 +232,7 @@ class SceneState:
     # -- files ----------------------------------------------------------------------------------
     def _load(self, index: int) -> None:
         """Make commit `index` live: its checkpoint, then the journal entries after it."""
+        self.loads += 1
         base = index
         while not _is_checkpoint(self.commits[base]):
             base -= 1
@@ -235,6 +245,7 @@ class SceneState:
         if entries:
             self._read_parts(self.commits[index])
         self._loaded(self._kept.get(self.commits[index]))
+        self._parts_digest = self.parts.digest()
         if entries and self.scene_hash() != entry["scene_hash"]:
             print(f"modelwright worker: replaying {self.commits[index]} gave scene hash "
                   f"{self.scene_hash()}, recorded {entry['scene_hash']}", file=sys.stderr)
