@@ -32,10 +32,9 @@ def _r(v, nd=6) -> list[float]:
 
 
 def world_bbox(ob) -> tuple[Vector, Vector]:
-    corners = [ob.matrix_world @ Vector(c) for c in ob.bound_box]
-    lo = Vector((min(c.x for c in corners), min(c.y for c in corners), min(c.z for c in corners)))
-    hi = Vector((max(c.x for c in corners), max(c.y for c in corners), max(c.z for c in corners)))
-    return lo, hi
+    m = ob.matrix_world  # read once: every read builds a new wrapper (renders call this per object)
+    xs, ys, zs = zip(*(m @ Vector(c) for c in ob.bound_box), strict=True)
+    return Vector((min(xs), min(ys), min(zs))), Vector((max(xs), max(ys), max(zs)))
 
 
 def material_of(ob) -> dict | None:
