@@ -89,9 +89,13 @@ def compact_scene(scene: dict, limit: int) -> str:
         if obj.get("parent"):
             row["parent"] = obj["parent"]
         rows.append(row)
-    out = {"objects": rows}
-    if len(objects) > limit:
-        out["more_objects"] = len(objects) - limit
+    out: dict = {"objects": rows}
+    total = scene.get("total", len(objects))  # a page of a larger scene says how large
+    if total > len(rows):
+        out["more_objects"] = total - len(rows)
+    changed = scene.get("changed")
+    if isinstance(changed, list) and changed:  # what the last change touched, a few names
+        out["changed"] = [str(n)[:64] for n in changed[:10]]
     return json.dumps(out, separators=(",", ":"))
 
 

@@ -6,16 +6,20 @@
 (d) session start with clean state + first call: before (a warm worker reset and reused, as
     the pool did until a session's code could leak into the next) vs now (a fresh jailed
     worker per session, from a spare booted in the background), and a cold start (no spare)
+(e) scene scale: a mutating call, `get_scene` and a 256² view at 10, 100, 1 000 and 10 000
+    objects (each scene made in one import call), against the 10-object figures
 
-Run: .venv/bin/python benchmarks/tools.py   (or `make bench`)
+Run: .venv/bin/python benchmarks/bench_runtime.py   (or `make bench`); `... scale` runs (e) only
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tools import WorkerPool
 
@@ -116,5 +120,63 @@ def main() -> None:
     pool.close()
 
 
+def write_cubes(path: Path, n: int, size: float = 0.4) -> None:
+    """An OBJ file of `n` cubes on a unit grid, named cube_00000...: a big scene in one call."""
+    lines, base = [], 0
+    for i in range(n):
+        x, y = (i % 100) * 1.0, (i // 100) * 1.0
+        lines.append(f"o cube_{i:05d}")
+        for dz in (0, size):
+            for dx, dy in ((0, 0), (size, 0), (size, size), (0, size)):
+                lines.append(f"v {x + dx} {y + dy} {dz}")
+        for f in ((1, 4, 3, 2), (5, 6, 7, 8), (1, 2, 6, 5), (2, 3, 7, 6), (3, 4, 8, 7), (4, 1, 5, 8)):
+            lines.append("f " + " ".join(str(base + k) for k in f))
+        base += 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def scene_scale(sizes: tuple[int, ...] = (10, 100, 1_000, 10_000)) -> None:
+    """(e) What a call costs as the scene grows; targets: the mutating call at 10 000 objects
+    within 10x of the call at 10, and the model-facing scene text under a fixed budget."""
+    from agents.context import compact_scene
+
+    pool = WorkerPool(size=1, max_sessions=10_000)
+    rows = []
+    for n in sizes:
+        with pool.session(deadline_s=600) as s:
+            write_cubes(s.workspace / "scale.obj", n)
+            t = time.perf_counter()
+            assert s.call("import_file", {"path": "scale.obj"}).ok
+            made = time.perf_counter() - t
+            assert s.render(views=["iso"], size=64).ok  # helpers, shader batches: not steady state
+            def move(k=iter(range(10**6))) -> None:
+                r = s.call("transform", {"name": "cube_00003", "location": [next(k) * 1e-3, 0, 0]})
+                assert r.ok, r.error
+
+            mutate = statistics.median(timed(move, 9))
+            scene = s.call("get_scene", {})
+            listing = statistics.median(timed(lambda: s.call("get_scene", {}), 5))
+            view = statistics.median(timed(lambda: s.render(views=["iso"], size=256), 3))
+            text = compact_scene(scene.output, limit=40)
+            rows.append((n, made, mutate, listing, view, len(json.dumps(scene.output)), len(text)))
+    pool.close()
+    base = rows[0][2]
+    print("(e) objects | import | mutating call (x vs 10) | get_scene | 256² view | get_scene reply "
+          "| observation text")
+    for n, made, mutate, listing, view, reply, text in rows:
+        print(f"    {n:7,d} | {made:6.2f} s | {mutate * 1e3:8.1f} ms ({mutate / base:5.1f}x) "
+              f"| {listing * 1e3:7.1f} ms | {view * 1e3:8.1f} ms | {reply / 1e3:6.1f} kB "
+              f"| {text:6,d} chars (~{text // 4:,d} tokens)")
+    worst = rows[-1][2] / base
+    print(f"    mutating call at {rows[-1][0]:,} objects: {worst:.1f}x the call at {rows[0][0]} "
+          f"(target <= 10x); largest observation text {max(r[6] for r in rows):,} chars "
+          "(budget 16 000)")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["scale"]:
+        scene_scale()
+    else:
+        main()
+        scene_scale()

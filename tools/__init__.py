@@ -2,12 +2,36 @@
 
 Public face (see docs/CONTRACTS.md): ToolSession, WorkerPool, ToolResult, ToolError,
 ErrorKind, catalogue, tool_names, openai_tools, validate_call, TOOLS.
+
+The names load on first use (PEP 562): `modelwright tasks list` imports `tools.cli`, and
+with it this package, without needing pydantic, the supervisor or the tool specs.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from tools.errors import ErrorKind, ToolError
-from tools.session import ToolSession
-from tools.specs import TOOLS, catalogue, openai_tools, tool_names, validate_call
-from tools.supervisor import ToolResult, WorkerPool, default_pool
+
+if TYPE_CHECKING:
+    from tools.session import ToolSession
+    from tools.specs import TOOLS, catalogue, openai_tools, tool_names, validate_call
+    from tools.supervisor import ToolResult, WorkerPool, default_pool
+
+_LAZY = {"ToolSession": "tools.session", "TOOLS": "tools.specs", "catalogue": "tools.specs",
+         "openai_tools": "tools.specs", "tool_names": "tools.specs", "validate_call": "tools.specs",
+         "ToolResult": "tools.supervisor", "WorkerPool": "tools.supervisor",
+         "default_pool": "tools.supervisor"}
 
 __all__ = ["TOOLS", "ErrorKind", "ToolError", "ToolResult", "ToolSession", "WorkerPool", "catalogue",
            "default_pool", "openai_tools", "tool_names", "validate_call"]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tools' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

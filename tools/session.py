@@ -162,10 +162,20 @@ class ToolSession:
 
     # -- conveniences -------------------------------------------------------------------------------
     def scene(self) -> dict:
-        r = self.call("get_scene", {})
-        if not r.ok:
-            raise r.error  # type: ignore[misc]
-        return r.output
+        """Every object (the model's `get_scene` shows a page at a time; this reads them all)."""
+        out: dict = {}
+        objects: list[dict] = []
+        while True:
+            r = self.call("get_scene", {"offset": len(objects), "limit": 10_000})
+            if not r.ok:
+                raise r.error  # type: ignore[misc]
+            out = out or dict(r.output)
+            objects += r.output["objects"]
+            if r.output.get("next_offset") is None:
+                break
+        out["objects"] = objects
+        out.pop("next_offset", None)
+        return out
 
     def render(self, views: list[str] | None = None, size: int = 256, **kw) -> ToolResult:
         args = {"size": size, **kw}
@@ -215,6 +225,16 @@ class ToolSession:
             err = ToolError.from_dict(reply["error"])
         return ToolResult("_fault", {"kind": kind}, err is None, error=err, duration_ms=ms,
                           scene_hash=reply.get("scene_hash"))
+
+    def _send_test_op(self, request: dict) -> dict:
+        """Test-only: a raw worker op such as `hash_check` (needs test hooks)."""
+        with self._lock:
+            reply, _, err = self._send(request, self.deadline_s, str(request.get("op")))
+        if err is not None:
+            raise err
+        if not reply.get("ok"):
+            raise ToolError.from_dict(reply["error"])
+        return reply["output"]
 
     def _probe(self, **what) -> dict:
         """Test-only: ask the worker to try connecting, reading and writing (needs test hooks)."""

@@ -130,8 +130,13 @@ class SetVisible(Args):
 
 
 class GetScene(Args):
-    """List every object in world space (metres, degrees): name, source, transform, dimensions,
-    bbox, material."""
+    """List objects in world space (metres, degrees): name, source, transform, dimensions, bbox,
+    material — a page at a time, with totals, counts by kind and the objects the last change
+    touched."""
+    filter: Annotated[str, Field(min_length=1, max_length=64,
+                                 description="glob on names, e.g. 'bolt_*'")] | None = None
+    offset: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    limit: Annotated[int, Field(ge=1, le=10_000)] = 25
 
 
 class Measure(Args):

@@ -6,13 +6,14 @@ from __future__ import annotations
 import io
 import math
 import os
+from contextlib import contextmanager
 
 import bmesh
 import bpy
 from mathutils import Vector
 from PIL import Image, ImageDraw
 
-from tools.worker import safety
+from tools.worker import render_budget, safety
 from tools.worker.scene import user_objects, world_bbox
 
 DEFAULT_VIEWS = ["iso", "front", "top", "right"]
@@ -45,6 +46,7 @@ class Renderer:
     def __init__(self, out_dir: str):
         self.out_dir = out_dir
         self.shading = "solid"
+        self._proxy = None  # the scene drawn instead of the real one when it is large
         os.makedirs(out_dir, exist_ok=True)
 
     # -- public -----------------------------------------------------------------------------------
@@ -72,11 +74,26 @@ class Renderer:
     def render_views(self, names: list[str], size: int) -> list[Image.Image]:
         lo, hi = scene_bounds()
         self._ensure_helpers(lo, hi)
-        return [self._render_view(n, lo, hi, size) for n in names]
+        with self._within_budget():
+            return [self._render_view(n, lo, hi, size) for n in names]
+
+    @contextmanager
+    def _within_budget(self):
+        """Large scenes are drawn from one merged proxy mesh (see `render_budget`)."""
+        helpers = [o for o in bpy.data.objects if o.get("mw_helper") and o.type == "MESH"
+                   and o.name != render_budget.PROXY]
+        with render_budget.proxy_scene(user_objects(), helpers, self._camera()) as proxy:
+            if proxy is not None and proxy.world != bpy.context.scene.world:
+                proxy.world = bpy.context.scene.world
+            self._proxy = proxy
+            try:
+                yield
+            finally:
+                self._proxy = None
 
     # -- internals ------------------------------------------------------------------------------------
     def _setup(self, size: int) -> None:
-        sc = bpy.context.scene
+        sc = self._proxy or bpy.context.scene
         sc.render.engine = "BLENDER_WORKBENCH"
         sc.render.resolution_x = sc.render.resolution_y = size
         sc.render.resolution_percentage = 100
@@ -86,7 +103,7 @@ class Renderer:
         sh = sc.display.shading
         sh.type = "WIREFRAME" if self.shading == "wireframe" else "SOLID"
         sh.light = "STUDIO"
-        sh.color_type = "MATERIAL"
+        sh.color_type = "VERTEX" if self._proxy else "MATERIAL"  # the proxy's colour attribute
         sh.show_object_outline = True
         sh.show_cavity = False
         sh.show_shadows = False
@@ -100,14 +117,19 @@ class Renderer:
             ob = bpy.data.objects.new("_mw_camera", bpy.data.cameras.new("_mw_camera"))
             ob["mw_helper"] = 1
             bpy.context.scene.collection.objects.link(ob)
-        bpy.context.scene.camera = ob
+        if bpy.context.scene.camera != ob:  # assigning rebuilds the whole dependency graph
+            bpy.context.scene.camera = ob
         return ob
 
     def _shoot(self, size: int) -> Image.Image:
         self._setup(size)
         path = os.path.join(self.out_dir, "view.bmp")
-        bpy.context.scene.render.filepath = path
-        safety.run_operator("render.render", write_still=True)
+        if self._proxy is not None:  # write_still costs ~1 s per 10 000 objects in the file
+            safety.run_operator("render.render", write_still=False, scene=self._proxy.name)
+            bpy.data.images["Render Result"].save_render(path, scene=self._proxy)
+        else:
+            bpy.context.scene.render.filepath = path
+            safety.run_operator("render.render", write_still=True)
         with Image.open(path) as im:
             return im.convert("RGB")
 
@@ -151,7 +173,8 @@ class Renderer:
         cam.rotation_euler = d.to_track_quat("-Z", "Y" if abs(d.normalized().z) < 0.999 else "X").to_euler()
         reach = (Vector(location) - (lo + hi) / 2).length + (hi - lo).length * 2 + 10
         cam.data.clip_start, cam.data.clip_end = 1e-3 * reach, reach
-        return self._shoot(size)
+        with self._within_budget():
+            return self._shoot(size)
 
     def _ensure_helpers(self, lo: Vector, hi: Vector) -> None:
         """Grid and axes sized to the scene; rebuilt only when the scene's bounds change."""
@@ -159,7 +182,8 @@ class Renderer:
         grid = bpy.data.objects.get("_mw_grid")
         if grid is not None and grid.get("mw_key") == key:
             return
-        self._remove([o for o in bpy.data.objects if o.get("mw_helper") and o.type == "MESH"])
+        self._remove([o for o in bpy.data.objects if o.get("mw_helper") and o.type == "MESH"
+                      and o.name != render_budget.PROXY])
         helpers = self._add_helpers(lo, hi)
         helpers[0]["mw_key"] = key
 

@@ -24,22 +24,23 @@ class WorkerRuntime:
         self.test_hooks = test_hooks
         safety.harden_blender()
         self.parts = cad.PartStore()
-        self.state = SceneState(os.path.join(scratch, "state"), self.parts)
+        self.state = SceneState(os.path.join(scratch, "state"), self.parts, replay=self._replay)
         self.renderer = render.Renderer(os.path.join(scratch, "render"))
-        if restore:
-            self.state.load_latest()
-        else:
-            self.state.reset()
-        self.renderer.warm_up()  # compile Workbench's shaders before the first real render
         self.handlers: dict[str, Callable[[dict], dict | tuple[dict, list[bytes]]]] = {
             **scene.handlers(self.parts),
             **cad.handlers(self.parts, scratch, workspace),
             **io.handlers(self.parts, scratch, workspace),
+            "get_scene": lambda a: scene.get_scene(a, self.state.last_changed),
             "render": self.renderer.render_call,
             "undo": lambda a: self.state.undo(a["steps"]),
             "snapshot": lambda a: self.state.snapshot(a["name"]),
             "restore": lambda a: self.state.restore(a["name"]),
         }
+        if restore:
+            self.state.load_latest()
+        else:
+            self.state.reset()
+        self.renderer.warm_up()  # compile Workbench's shaders before the first real render
 
     def versions(self) -> dict:
         import cadquery
@@ -68,6 +69,13 @@ class WorkerRuntime:
             if op == "exec" and self.test_hooks:  # a hostile policy with full Python (tests)
                 exec(request["code"], {"runtime": self})  # noqa: S102 - test hooks only
                 return self._ok({})
+            if op == "hash_check" and self.test_hooks:  # the incremental hash against a full walk
+                if "journal_from_objects" in request:
+                    self.state.journal_from_objects = int(request["journal_from_objects"])
+                return self._ok({"full": self.state.hasher.full_digest(),
+                                 "full_walks": self.state.hasher.full_walks,
+                                 "journal_entries": self.state.journal_entries(),
+                                 "loads": self.state.loads})
             raise ToolError(ErrorKind.VALIDATION, f"unknown worker op {op!r}")
         except ToolError as e:
             return {"ok": False, "error": e.to_dict(), "scene_hash": self.state.scene_hash()}, []
@@ -79,11 +87,12 @@ class WorkerRuntime:
         handler = self.handlers.get(tool)
         if handler is None:
             raise ToolError(ErrorKind.VALIDATION, f"unknown tool {tool!r}")
+        touched = self.state.touching(tool, args) if mutating else None
         try:
             out = handler(args)
-        except ToolError:
+        except ToolError as e:
             if mutating:
-                self.state.rollback()
+                self.state.rollback(touched, refused=e.kind == ErrorKind.VALIDATION)
             raise
         except (ValueError, RuntimeError, TypeError, KeyError, IndexError, AttributeError,
                 ArithmeticError, AssertionError, OSError, MemoryError, RecursionError) as e:
@@ -96,8 +105,14 @@ class WorkerRuntime:
             raise ToolError(ErrorKind.KERNEL, f"{tool} failed: {_short(e)}") from None
         output, images = out if isinstance(out, tuple) else (out, [])
         if mutating and tool not in ("undo", "restore"):
-            self.state.commit()
+            self.state.commit(tool, args, touched)
+        elif not mutating:
+            self.state.after_read()
         return self._ok(output, images)
+
+    def _replay(self, tool: str, args: dict) -> None:
+        """Run a journaled call again while a commit is reloaded (see `SceneState`)."""
+        self.handlers[tool](args)
 
 
 def _short(e: BaseException) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import math
 
 import bmesh
@@ -31,10 +32,9 @@ def _r(v, nd=6) -> list[float]:
 
 
 def world_bbox(ob) -> tuple[Vector, Vector]:
-    corners = [ob.matrix_world @ Vector(c) for c in ob.bound_box]
-    lo = Vector((min(c.x for c in corners), min(c.y for c in corners), min(c.z for c in corners)))
-    hi = Vector((max(c.x for c in corners), max(c.y for c in corners), max(c.z for c in corners)))
-    return lo, hi
+    m = ob.matrix_world  # read once: every read builds a new wrapper (renders call this per object)
+    xs, ys, zs = zip(*(m @ Vector(c) for c in ob.bound_box), strict=True)
+    return Vector((min(xs), min(ys), min(zs))), Vector((max(xs), max(ys), max(zs)))
 
 
 def material_of(ob) -> dict | None:
@@ -60,8 +60,38 @@ def describe(ob) -> dict:
     }
 
 
-def get_scene(_a=None) -> dict:
-    return {"objects": [describe(o) for o in user_objects()]}
+SCENE_PAGE = 25  # objects listed when the caller does not ask for more (keeps a reply small)
+SHOWN_CHANGED = 20  # names of the objects the last mutating call changed, at most
+
+
+def get_scene(a: dict | None = None, changed: set[str] | None = None) -> dict:
+    """A bounded page of the scene: `limit` objects (name order) from `offset`, those whose
+    name matches the glob `filter`, plus totals, counts by type and source, and the objects
+    the last mutating call changed (`changed`; None when it may have changed any)."""
+    a = a or {}
+    objects = user_objects()
+    pattern = a.get("filter")
+    chosen = [o for o in objects if fnmatch.fnmatchcase(o.name, pattern)] if pattern else objects
+    offset, limit = a.get("offset", 0), a.get("limit", SCENE_PAGE)
+    page = chosen[offset:offset + limit]
+    out: dict = {"objects": [describe(o) for o in page], "total": len(chosen), "offset": offset}
+    if offset + len(page) < len(chosen):
+        out["next_offset"] = offset + len(page)
+    if offset == 0:
+        counts: dict[str, int] = {}
+        for o in objects:
+            key = "cad" if o.get("mw_source") == "cad" else o.type.lower()
+            counts[key] = counts.get(key, 0) + 1
+        out["scene_objects"] = len(objects)
+        out["counts"] = dict(sorted(counts.items()))
+        if changed is None:
+            out["changed"] = "unknown"
+        else:
+            names = sorted(n for n in changed if n in bpy.data.objects)
+            out["changed"] = names[:SHOWN_CHANGED]
+            if len(names) > SHOWN_CHANGED:
+                out["changed_more"] = len(names) - SHOWN_CHANGED
+    return out
 
 
 def _link(ob) -> None:
@@ -346,6 +376,9 @@ def add_light(a) -> dict:
     ob = bpy.data.objects.new(a["name"], light)
     ob.location = a["location"]
     _link(ob)
+    # Place it now, as every other tool does: a world matrix left for some later call to
+    # update made the scene hash change under a call that never touched the light.
+    bpy.context.view_layer.update()
     return {"created": describe(ob)}
 
 

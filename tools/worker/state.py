@@ -1,43 +1,66 @@
 """Undo points, named snapshots and the scene hash, all on disk in the session's scratch dir.
 
-A commit is a folder holding the Blender main file and a manifest of CAD parts (B-rep files
-in a content-addressed pool). Commits survive a worker crash: a fresh worker started on the
-same scratch dir loads the latest one, which is exactly the state before the failed call.
+A commit is a folder that appears under its final name only once complete. It is either a
+checkpoint (the Blender main file) or, for a call that only edits Blender data, a journal
+entry (the call itself, replayed on the checkpoint before it: writing a 10 000-object main
+file costs hundreds of milliseconds, a journal entry well under one). Both hold the manifest
+of CAD parts (B-rep files in a content-addressed pool). Commits survive a worker crash: a
+fresh worker started on the same scratch dir loads the latest one, which is exactly the state
+before the failed call.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
-import struct
+import sys
+from collections.abc import Callable
 
 import bpy
-import numpy as np
 
 from tools.errors import ErrorKind, ToolError
 from tools.worker.cad import PartStore
+from tools.worker.scene_hash import SceneHasher, canonical_faces, full_scene_hash
+
+__all__ = ["MAX_UNDO", "SceneState", "canonical_faces", "full_scene_hash"]
 
 MAX_UNDO = 64
 _STASH_KEY = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+# Calls that only edit Blender data through the data API, deterministically from their
+# arguments: these may be journaled. CAD calls (their B-reps round-trip through files),
+# scripts and imports (inputs outside the scene) are always checkpointed.
+JOURNALED = frozenset({"add_primitive", "transform", "set_material", "delete", "duplicate",
+                       "rename", "parent", "join", "modifier", "add_light", "set_visible"})
+CHECKPOINT_EVERY = 16  # at most this many journal entries between checkpoints (bounds a reload)
+JOURNAL_FROM_OBJECTS = 200  # smaller scenes are cheap to write whole: always checkpoint them
+_KEEP_CHUNKS = 4  # commits whose per-object hash chunks stay in memory (undo, rollback)
 
 
 class SceneState:
-    def __init__(self, root: str, parts: PartStore):
+    def __init__(self, root: str, parts: PartStore,
+                 replay: Callable[[str, dict], object] | None = None):
         self.root = root
         self.parts = parts
+        self.replay = replay  # runs one journaled call (set by the runtime)
+        self.hasher = SceneHasher(parts)
+        self.journal_from_objects = JOURNAL_FROM_OBJECTS
         self.commits_dir = os.path.join(root, "commits")
         self.snap_dir = os.path.join(root, "snapshots")
         self.brep_dir = os.path.join(root, "breps")
         self.stash_dir = os.path.join(root, "stash")
         self.commits: list[str] = []
         self._seq = 0
+        self._digest: str | None = None
+        self._kept: dict[str, tuple] = {}
+        self.last_changed: set[str] | None = set()  # objects the last commit touched (None: any)
+        self._parts_digest = ""  # the CAD parts' digest at the last commit
+        self.loads = 0  # commits made live again (undo, rollback, recovery)
 
     @property
     def depth(self) -> int:
-        return max(0, len(self.commits) - 1)
+        return min(MAX_UNDO, max(0, len(self.commits) - 1))
 
     # -- lifecycle -----------------------------------------------------------------------------
     def reset(self) -> None:
@@ -54,6 +77,7 @@ class SceneState:
         for d in (self.commits_dir, self.snap_dir, self.brep_dir):
             os.makedirs(d, exist_ok=True)
         self.commits, self._seq = [], 0
+        self._loaded(None)
         self.commit()
 
     def switch(self, park: str | None, take: str | None, fork: bool = False) -> dict:
@@ -80,6 +104,7 @@ class SceneState:
         else:
             shutil.rmtree(self.commits_dir, ignore_errors=True)
             shutil.rmtree(self.snap_dir, ignore_errors=True)
+        self._kept.clear()
         if src is None:
             self._fresh()
             return {"switched": None}
@@ -91,22 +116,74 @@ class SceneState:
         self.load_latest()
         return {"switched": take}
 
-    def commit(self) -> None:
-        """Write the next undo point; it appears under its final name only once complete,
-        so a worker killed mid-commit leaves the previous commit as the latest."""
+    # -- commits --------------------------------------------------------------------------------
+    def touching(self, tool: str, args: dict) -> set[str] | None:
+        """Before a mutating call: the objects it may change (None: any)."""
+        return self.hasher.touching(tool, args)
+
+    def after_read(self) -> None:
+        """After a call that changes nothing: a dependency-graph update it ran may still have
+        moved objects that were waiting for one (see `SceneHasher`)."""
+        if self.hasher.update(set()):
+            self._digest = None
+
+    def commit(self, tool: str | None = None, args: dict | None = None,
+               touched: set[str] | None = None) -> None:
+        """Write the next undo point after a successful call (`tool`, `args`) that changed at
+        most the objects `touched` (None: anything); it appears under its final name only
+        once complete, so a worker killed mid-commit leaves the previous commit the latest."""
+        self.hasher.update(touched)
+        self.last_changed = set(touched) if touched is not None else None
+        self._digest = None
         self._seq += 1
         path = os.path.join(self.commits_dir, f"{self._seq:06d}")
         tmp = path + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        self._write(tmp)
+        if self._journal_ok(tool):
+            os.makedirs(tmp)
+            with open(os.path.join(tmp, "call.json"), "w") as f:
+                json.dump({"tool": tool, "args": args, "scene_hash": self.scene_hash()}, f)
+            self._write_parts(tmp)
+        else:
+            self._write(tmp)
         os.rename(tmp, path)
         self.commits.append(path)
-        while len(self.commits) > MAX_UNDO + 1:
+        self._parts_digest = self.parts.digest()
+        self._keep_chunks(path)
+        # The oldest kept commit must be a checkpoint: journal entries need the one before them.
+        while len(self.commits) > MAX_UNDO + 1 and _is_checkpoint(self.commits[1]):
             shutil.rmtree(self.commits.pop(0), ignore_errors=True)
 
-    def rollback(self) -> None:
-        """Return to the last commit (after a failed mutating call)."""
-        self._read(self.commits[-1])
+    def _journal_ok(self, tool: str | None) -> bool:
+        if tool not in JOURNALED or self.replay is None or not self.commits:
+            return False
+        if len(bpy.data.objects) < self.journal_from_objects:
+            return False
+        since = 0
+        for path in reversed(self.commits):
+            if _is_checkpoint(path):
+                break
+            since += 1
+        return since + 1 < CHECKPOINT_EVERY
+
+    def journal_entries(self) -> int:
+        """How many of the kept commits are journal entries (the rest are checkpoints)."""
+        return sum(1 for path in self.commits if not _is_checkpoint(path))
+
+    def _keep_chunks(self, path: str) -> None:
+        self._kept[path] = self.hasher.state()
+        for old in [p for p in self._kept if p not in self.commits[-_KEEP_CHUNKS:]]:
+            del self._kept[old]
+
+    def rollback(self, touched: set[str] | None = None, refused: bool = False) -> None:
+        """Return to the last commit after a failed mutating call. A call `refused` (a
+        validation error: raised before it changes anything) whose `touched` objects still
+        read as committed, CAD parts included, needs no reload: at 10 000 objects a reload
+        costs seconds, and a model's typo should not."""
+        if refused and self.hasher.unchanged(touched) \
+                and self.parts.digest() == self._parts_digest:
+            return
+        self._load(len(self.commits) - 1)
 
     def undo(self, steps: int) -> dict:
         if self.depth == 0:
@@ -114,7 +191,7 @@ class SceneState:
         steps = min(steps, self.depth)
         for _ in range(steps):
             shutil.rmtree(self.commits.pop(), ignore_errors=True)
-        self._read(self.commits[-1])
+        self._load(len(self.commits) - 1)
         return {"undone": steps, "remaining": self.depth}
 
     def snapshot(self, name: str) -> dict:
@@ -132,6 +209,7 @@ class SceneState:
             known = sorted(os.listdir(self.snap_dir))
             raise ToolError(ErrorKind.VALIDATION, f"no snapshot {name!r}; snapshots: {known or 'none'}")
         self._read(src)
+        self._loaded(None)
         self.commit()
         return {"restored": name, "scene_hash": self.scene_hash()}
 
@@ -140,18 +218,50 @@ class SceneState:
         names = sorted(n for n in os.listdir(self.commits_dir)
                        if n.isdigit() and os.path.isfile(os.path.join(self.commits_dir, n, "parts.json"))) \
             if os.path.isdir(self.commits_dir) else []
-        if not names:  # e.g. killed half-way through a switch: start empty, keep the stashes
+        paths = [os.path.join(self.commits_dir, n) for n in names]
+        while paths and not _is_checkpoint(paths[0]):  # nothing to replay them on
+            paths.pop(0)
+        if not paths:  # e.g. killed half-way through a switch: start empty, keep the stashes
             self._fresh()
             return
-        self.commits = [os.path.join(self.commits_dir, n) for n in names]
+        self.commits = paths
         self._seq = int(names[-1])
-        self._read(self.commits[-1])
+        self._kept.clear()
+        self._load(len(self.commits) - 1)
 
     # -- files ----------------------------------------------------------------------------------
+    def _load(self, index: int) -> None:
+        """Make commit `index` live: its checkpoint, then the journal entries after it."""
+        self.loads += 1
+        base = index
+        while not _is_checkpoint(self.commits[base]):
+            base -= 1
+        self._read(self.commits[base])
+        entries = [self.commits[i] for i in range(base + 1, index + 1)]
+        for path in entries:
+            with open(os.path.join(path, "call.json")) as f:
+                entry = json.load(f)
+            self.replay(entry["tool"], entry["args"])  # type: ignore[misc]
+        if entries:
+            self._read_parts(self.commits[index])
+        self._loaded(self._kept.get(self.commits[index]))
+        self._parts_digest = self.parts.digest()
+        if entries and self.scene_hash() != entry["scene_hash"]:
+            print(f"modelwright worker: replaying {self.commits[index]} gave scene hash "
+                  f"{self.scene_hash()}, recorded {entry['scene_hash']}", file=sys.stderr)
+
+    def _loaded(self, kept: tuple | None) -> None:
+        self.hasher.adopt(kept)
+        self.last_changed = None
+        self._digest = None
+
     def _write(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
         bpy.ops.wm.save_as_mainfile(filepath=os.path.join(path, "scene.blend"), copy=True,
                                     compress=False, check_existing=False)
+        self._write_parts(path)
+
+    def _write_parts(self, path: str) -> None:
         manifest = {name: self.parts.save(name, self.brep_dir) for name in self.parts.names()}
         with open(os.path.join(path, "parts.json"), "w") as f:
             json.dump(manifest, f, sort_keys=True)
@@ -159,60 +269,21 @@ class SceneState:
     def _read(self, path: str) -> None:
         blend = os.path.join(path, "scene.blend")
         bpy.ops.wm.open_mainfile(filepath=blend, load_ui=False, use_scripts=False)
+        self._read_parts(path)
+
+    def _read_parts(self, path: str) -> None:
         with open(os.path.join(path, "parts.json")) as f:
             manifest = json.load(f)
         self.parts.load_manifest(manifest, self.brep_dir)
 
     # -- hash ------------------------------------------------------------------------------------
     def scene_hash(self) -> str:
-        """A deterministic digest of names, transforms, mesh data, materials and CAD parts."""
-        h = hashlib.sha256()
-        for ob in sorted(bpy.data.objects, key=lambda o: o.name):
-            if ob.get("mw_helper"):
-                continue
-            h.update(ob.name.encode() + b"\0" + ob.type.encode())
-            h.update((ob.parent.name if ob.parent else "").encode())
-            h.update(np.array(ob.matrix_world, dtype=np.float64).round(9).tobytes())
-            h.update(str(ob.get("mw_source", "blender")).encode() + (b"H" if ob.hide_render else b"V"))
-            if ob.type == "MESH":
-                me = ob.data
-                co = np.empty(len(me.vertices) * 3, dtype=np.float32)
-                me.vertices.foreach_get("co", co)
-                h.update(co.tobytes())
-                h.update(canonical_faces(me).tobytes())
-                for mod in ob.modifiers:
-                    h.update(mod.type.encode())
-            for slot in ob.material_slots:
-                mat = slot.material
-                if mat is not None:
-                    h.update(mat.name.encode())
-                    h.update(struct.pack("<6d", *mat.diffuse_color[:4], mat.metallic, mat.roughness))
-            if ob.type == "LIGHT":
-                h.update(struct.pack("<4d", ob.data.energy, *ob.data.color))
-        h.update(self.parts.digest().encode())
-        return h.hexdigest()[:32]
+        """A deterministic digest of names, transforms, mesh data, materials and CAD parts,
+        kept up to date incrementally (see `tools.worker.scene_hash`)."""
+        if self._digest is None:
+            self._digest = self.hasher.digest()
+        return self._digest
 
 
-def canonical_faces(me) -> np.ndarray:
-    """Faces as vertex-index rows, each rotated to start at its smallest index (winding kept),
-    rows sorted: Blender's primitive builders emit the same faces in a per-process order."""
-    n = len(me.polygons)
-    if n == 0:
-        return np.zeros((0,), dtype=np.int32)
-    loops = np.empty(len(me.loops), dtype=np.int32)
-    me.loops.foreach_get("vertex_index", loops)
-    starts = np.empty(n, dtype=np.int64)
-    totals = np.empty(n, dtype=np.int64)
-    me.polygons.foreach_get("loop_start", starts)
-    me.polygons.foreach_get("loop_total", totals)
-    seg = np.cumsum(totals) - totals  # where each polygon's run starts in `vals`
-    poly = np.repeat(np.arange(n), totals)
-    pos = np.arange(int(totals.sum())) - seg[poly]
-    vals = loops[starts[poly] + pos]
-    mins = np.minimum.reduceat(vals, seg)
-    hit = np.nonzero(vals == mins[poly])[0]
-    first = np.full(n, np.iinfo(np.int64).max)
-    np.minimum.at(first, poly[hit], pos[hit])
-    rows = np.full((n, int(totals.max())), -1, dtype=np.int32)
-    rows[poly, (pos - first[poly]) % totals[poly]] = vals
-    return rows[np.lexsort(rows.T[::-1])]
+def _is_checkpoint(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "scene.blend"))

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import trimesh
 
-from training.geometry import VOXEL_RESOLUTION, voxel_occupancy
+if TYPE_CHECKING:  # trimesh and scipy cost ~1 s to import: task listing must not pay it
+    import trimesh
 
 SEGMENTS = 48  # the runtime's cylinders, cones and spheres (tools/worker/scene.py)
 # Volume of each kind as a share of its bounding box (for recognising a primitive's kind).
@@ -27,6 +27,8 @@ FILL_RATIO = {
 
 
 def primitive_mesh(item: Mapping[str, Any]) -> trimesh.Trimesh:
+    import trimesh
+
     """The primitive at unit size scaled to its bounding `dimensions`, rotated, placed."""
     kind = item["kind"]
     if kind == "cube":
@@ -54,8 +56,11 @@ def items_bounds(items: Iterable[Mapping[str, Any]]) -> np.ndarray:
 
 
 def target_occupancy(
-    items: Iterable[Mapping[str, Any]], lo, hi, resolution: int = VOXEL_RESOLUTION
+    items: Iterable[Mapping[str, Any]], lo, hi, resolution: int | None = None
 ) -> np.ndarray:
+    from training.geometry import VOXEL_RESOLUTION, voxel_occupancy
+
+    resolution = resolution or VOXEL_RESOLUTION
     grid = np.zeros((resolution,) * 3, dtype=bool)
     for item in items:
         occ = voxel_occupancy(primitive_mesh(item), lo, hi, resolution)
@@ -66,9 +71,12 @@ def target_occupancy(
 def scene_iou(
     meshes: Iterable[trimesh.Trimesh],
     items: list[Mapping[str, Any]],
-    resolution: int = VOXEL_RESOLUTION,
+    resolution: int | None = None,
 ) -> float:
     """Voxel IoU, in world space (placement matters), of a scene's meshes against a target."""
+    from training.geometry import VOXEL_RESOLUTION, voxel_occupancy
+
+    resolution = resolution or VOXEL_RESOLUTION
     meshes = [m for m in meshes if len(m.faces)]
     tb = items_bounds(items)
     lo, hi = tb[0], tb[1]
@@ -103,6 +111,8 @@ def matched_iou(
     extra object costs as much as a wrong one.
     """
     from scipy.optimize import linear_sum_assignment
+
+    from training.geometry import voxel_occupancy
 
     targets = [it for it in items if it.get("op", "add") == "add"]
     names = list(meshes)
