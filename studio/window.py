@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMessageBox,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -160,6 +161,30 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         for dock in self.docks.values():
             view.addAction(dock.toggleViewAction())
+        viewport = self.menuBar().addMenu("View&port")
+        for action in self.viewport_panel.actions_by_key.values():
+            viewport.addAction(action)
+        help_ = self.menuBar().addMenu("&Help")
+        keys = QAction("Keyboard shortcuts", self)
+        keys.setShortcut(QKeySequence("F1"))
+        keys.triggered.connect(self.show_shortcuts)
+        help_.addAction(keys)
+
+    def shortcuts_text(self) -> str:
+        from studio.viewport.panel import MOUSE_HELP, SHORTCUTS
+
+        rows = [(label, keys) for label, keys, _ in SHORTCUTS]
+        rows += [("New scene", "Ctrl+N"), ("Undo", "Ctrl+Z"), ("Redo", "Ctrl+Shift+Z"), ("Quit", "Ctrl+Q"),
+                 ("This list", "F1")]
+        lines = "".join(f"<tr><td><b>{k}</b></td><td>&nbsp;&nbsp;{label}</td></tr>" for label, k in rows)
+        return f"<table>{lines}</table><p>{MOUSE_HELP}</p>"
+
+    def show_shortcuts(self) -> None:
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", self.shortcuts_text(),
+                          QMessageBox.StandardButton.Close, self)
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.open()
+        self.shortcuts_box = box
 
     def set_theme(self, name: str) -> None:
         applied = apply_theme(QApplication.instance(), name)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import bpy
 
 from tools.errors import ErrorKind, ToolError
-from tools.worker import cad, io, render, safety, scene
+from tools.worker import cad, io, meshes, render, safety, scene
 from tools.worker.state import SceneState
 
 
@@ -57,6 +57,9 @@ class WorkerRuntime:
             if op == "switch":
                 return self._ok(self.state.switch(request.get("park"), request.get("take"),
                                                   bool(request.get("fork"))))
+            if op == "meshes":  # the studio's live viewport (not a tool: agents never see it)
+                output, blobs = meshes.mesh_buffers(dict(request.get("known") or {}))
+                return self._ok(output, blobs)
             if op == "hash":
                 return self._ok({})
             if op == "status":
