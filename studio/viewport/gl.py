@@ -313,7 +313,7 @@ class SceneRenderer:
             self.id_prog["id"].value = _id_color(i)
             m.id_vao.render(moderngl.TRIANGLES)
         if gizmo is not None:
-            fbo.clear(depth=1.0)  # handles win over anything behind them
+            ctx.disable(moderngl.DEPTH_TEST)  # handles win over anything behind them
             for k in range(3):
                 self.id_prog["mvp"].write(_gl(vm.view_proj @ gizmo_axis_matrix(k, gizmo[0], gizmo[1])))
                 self.id_prog["id"].value = _id_color(GIZMO_ID + k)

@@ -13,8 +13,8 @@ import logging
 import time
 
 import numpy as np
-from PySide6.QtCore import QPointF, Qt, QTimer, Signal
-from PySide6.QtGui import QSurfaceFormat
+from PySide6.QtCore import QKeyCombination, QPointF, Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence, QSurfaceFormat
 from PySide6.QtOpenGL import QOpenGLWindow
 
 from studio.models.orbit import OrbitCamera
@@ -37,6 +37,8 @@ def gl_format() -> QSurfaceFormat:
 class LiveView(QOpenGLWindow):
     sig_frame = Signal()  # a frame was drawn
     sig_status = Signal(str)  # grid spacing and view, for the panel's label
+    sig_key = Signal(object)  # QKeySequence of a key pressed here (a native window: the
+    # widgets' shortcut map never sees it, so the panel matches it to the window's actions)
 
     def __init__(self, controller, camera: OrbitCamera) -> None:
         super().__init__()
@@ -279,6 +281,10 @@ class LiveView(QOpenGLWindow):
             self.controller.scene.select(hit if isinstance(hit, str) else None)
         self._press = None
         self.update()
+
+    def keyPressEvent(self, event) -> None:
+        mods = event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
+        self.sig_key.emit(QKeySequence(QKeyCombination(mods, Qt.Key(event.key()))))
 
     def wheelEvent(self, event) -> None:
         self.camera.zoom(event.angleDelta().y() / 120.0)

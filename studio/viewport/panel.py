@@ -70,6 +70,7 @@ class ViewportPanel(QWidget):
             self.stack.addWidget(self.live_widget)
             self.live.sig_status.connect(self._status)
             self.live.sig_frame.connect(self._check_live)
+            self.live.sig_key.connect(self._key_from_live)
         self.mode = QComboBox()
         self.mode.addItems(MODES)
         self.mode.currentTextChanged.connect(self.set_mode)
@@ -133,6 +134,14 @@ class ViewportPanel(QWidget):
     def _check_live(self) -> None:
         if self.live is not None and self.live.failed is not None and self.live_active:
             self.set_mode(self.mode.currentText())
+
+    def _key_from_live(self, seq: QKeySequence) -> None:
+        """A key pressed in the live view triggers the window's action with that shortcut."""
+        for action in self.window().findChildren(QAction):
+            if action.isEnabled() and any(s.matches(seq) == QKeySequence.SequenceMatch.ExactMatch
+                                          for s in action.shortcuts()):
+                action.trigger()
+                return
 
     def _status(self, text: str) -> None:
         self.scale.setText(text)
