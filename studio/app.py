@@ -87,7 +87,7 @@ class ScriptedRun:
     def _finished(self, summary: dict) -> None:
         self.summary = summary
         self.exit_code = 2 if summary.get("status") == "fatal" else 0
-        viewport = self.window.viewport_panel.viewport
+        viewport = self.window.viewport_panel  # .settled: framed, and the last change drawn
         self.window.episodes.refresh()
         if summary.get("episode_id"):
             self.window.episodes.select_episode(summary["episode_id"])

@@ -89,6 +89,11 @@ class LiveView(QOpenGLWindow):
         self.controller.worker.submit(lambda s: s.meshes(known), "viewport meshes",
                                       on_done=self._arrived, on_error=self._sync_failed)
 
+    @property
+    def idle(self) -> bool:
+        """No mesh request in flight and the last reply drawn."""
+        return not self._syncing and not self._dirty and self._pending is None and self.frames > 0
+
     def _arrived(self, reply: tuple[dict, list[bytes]]) -> None:
         self._syncing = False
         self._pending = reply

@@ -118,6 +118,13 @@ class ViewportPanel(QWidget):
     def live_active(self) -> bool:
         return self.live is not None and self.live.failed is None and self.stack.currentWidget() is not self.viewport
 
+    @property
+    def settled(self) -> bool:
+        """Framed, and the newest scene is what the view shows."""
+        if not self.live_active:
+            return self.viewport.settled
+        return self.viewport.settled and self.live.idle
+
     def set_mode(self, mode: str) -> None:
         use_live = self.live is not None and self.live.failed is None and mode != "montage"
         self.wireframe.setVisible(not use_live)
