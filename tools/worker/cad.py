@@ -132,6 +132,7 @@ def _sync_mesh(name: str, shape: cq.Shape, keep_transform: bool) -> None:
     me = bpy.data.meshes.new(name)
     me.from_pydata([tuple(v) for v in verts], [], [tuple(t) for t in tris])
     me.validate()
+    me.shade_smooth()  # one B-rep face's triangles share normals; face borders are split already
     ob = bpy.data.objects.get(name)
     if ob is None:
         ob = bpy.data.objects.new(name, me)
