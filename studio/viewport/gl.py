@@ -11,24 +11,26 @@ import numpy as np
 
 from studio.viewport.camera import ViewMath, grid_step
 
+# Lighting per vertex (Gouraud): with Mesa's software rasteriser the fragment stage dominates,
+# and per-pixel lighting halved the frame rate; meshes arrive finely tessellated anyway.
 MESH_VS = """#version 330
-uniform mat4 mvp; uniform mat4 model;
-in vec3 p; in vec3 n; out vec3 wn; out vec3 wp;
-void main() { wn = mat3(model) * n; wp = (model * vec4(p, 1.0)).xyz; gl_Position = mvp * vec4(p, 1.0); }
+uniform mat4 mvp; uniform mat4 model; uniform vec3 eye; uniform vec3 color; uniform float unlit;
+in vec3 p; in vec3 n; out vec3 lit;
+void main() {
+  gl_Position = mvp * vec4(p, 1.0);
+  if (unlit > 0.5) { lit = color; return; }
+  vec3 wp = (model * vec4(p, 1.0)).xyz;
+  vec3 wn = normalize(mat3(model) * n); vec3 v = normalize(eye - wp);
+  if (dot(wn, v) < 0.0) wn = -wn;
+  vec3 key = normalize(v + vec3(0.3, 0.2, 0.6));
+  float diff = 0.30 + 0.55 * max(dot(wn, key), 0.0) + 0.15 * (0.5 + 0.5 * wn.z);
+  float spec = pow(max(dot(wn, normalize(key + v)), 0.0), 40.0) * 0.25;
+  lit = color * diff + spec;
+}
 """
 MESH_FS = """#version 330
-uniform vec3 color; uniform vec3 eye; uniform float tint; uniform vec3 tint_color; uniform float unlit;
-in vec3 wn; in vec3 wp; out vec4 frag;
-void main() {
-  if (unlit > 0.5) { frag = vec4(color, 1.0); return; }
-  vec3 n = normalize(wn); vec3 v = normalize(eye - wp);
-  if (dot(n, v) < 0.0) n = -n;
-  vec3 key = normalize(v + vec3(0.3, 0.2, 0.6));
-  float diff = 0.30 + 0.55 * max(dot(n, key), 0.0) + 0.15 * (0.5 + 0.5 * n.z);
-  float spec = pow(max(dot(n, normalize(key + v)), 0.0), 40.0) * 0.25;
-  vec3 c = color * diff + spec;
-  frag = vec4(mix(c, tint_color, tint), 1.0);
-}
+uniform float tint; uniform vec3 tint_color; in vec3 lit; out vec4 frag;
+void main() { frag = vec4(mix(lit, tint_color, tint), 1.0); }
 """
 LINE_VS = """#version 330
 uniform mat4 mvp; in vec3 p; in vec4 c; out vec4 vc;

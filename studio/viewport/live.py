@@ -10,6 +10,8 @@ object and on release sends ONE `transform` call (one undo step, a human step).
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 
 import numpy as np
@@ -25,12 +27,20 @@ CLICK_SLOP_PX = 4
 GIZMO_PX = 90  # arrow length on screen
 
 
+def guard_llvm(renderer: str) -> None:
+    """With Mesa's software rasteriser (llvmpipe: Xvfb, no GPU driver) its LLVM is in this
+    process, and importing triton's LLVM afterwards segfaults (seen here: torch imports triton
+    when the studio builds or runs a local model). torch runs without triton, so keep it out."""
+    if "llvmpipe" in renderer.lower() and "triton" not in sys.modules:
+        sys.modules["triton"] = None  # type: ignore[assignment]  # import triton -> ImportError
+
+
 def gl_format() -> QSurfaceFormat:
     fmt = QSurfaceFormat()
     fmt.setVersion(3, 3)
     fmt.setProfile(QSurfaceFormat.OpenGLContextProfile.CoreProfile)
     fmt.setDepthBufferSize(24)
-    fmt.setSamples(4)
+    fmt.setSamples(int(os.environ.get("MW_VIEWPORT_SAMPLES", "0")))
     return fmt
 
 
@@ -115,6 +125,7 @@ class LiveView(QOpenGLWindow):
 
             self.ctx = moderngl.create_context(require=330)
             self.renderer = SceneRenderer(self.ctx)
+            guard_llvm(self.ctx.info.get("GL_RENDERER", ""))
         except Exception as exc:  # no usable OpenGL 3.3: the panel falls back to worker renders
             log.warning("live viewport unavailable: %s", exc)
             self.failed = str(exc)
