@@ -57,9 +57,8 @@ def test_hints_are_visible_labels(qtbot):
 
 @pytest.mark.parametrize("first,second", [("set_material", "transform")])
 def test_switching_tools_keeps_values(qtbot, first, second):
-    from studio.palette.dock import PaletteDock
-
     from studio.models.scene import SceneModel
+    from studio.palette.dock import PaletteDock
 
     class Controller:  # the dock reads only the scene model (a real one) until Send
         scene = SceneModel()

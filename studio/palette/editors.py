@@ -7,8 +7,22 @@ import keyword
 import re
 
 from PySide6.QtCore import QRect, QRegularExpression, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontDatabase, QPainter, QSyntaxHighlighter, QTextCharFormat
-from PySide6.QtWidgets import QColorDialog, QHBoxLayout, QLineEdit, QPlainTextEdit, QPushButton, QWidget
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontDatabase,
+    QPainter,
+    QSyntaxHighlighter,
+    QTextCharFormat,
+)
+from PySide6.QtWidgets import (
+    QColorDialog,
+    QHBoxLayout,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QWidget,
+)
 
 COLOR_PATTERN = re.compile(r"^#[0-9A-Fa-f]{6}$")
 
