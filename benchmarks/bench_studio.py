@@ -96,7 +96,8 @@ def start_xvfb() -> subprocess.Popen | None:
 def main() -> None:
     if os.environ.get("MW_BENCH_CHILD"):
         run_all()
-        return
+        sys.stdout.flush()
+        os._exit(0)  # the figures are out; interpreter teardown with a live GL window can block
     xvfb = start_xvfb()  # the run is a child so that Qt leaves the X server before it stops
     try:
         code = subprocess.call([sys.executable, __file__], cwd=ROOT,

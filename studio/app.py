@@ -32,6 +32,7 @@ class StudioOptions:
     data_dir: str | None = None
     settings_file: str | None = None  # an .ini instead of the user's settings (tests, scripted runs)
     size: tuple[int, int] = (1600, 1000)
+    select: str | None = None  # select this object after the run (`auto`: the first CAD part)
 
 
 def settings_for(options: StudioOptions) -> QSettings:
@@ -91,6 +92,8 @@ class ScriptedRun:
         self.window.episodes.refresh()
         if summary.get("episode_id"):
             self.window.episodes.select_episode(summary["episode_id"])
+        if self.options.select:
+            self._select(self.options.select)
         # wait until the final scene is framed and its frame is on screen, then shoot
         deadline = time.monotonic() + 30
 
@@ -102,6 +105,13 @@ class ScriptedRun:
 
         QTimer.singleShot(100, check)
 
+    def _select(self, name: str) -> None:
+        scene = self.window.controller.scene
+        if name == "auto":
+            cad = [o["name"] for o in scene.objects if o.get("source") == "cad"]
+            name = (cad or scene.names() or [""])[0]
+        scene.select(name)
+
     def _shoot(self) -> None:
         out = dict(self.summary or {})
         for hook in self.after_last_frame:
@@ -109,7 +119,11 @@ class ScriptedRun:
         if self.options.screenshot:
             path = Path(self.options.screenshot)
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.window.grab().save(str(path), "PNG")
+            from studio.viewport.capture import capture
+
+            # from the screen on a display: the live viewport is a native GL window that
+            # QWidget.grab does not paint
+            capture(self.window).save(str(path), "PNG")
             out["screenshot"] = str(path)
         out["data_dir"] = str(self.window.controller.store().data_dir)
         print(json.dumps(out, default=str), flush=True)

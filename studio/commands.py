@@ -57,6 +57,7 @@ def register(app: typer.Typer) -> None:
         theme: str = typer.Option(None, "--theme", help="dark | light"),
         data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
         settings_file: Path = typer.Option(None, "--settings", help="Use this .ini for settings and layout."),
+        select: str = typer.Option(None, "--select", help="After the run, select this object (auto: the first CAD part)."),
     ) -> None:
         """Open Modelwright Studio; with --task/--autorun it runs an episode in the window."""
         if autorun and not task:
@@ -64,4 +65,4 @@ def register(app: typer.Typer) -> None:
         open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot,
                     exit_when_done=exit_when_done, theme=theme,
                     data_dir=str(data_dir) if data_dir else None,
-                    settings_file=str(settings_file) if settings_file else None)
+                    settings_file=str(settings_file) if settings_file else None, select=select)

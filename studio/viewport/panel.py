@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -42,8 +41,8 @@ SHORTCUTS = (
     ("Duplicate selected", "Ctrl+D", "duplicate"),
     ("Cancel drag / deselect", "Esc", "cancel"),
 )
-MOUSE_HELP = ("Click: select · drag: orbit · middle/shift-drag: pan · wheel: zoom · "
-              "drag an arrow: move (Ctrl: snap to the grid)")
+MOUSE_HELP = ("click: select · drag: orbit · shift-drag: pan · wheel: zoom · "
+              "drag an arrow: move (Ctrl snaps) · F1: keys")
 
 
 def live_wanted() -> bool:
@@ -87,7 +86,7 @@ class ViewportPanel(QWidget):
         self.hint = QLabel(MOUSE_HELP)
         self.hint.setObjectName("hint")
         self.hint.setToolTip(MOUSE_HELP)
-        self.hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.hint.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.scale = QLabel("")
         self.scale.setObjectName("hint")
         bar = QHBoxLayout()
@@ -95,14 +94,17 @@ class ViewportPanel(QWidget):
         bar.addWidget(self.mode)
         bar.addWidget(frame)
         bar.addWidget(self.wireframe)
-        bar.addWidget(self.scale)
-        bar.addWidget(self.hint, 1)
+        bar.addStretch(1)
         bar.addWidget(shot)
         bar.addWidget(send)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(bar)
         layout.addWidget(self.stack, 1)
+        below = QHBoxLayout()  # under the view: the whole width for the scale and the help
+        below.addWidget(self.scale)
+        below.addWidget(self.hint, 1)
+        layout.addLayout(below)
         self.actions_by_key: dict[str, QAction] = {}
         for label, keys, what in SHORTCUTS:
             action = QAction(label, self)
