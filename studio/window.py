@@ -111,6 +111,8 @@ class MainWindow(QMainWindow):
         controller.sig_ready.connect(lambda: self.statusBar().showMessage("Tool runtime ready", 5000))
         self.viewport_panel.sig_send_to_agent.connect(self.agent.attach)
         self.agent.sig_finished.connect(self.tasks.show_summary)
+        self.agent.sig_finished.connect(lambda _summary: self.episodes.refresh())  # the new episode
+        self.docks["Episodes"].visibilityChanged.connect(lambda shown: shown and self.episodes.refresh())
         self.agent.sig_finished.connect(self.viewport_panel.viewport.reframe_on_next_scene)
         self.statusBar().showMessage("Starting the tool runtime (Blender + CadQuery)...")
         self.restore_layout()
