@@ -93,8 +93,14 @@ def build(co: np.ndarray, tris: np.ndarray) -> tuple[bytes, dict]:
     partner = gstart[rep] + offs
     a_f, b_f = corner_f[by_v[rep]], corner_f[by_v[partner]]
     keep = np.einsum("ij,ij->i", fn[a_f], fn[b_f]) >= CREASE_COS
-    acc = np.column_stack([np.bincount(rep[keep], cross[b_f[keep], k], minlength=len(by_v))
-                           for k in range(3)])  # cross = normal * 2 * area
+    # weighted by the corner's angle: a quad split in two triangles counts once, not twice
+    e1, e2 = np.roll(p, -1, axis=1) - p, np.roll(p, 1, axis=1) - p
+    cosang = np.einsum("ijk,ijk->ij", e1, e2) / np.maximum(
+        np.linalg.norm(e1, axis=2) * np.linalg.norm(e2, axis=2), 1e-30)
+    angle = np.arccos(np.clip(cosang, -1.0, 1.0)).reshape(-1)
+    b_c = by_v[partner][keep]
+    acc = np.column_stack([np.bincount(rep[keep], fn[b_f[keep], k] * angle[b_c], minlength=len(by_v))
+                           for k in range(3)])
     normals = np.empty_like(acc)
     normals[by_v] = acc
     normals /= np.maximum(np.linalg.norm(normals, axis=1), 1e-30)[:, None]
