@@ -23,26 +23,46 @@ CREASE_COS = float(np.cos(np.radians(30.0)))
 DEFAULT_COLOR = "#B4B4B4"
 
 
-def _arrays(ob) -> tuple[np.ndarray, np.ndarray]:
-    """Vertex positions (local, float32) and triangle vertex indices of the evaluated mesh."""
-    dg = bpy.context.evaluated_depsgraph_get()
-    ev = ob.evaluated_get(dg)
-    me = ev.to_mesh()
-    try:
-        me.calc_loop_triangles()
-        co = np.empty(len(me.vertices) * 3, np.float32)
-        me.vertices.foreach_get("co", co)
-        tris = np.empty(len(me.loop_triangles) * 3, np.int32)
-        me.loop_triangles.foreach_get("vertices", tris)
-    finally:
-        ev.to_mesh_clear()
+def _mesh_arrays(me) -> tuple[np.ndarray, np.ndarray]:
+    me.calc_loop_triangles()
+    co = np.empty(len(me.vertices) * 3, np.float32)
+    me.vertices.foreach_get("co", co)
+    tris = np.empty(len(me.loop_triangles) * 3, np.int32)
+    me.loop_triangles.foreach_get("vertices", tris)
     return co.reshape(-1, 3), tris.reshape(-1, 3)
 
 
-def geometry_key(co: np.ndarray, tris: np.ndarray) -> str:
+def _arrays(ob) -> tuple[np.ndarray, np.ndarray]:
+    """Vertex positions (local, float32) and triangle vertex indices of the evaluated mesh."""
+    if not ob.modifiers:  # the mesh as stored: no evaluated copy needed
+        return _mesh_arrays(ob.data)
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    me = ev.to_mesh()
+    try:
+        return _mesh_arrays(me)
+    finally:
+        ev.to_mesh_clear()
+
+
+def _quick_key(ob) -> str | None:
+    """The geometry key without triangulating: positions and face corners of the stored mesh
+    (None when modifiers make the evaluated mesh differ)."""
+    if ob.modifiers:
+        return None
+    me = ob.data
+    co = np.empty(len(me.vertices) * 3, np.float32)
+    me.vertices.foreach_get("co", co)
+    corners = np.empty(len(me.loops), np.int32)
+    me.loops.foreach_get("vertex_index", corners)
+    sizes = np.empty(len(me.polygons), np.int32)
+    me.polygons.foreach_get("loop_total", sizes)
+    return geometry_key(co, np.concatenate([corners, sizes]))
+
+
+def geometry_key(co: np.ndarray, topology: np.ndarray) -> str:
     h = hashlib.blake2b(digest_size=12)
     h.update(co.tobytes())
-    h.update(tris.tobytes())
+    h.update(topology.tobytes())
     return h.hexdigest()
 
 
@@ -128,13 +148,18 @@ def mesh_buffers(known: dict) -> tuple[dict, list[bytes]]:
     for ob in user_objects():
         if ob.type != "MESH" or ob.hide_render:
             continue
-        co, tris = _arrays(ob)
-        key = geometry_key(co, tris)
+        key = _quick_key(ob)
+        co = tris = None
+        if key is None:
+            co, tris = _arrays(ob)
+            key = geometry_key(co, tris)
         mat = material_of(ob)
         entry = {"name": ob.name, "key": key, "color": mat["color"] if mat else DEFAULT_COLOR,
                  "matrix": [float(v) for row in ob.matrix_world for v in row],
                  "location": [float(v) for v in ob.location], "blob": None}
         if known.get(ob.name) != key:
+            if co is None:
+                co, tris = _arrays(ob)
             blob, counts = build(co, tris)
             entry.update(counts, blob=len(blobs))
             blobs.append(blob)

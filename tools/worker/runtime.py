@@ -58,7 +58,10 @@ class WorkerRuntime:
                 return self._ok(self.state.switch(request.get("park"), request.get("take"),
                                                   bool(request.get("fork"))))
             if op == "meshes":  # the studio's live viewport (not a tool: agents never see it)
-                output, blobs = meshes.mesh_buffers(dict(request.get("known") or {}))
+                try:
+                    output, blobs = meshes.mesh_buffers(dict(request.get("known") or {}))
+                except Exception as e:  # reading never changes the scene: report, keep serving
+                    raise ToolError(ErrorKind.KERNEL, f"meshes failed: {_short(e)}") from None
                 return self._ok(output, blobs)
             if op == "hash":
                 return self._ok({})
