@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -102,6 +103,7 @@ class MainWindow(QMainWindow):
         self.docks["Tool palette"].raise_()
         self.docks["Episodes"].raise_()
         self._default_sizes()
+        self._keep_dock_sizes()
         self._menus()
         self.busy = QLabel("")
         self.statusBar().addPermanentWidget(self.busy)
@@ -121,6 +123,13 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.docks["Outliner"], self.docks["Agent"]], [330, 430], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["Episodes"], self.docks["Agent"], self.docks["Task"], self.docks["Outliner"]],
                          [190, 600, 330, 260], Qt.Orientation.Vertical)
+
+    def _keep_dock_sizes(self) -> None:
+        """Labels that show messages wrap instead of widening their dock (a long status
+        line used to push the agent column to thousands of pixels)."""
+        for label in (self.agent.status, self.agent.attach_label, self.tasks.reward, self.tasks.steps):
+            label.setWordWrap(True)
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
