@@ -186,3 +186,33 @@ def test_live_viewport_select_gizmo_shortcuts(xvfb_display, tmp_path):  # noqa: 
     assert out["esc_drag_calls"] == 0 and out["esc_keeps_selection"] == "Box"
     assert set(out["shortcuts"]) == set(out["listed"]) and all(out["shortcuts"].values()), out["shortcuts"]
     assert out["help_lists_all"] is True
+
+
+FALLBACK_CHILD = r"""
+import json, sys, time
+sys.modules["moderngl"] = None  # no usable OpenGL binding: the live view cannot start
+from PySide6.QtWidgets import QApplication
+from studio.app import StudioOptions, build
+app = QApplication(sys.argv[:1])
+w, c = build(StudioOptions(data_dir=sys.argv[1], settings_file=sys.argv[1] + "/s.ini", exit_when_done=True))
+w.show()
+panel = w.viewport_panel
+end = time.monotonic() + 120  # waiting on the worker, not timing the code under test
+while time.monotonic() < end and not (c.ready and panel.viewport.frames > 0):
+    app.processEvents()
+    time.sleep(0.01)
+print(json.dumps({"worker_view": panel.stack.currentWidget() is panel.viewport, "failed": panel.live.failed,
+                  "frames": panel.viewport.frames, "png": len(panel.capture_png())}), flush=True)
+w.close()
+"""
+
+
+def test_without_opengl_the_worker_rendered_view_takes_over(xvfb_display, tmp_path):  # noqa: F811
+    env = {**os.environ, "DISPLAY": xvfb_display, "QT_QPA_PLATFORM": "xcb"}
+    proc = subprocess.run([sys.executable, "-c", FALLBACK_CHILD, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).parent.parent)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert lines, proc.stderr[-3000:]
+    out = json.loads(lines[-1])
+    assert out["worker_view"] is True and "moderngl" in out["failed"]
+    assert out["frames"] >= 1 and out["png"] > 1000

@@ -47,6 +47,7 @@ def gl_format() -> QSurfaceFormat:
 class LiveView(QOpenGLWindow):
     sig_frame = Signal()  # a frame was drawn
     sig_status = Signal(str)  # grid spacing and view, for the panel's label
+    sig_failed = Signal(str)  # no usable OpenGL 3.3 here: the panel falls back to worker frames
     sig_key = Signal(object)  # QKeySequence of a key pressed here (a native window: the
     # widgets' shortcut map never sees it, so the panel matches it to the window's actions)
 
@@ -129,6 +130,7 @@ class LiveView(QOpenGLWindow):
         except Exception as exc:  # no usable OpenGL 3.3: the panel falls back to worker renders
             log.warning("live viewport unavailable: %s", exc)
             self.failed = str(exc)
+            QTimer.singleShot(0, lambda: self.sig_failed.emit(self.failed))
 
     def view_math(self) -> ViewMath:
         r = self.devicePixelRatio()

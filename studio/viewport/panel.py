@@ -69,6 +69,7 @@ class ViewportPanel(QWidget):
             self.stack.addWidget(self.live_widget)
             self.live.sig_status.connect(self._status)
             self.live.sig_frame.connect(self._check_live)
+            self.live.sig_failed.connect(self._check_live)
             self.live.sig_key.connect(self._key_from_live)
         self.mode = QComboBox()
         self.mode.addItems(MODES)
@@ -140,9 +141,10 @@ class ViewportPanel(QWidget):
             self.stack.setCurrentWidget(self.viewport)
             self.viewport.set_mode(mode)
 
-    def _check_live(self) -> None:
-        if self.live is not None and self.live.failed is not None and self.live_active:
+    def _check_live(self, *_: object) -> None:
+        if self.live is not None and self.live.failed is not None and self.stack.currentWidget() is not self.viewport:
             self.set_mode(self.mode.currentText())
+            self.viewport.request()
 
     def _key_from_live(self, seq: QKeySequence) -> None:
         """A key pressed in the live view triggers the window's action with that shortcut."""
