@@ -89,7 +89,7 @@ QTest.mouseClick(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
 settle()
 vm = live.view_math()
 origin, length, _ = live.gizmo(vm)
-grab = origin + np.array([length * 0.6, 0, 0])
+grab = origin + np.array([length * 0.4, 0, 0])  # clear of the rings (radius 0.62)
 a, b = vm.to_screen(origin), vm.to_screen(origin + [1.0, 0, 0])
 axis_px = (b - a) / np.linalg.norm(b - a)
 start = at(grab)
@@ -125,6 +125,29 @@ QTest.mouseRelease(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifi
 settle()
 out["esc_drag_calls"] = len(calls) - n_calls
 out["esc_keeps_selection"] = c.scene.selected
+
+# rotate ring about Z, Ctrl held: one transform with a rotation snapped to 15°, one undo step
+from studio.viewport.gl import RING_RADIUS
+vm = live.view_math()
+origin, length, _ = live.gizmo(vm)
+def ring(deg):
+    u = math.radians(deg)
+    return at(origin + RING_RADIUS * length * np.array([-math.sin(u), math.cos(u), 0.0]))
+n_calls, undo_before = len(calls), c.undo_stack.index()  # (the undone move is dropped on push)
+ctrl = Qt.KeyboardModifier.ControlModifier
+QTest.mousePress(live, Qt.MouseButton.LeftButton, ctrl, ring(30))
+out["ring_grabbed"] = live.drag_axis
+for deg in range(35, 95, 5):
+    QTest.mouseMove(live, ring(deg))
+QTest.mouseRelease(live, Qt.MouseButton.LeftButton, ctrl, ring(90))
+wait(lambda: len(calls) > n_calls)
+settle()
+out["rotate_calls"] = calls[n_calls:]
+out["rotate_undo_steps"] = c.undo_stack.index() - undo_before
+out["box_rotation"] = c.scene.get("Box")["rotation_deg"]
+c.undo_stack.undo()
+wait(lambda: abs(c.scene.get("Box")["rotation_deg"][2]) < 1e-6)
+settle()
 
 # every listed shortcut
 done = {}
@@ -186,6 +209,13 @@ def test_live_viewport_select_gizmo_shortcuts(xvfb_display, tmp_path):  # noqa: 
     assert out["esc_drag_calls"] == 0 and out["esc_keeps_selection"] == "Box"
     assert set(out["shortcuts"]) == set(out["listed"]) and all(out["shortcuts"].values()), out["shortcuts"]
     assert out["help_lists_all"] is True
+    assert out["ring_grabbed"] == 5  # handles 3-5: the rotate rings about x, y, z
+    [(tool, args, origin, ok)] = out["rotate_calls"]
+    assert (tool, origin, ok) == ("transform", "human", True)
+    assert {k for k, v in args.items() if v is not None} == {"name", "rotation_deg"}
+    x, y, z = args["rotation_deg"]
+    assert abs(x) < 1e-6 and abs(y) < 1e-6 and 15 <= z <= 120 and z % 15 == 0, args
+    assert out["rotate_undo_steps"] == 1 and abs(out["box_rotation"][2] - z) < 1e-3
 
 
 FALLBACK_CHILD = r"""

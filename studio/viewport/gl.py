@@ -46,7 +46,8 @@ void main() { frag = vec4(id, 1.0); }
 """
 SELECT = (1.0, 0.55, 0.1)
 AXIS_COLORS = ((0.9, 0.25, 0.25), (0.35, 0.8, 0.3), (0.3, 0.5, 0.95))
-GIZMO_ID = 1 << 20  # gizmo axis k has id GIZMO_ID + k
+GIZMO_ID = 1 << 20  # gizmo handle h has id GIZMO_ID + h: 0-2 move arrows, 3-5 rotate rings
+RING_RADIUS = 0.62  # of the arrow length
 
 
 @dataclass
@@ -97,6 +98,22 @@ def arrow_mesh(segments: int = 12) -> tuple[np.ndarray, np.ndarray]:
     return pos.astype("f4"), np.array(tris, "u4")
 
 
+def ring_mesh(segments: int = 64, sides: int = 6, tube: float = 0.016) -> tuple[np.ndarray, np.ndarray]:
+    """A thin ring around +X (in the YZ plane), radius RING_RADIUS, as positions and triangles."""
+    u = np.linspace(0, 2 * np.pi, segments, endpoint=False)
+    v = np.linspace(0, 2 * np.pi, sides, endpoint=False)
+    uu, vv = np.meshgrid(u, v, indexing="ij")
+    r = RING_RADIUS + tube * np.cos(vv)
+    pos = np.stack([tube * np.sin(vv), r * np.cos(uu), r * np.sin(uu)], -1).reshape(-1, 3)
+    tris = []
+    for i in range(segments):
+        for j in range(sides):
+            a, b = i * sides + j, ((i + 1) % segments) * sides + j
+            c, d = ((i + 1) % segments) * sides + (j + 1) % sides, i * sides + (j + 1) % sides
+            tris += [[a, b, c], [a, c, d]]
+    return pos.astype("f4"), np.array(tris, "u4")
+
+
 def gizmo_axis_matrix(axis: int, origin, length: float) -> np.ndarray:
     """Model matrix taking the +X arrow onto world axis `axis` at `origin`, `length` long."""
     rot = np.identity(4)
@@ -129,6 +146,12 @@ class SceneRenderer:
         vb, nb, ib = self._arrow_buffers
         self.arrow = ctx.vertex_array(self.mesh_prog, [(vb, "3f", "p"), (nb, "3f", "n")], ib)
         self.arrow_id = ctx.vertex_array(self.id_prog, [(vb, "3f", "p")], ib)
+        rpos, rtris = ring_mesh()
+        self._ring_buffers = [ctx.buffer(rpos.tobytes()), ctx.buffer(np.zeros_like(rpos).tobytes()),
+                              ctx.buffer(rtris.tobytes())]
+        rv, rn, ri = self._ring_buffers
+        self.ring = ctx.vertex_array(self.mesh_prog, [(rv, "3f", "p"), (rn, "3f", "n")], ri)
+        self.ring_id = ctx.vertex_array(self.id_prog, [(rv, "3f", "p")], ri)
         self._lines_buf: moderngl.Buffer | None = None
         self._pick_fbo: moderngl.Framebuffer | None = None
         self.triangles = 0
@@ -243,12 +266,13 @@ class SceneRenderer:
         self.ctx.disable(moderngl.DEPTH_TEST)  # the handles stay grabbable behind parts
         self.mesh_prog["unlit"].value = 1.0
         self.mesh_prog["tint"].value = 0.0
-        for k in range(3):
+        for handle in range(6):
+            k = handle % 3
             m = gizmo_axis_matrix(k, origin, length)
             self.mesh_prog["mvp"].write(_gl(vm.view_proj @ m))
             self.mesh_prog["model"].write(_gl(m))
-            self.mesh_prog["color"].value = (1.0, 0.9, 0.3) if active == k else AXIS_COLORS[k]
-            self.arrow.render(moderngl.TRIANGLES)
+            self.mesh_prog["color"].value = (1.0, 0.9, 0.3) if active == handle else AXIS_COLORS[k]
+            (self.arrow if handle < 3 else self.ring).render(moderngl.TRIANGLES)
         self.ctx.enable(moderngl.DEPTH_TEST)
 
     def grid_lines(self, vm: ViewMath) -> tuple[np.ndarray, float]:
@@ -316,10 +340,10 @@ class SceneRenderer:
             m.id_vao.render(moderngl.TRIANGLES)
         if gizmo is not None:
             ctx.disable(moderngl.DEPTH_TEST)  # handles win over anything behind them
-            for k in range(3):
-                self.id_prog["mvp"].write(_gl(vm.view_proj @ gizmo_axis_matrix(k, gizmo[0], gizmo[1])))
-                self.id_prog["id"].value = _id_color(GIZMO_ID + k)
-                self.arrow_id.render(moderngl.TRIANGLES)
+            for handle in range(6):
+                self.id_prog["mvp"].write(_gl(vm.view_proj @ gizmo_axis_matrix(handle % 3, gizmo[0], gizmo[1])))
+                self.id_prog["id"].value = _id_color(GIZMO_ID + handle)
+                (self.arrow_id if handle < 3 else self.ring_id).render(moderngl.TRIANGLES)
         raw = fbo.read(viewport=(x, vm.height - 1 - y, 1, 1), components=4)
         fbo.scissor = None
         previous.use()

@@ -10,6 +10,7 @@ object and on release sends ONE `transform` call (one undo step, a human step).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import time
@@ -25,6 +26,28 @@ from studio.viewport.camera import VIEWS, ViewMath
 log = logging.getLogger(__name__)
 CLICK_SLOP_PX = 4
 GIZMO_PX = 90  # arrow length on screen
+
+
+def axis_rotation(axis: int, degrees: float) -> np.ndarray:
+    c, s = math.cos(math.radians(degrees)), math.sin(math.radians(degrees))
+    i, j = [(1, 2), (2, 0), (0, 1)][axis]
+    r = np.identity(3)
+    r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
+    return r
+
+
+def euler_matrix(deg) -> np.ndarray:
+    """Blender's XYZ Euler (degrees) as a matrix: Rz @ Ry @ Rx."""
+    return axis_rotation(2, deg[2]) @ axis_rotation(1, deg[1]) @ axis_rotation(0, deg[0])
+
+
+def matrix_euler(r: np.ndarray) -> list[float]:
+    y = math.asin(max(-1.0, min(1.0, -r[2, 0])))
+    if abs(r[2, 0]) < 0.999999:
+        x, z = math.atan2(r[2, 1], r[2, 2]), math.atan2(r[1, 0], r[0, 0])
+    else:  # gimbal lock: put it all in x
+        x, z = math.atan2(-r[1, 2], r[1, 1]), 0.0
+    return [math.degrees(x), math.degrees(y), math.degrees(z)]
 
 
 def guard_llvm(renderer: str) -> None:
@@ -69,7 +92,8 @@ class LiveView(QOpenGLWindow):
         self._button = Qt.MouseButton.NoButton
         self._moved = False
         self.drag_axis: int | None = None
-        self.drag_offset = 0.0  # world units along the dragged axis
+        self.drag_offset = 0.0  # world units along the dragged axis, or degrees about it
+        self._drag_base = np.identity(4)  # the selection's model matrix when the drag began
         self._snap = False
         self.changed_at: float | None = None  # when the scene last changed (for the benchmark)
         self.scene_to_frame_s: float | None = None
@@ -189,8 +213,7 @@ class LiveView(QOpenGLWindow):
 
     def axis_offset(self, vm: ViewMath, start: QPointF, now: QPointF) -> float:
         """World distance along the dragged axis for a pointer move from `start` to `now`."""
-        m = self.selected_mesh()
-        origin = m.model[:3, 3] - self._axis_vec() * self.drag_offset
+        origin = self._drag_base[:3, 3]
         a, b = vm.to_screen(origin), vm.to_screen(origin + self._axis_vec())
         axis_px = b - a
         r = self.devicePixelRatio()
@@ -203,14 +226,33 @@ class LiveView(QOpenGLWindow):
             t = round(t / step) * step
         return t
 
+    def ring_angle(self, vm: ViewMath, start: QPointF, now: QPointF) -> float:
+        """Degrees about the dragged ring's axis for a pointer move from `start` to `now`:
+        the angle swept around the object's origin on screen, signed by which way the axis
+        faces the camera; Ctrl snaps to 15°."""
+        origin = self._drag_base[:3, 3]
+        o = vm.to_screen(origin)
+        r = self.devicePixelRatio()
+        a0 = math.atan2(start.y() * r - o[1], start.x() * r - o[0])
+        a1 = math.atan2(now.y() * r - o[1], now.x() * r - o[0])
+        sweep = -math.degrees(math.remainder(a1 - a0, 2 * math.pi))  # screen y points down
+        facing = float(self._axis_vec() @ (vm.eye - origin)) >= 0
+        angle = sweep if facing else -sweep
+        return round(angle / 15.0) * 15.0 if self._snap else angle
+
     def _axis_vec(self) -> np.ndarray:
         v = np.zeros(3)
-        v[self.drag_axis or 0] = 1.0
+        v[(self.drag_axis or 0) % 3] = 1.0
         return v
 
     def _apply_drag(self, t: float) -> None:
         m = self.selected_mesh()
-        m.model[:3, 3] += self._axis_vec() * (t - self.drag_offset)
+        model = self._drag_base.copy()
+        if self.drag_axis < 3:
+            model[:3, 3] += self._axis_vec() * t
+        else:
+            model[:3, :3] = axis_rotation(self.drag_axis % 3, t) @ model[:3, :3]
+        m.model = model
         self.drag_offset = t
 
     def cancel_drag(self) -> bool:
@@ -228,11 +270,18 @@ class LiveView(QOpenGLWindow):
         if m is None or abs(t) < 1e-12:
             self.update()
             return
-        location = [float(v) for v in m.location]
-        location[axis] = round(location[axis] + t, 6)
-        m.location = location
+        if axis >= 3:  # a rotation about the world axis, composed with the object's own
+            obj = self.controller.scene.get(name) or {}
+            old = euler_matrix(obj.get("rotation_deg", [0.0, 0.0, 0.0]))
+            args = {"name": name, "rotation_deg": [round(a, 4) + 0.0 for a in
+                                                   matrix_euler(axis_rotation(axis % 3, t) @ old)]}
+        else:
+            location = [float(v) for v in m.location]
+            location[axis] = round(location[axis] + t, 6)
+            m.location = location
+            args = {"name": name, "location": location}
         try:
-            self.controller.manual_call("transform", {"name": name, "location": location})
+            self.controller.manual_call("transform", args)
         except Exception as exc:
             self.controller.sig_error.emit(f"move: {exc}")
         self.update()
@@ -265,8 +314,9 @@ class LiveView(QOpenGLWindow):
         self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
         if event.button() == Qt.MouseButton.LeftButton:
             hit = self.pick(event.position())
-            if isinstance(hit, int):
+            if isinstance(hit, int) and self.selected_mesh() is not None:
                 self.drag_axis, self.drag_offset = hit, 0.0
+                self._drag_base = self.selected_mesh().model.copy()
                 self.update()
 
     def mouseMoveEvent(self, event) -> None:
@@ -280,7 +330,9 @@ class LiveView(QOpenGLWindow):
             self._moved = True
         self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
         if self.drag_axis is not None:
-            self._apply_drag(self.axis_offset(self.view_math(), self._press, pos))
+            vm = self.view_math()
+            self._apply_drag(self.axis_offset(vm, self._press, pos) if self.drag_axis < 3
+                             else self.ring_angle(vm, self._press, pos))
         else:
             delta = pos - self._last
             pan = (self._button == Qt.MouseButton.MiddleButton
@@ -290,7 +342,11 @@ class LiveView(QOpenGLWindow):
         self.update()
 
     def mouseReleaseEvent(self, event) -> None:
-        if self.drag_axis is not None:
+        if self.drag_axis is not None:  # the release decides: its position, Ctrl held or not
+            self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
+            vm, pos = self.view_math(), event.position()
+            self._apply_drag(self.axis_offset(vm, self._press, pos) if self.drag_axis < 3
+                             else self.ring_angle(vm, self._press, pos))
             self._press = None
             self._finish_drag()
             return
