@@ -34,6 +34,7 @@ class StudioOptions:
     size: tuple[int, int] = (1600, 1000)
     hand: Path | None = None  # JSONL of calls made by hand (as the person's) before the agent runs
     goal: str | None = None  # the agent's free-form goal (continues the scene as it is)
+    select: str | None = None  # select this object after the run (`auto`: the first CAD part)
 
 
 def settings_for(options: StudioOptions) -> QSettings:
@@ -120,10 +121,12 @@ class ScriptedRun:
     def _finished(self, summary: dict) -> None:
         self.summary = summary
         self.exit_code = 2 if summary.get("status") == "fatal" else 0
-        viewport = self.window.viewport_panel.viewport
+        viewport = self.window.viewport_panel  # .settled: framed, and the last change drawn
         self.window.episodes.refresh()
         if summary.get("episode_id"):
             self.window.episodes.select_episode(summary["episode_id"])
+        if self.options.select:
+            self._select(self.options.select)
         # wait until the final scene is framed and its frame is on screen, then shoot
         deadline = time.monotonic() + 30
 
@@ -135,6 +138,13 @@ class ScriptedRun:
 
         QTimer.singleShot(100, check)
 
+    def _select(self, name: str) -> None:
+        scene = self.window.controller.scene
+        if name == "auto":
+            cad = [o["name"] for o in scene.objects if o.get("source") == "cad"]
+            name = (cad or scene.names() or [""])[0]
+        scene.select(name)
+
     def _shoot(self) -> None:
         out = dict(self.summary or {})
         for hook in self.after_last_frame:
@@ -142,7 +152,11 @@ class ScriptedRun:
         if self.options.screenshot:
             path = Path(self.options.screenshot)
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.window.grab().save(str(path), "PNG")
+            from studio.viewport.capture import capture
+
+            # from the screen on a display: the live viewport is a native GL window that
+            # QWidget.grab does not paint
+            capture(self.window).save(str(path), "PNG")
             out["screenshot"] = str(path)
         out["data_dir"] = str(self.window.controller.store().data_dir)
         print(json.dumps(out, default=str), flush=True)

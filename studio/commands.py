@@ -10,19 +10,39 @@ from pathlib import Path
 
 import typer
 
+DEFAULT_TASK = "composition:2:5"  # what `make run` runs without a display
+OFFSCREEN_OUT = Path("runs/studio-offscreen")
 
-def _display_note() -> None:
-    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY") \
-            and not os.environ.get("QT_QPA_PLATFORM"):
-        typer.echo("No display found: running offscreen (QT_QPA_PLATFORM=offscreen).", err=True)
-        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+
+def _no_display() -> bool:
+    return not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY") \
+        and not os.environ.get("QT_QPA_PLATFORM")
 
 
 def open_studio(**kw) -> None:
-    """Open the studio window (what `modelwright` with no command does)."""
-    from studio.app import StudioOptions, run_studio
+    """Open the studio window (what `modelwright` with no command does). With no display an
+    interactive window would be invisible and never end: like `make run`, run one session
+    offscreen (the given task, or a default one, with the oracle), save a screenshot, exit."""
+    from studio.app import StudioOptions
 
-    _display_note()
+    if _no_display():
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        if not kw.get("exit_when_done"):
+            kw.setdefault("task", None)
+            kw["task"] = kw["task"] or DEFAULT_TASK
+            kw.update(autorun=True, exit_when_done=True,
+                      screenshot=kw.get("screenshot") or OFFSCREEN_OUT / "screenshot.png",
+                      data_dir=kw.get("data_dir") or str(OFFSCREEN_OUT / "data"))
+            if kw.get("policy") in (None, "none"):
+                kw["policy"] = "oracle"
+            Path(kw["screenshot"]).parent.mkdir(parents=True, exist_ok=True)
+            typer.echo(f"No display found: running task {kw['task']} offscreen with the {kw.get('policy', 'oracle')} "
+                       f"policy, then exiting (screenshot: {kw['screenshot']}). For the window, run on a desktop, "
+                       "over `ssh -X`, or under a virtual display: `xvfb-run -a modelwright`.", err=True)
+        else:
+            typer.echo("No display found: running offscreen (QT_QPA_PLATFORM=offscreen).", err=True)
+    from studio.app import run_studio
+
     raise typer.Exit(run_studio(StudioOptions(**kw)))
 
 
@@ -40,6 +60,7 @@ def register(app: typer.Typer) -> None:
         hand: Path = typer.Option(None, "--hand", exists=True, dir_okay=False,
                                   help="JSONL of calls made by hand first ({tool, args} a line)."),
         goal: str = typer.Option(None, "--goal", help="A free-form goal for --autorun (no task)."),
+        select: str = typer.Option(None, "--select", help="After the run, select this object (auto: the first CAD part)."),
     ) -> None:
         """Open Modelwright Studio; with --task/--autorun it runs an episode in the window."""
         if hand and task:
@@ -54,4 +75,4 @@ def register(app: typer.Typer) -> None:
         open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot, hand=hand, goal=goal,
                     exit_when_done=exit_when_done, theme=theme,
                     data_dir=str(data_dir) if data_dir else None,
-                    settings_file=str(settings_file) if settings_file else None)
+                    settings_file=str(settings_file) if settings_file else None, select=select)

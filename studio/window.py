@@ -17,7 +17,9 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMessageBox,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -101,6 +103,7 @@ class MainWindow(QMainWindow):
         self.docks["Tool palette"].raise_()
         self.docks["Episodes"].raise_()
         self._default_sizes()
+        self._keep_dock_sizes()
         self._menus()
         self.busy = QLabel("")
         self.statusBar().addPermanentWidget(self.busy)
@@ -110,6 +113,8 @@ class MainWindow(QMainWindow):
         controller.sig_ready.connect(lambda: self.statusBar().showMessage("Tool runtime ready", 5000))
         self.viewport_panel.sig_send_to_agent.connect(self.agent.attach)
         self.agent.sig_finished.connect(self.tasks.show_summary)
+        self.agent.sig_finished.connect(lambda _summary: self.episodes.refresh())  # the new episode
+        self.docks["Episodes"].visibilityChanged.connect(lambda shown: shown and self.episodes.refresh())
         self.agent.sig_finished.connect(self.viewport_panel.viewport.reframe_on_next_scene)
         self.statusBar().showMessage("Starting the tool runtime (Blender + CadQuery)...")
         self.restore_layout()
@@ -118,6 +123,13 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.docks["Outliner"], self.docks["Agent"]], [330, 430], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["Episodes"], self.docks["Agent"], self.docks["Task"], self.docks["Outliner"]],
                          [190, 600, 330, 260], Qt.Orientation.Vertical)
+
+    def _keep_dock_sizes(self) -> None:
+        """Labels that show messages wrap instead of widening their dock (a long status
+        line used to push the agent column to thousands of pixels)."""
+        for label in (self.agent.status, self.agent.attach_label, self.tasks.reward, self.tasks.steps):
+            label.setWordWrap(True)
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
@@ -160,6 +172,30 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         for dock in self.docks.values():
             view.addAction(dock.toggleViewAction())
+        viewport = self.menuBar().addMenu("View&port")
+        for action in self.viewport_panel.actions_by_key.values():
+            viewport.addAction(action)
+        help_ = self.menuBar().addMenu("&Help")
+        keys = QAction("Keyboard shortcuts", self)
+        keys.setShortcut(QKeySequence("F1"))
+        keys.triggered.connect(self.show_shortcuts)
+        help_.addAction(keys)
+
+    def shortcuts_text(self) -> str:
+        from studio.viewport.panel import MOUSE_HELP, SHORTCUTS
+
+        rows = [(label, keys) for label, keys, _ in SHORTCUTS]
+        rows += [("New scene", "Ctrl+N"), ("Undo", "Ctrl+Z"), ("Redo", "Ctrl+Shift+Z"), ("Quit", "Ctrl+Q"),
+                 ("This list", "F1")]
+        lines = "".join(f"<tr><td><b>{k}</b></td><td>&nbsp;&nbsp;{label}</td></tr>" for label, k in rows)
+        return f"<table>{lines}</table><p>{MOUSE_HELP}</p>"
+
+    def show_shortcuts(self) -> None:
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", self.shortcuts_text(),
+                          QMessageBox.StandardButton.Close, self)
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.open()
+        self.shortcuts_box = box
 
     def set_theme(self, name: str) -> None:
         applied = apply_theme(QApplication.instance(), name)

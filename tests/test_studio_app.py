@@ -132,7 +132,8 @@ def test_palette_refuses_bad_values_before_sending(fresh, qtbot):
     assert not p.send() and "color" in p.error.text()
     qapp_process(qtbot)
     assert seen == []  # nothing reached the runtime
-    result = send(qtbot, w, "add_primitive", kind="cube", name="A", dimensions="1, 1, 1")
+    # the form keeps what was typed per tool: the out-of-range location is still there
+    result = send(qtbot, w, "add_primitive", kind="cube", name="A", dimensions="1, 1, 1", location="0, 0, 0")
     assert result.ok and p.error.text() == ""
 
 

@@ -1,5 +1,6 @@
-"""The studio's real window on an X server (Xvfb): run a task, then capture the viewport
-from the screen with `mss` and check it is what the viewport shows (not blank, same size)."""
+"""The studio's real window on an X server (Xvfb): run a task, then capture the live GPU
+viewport from the screen with `mss` and check it is what the viewport draws (not blank, same
+size as its own framebuffer)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ def pixels(image):
     return np.frombuffer(bytes(image.constBits()), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)[:, :image.width(), :3]
 
 def compare(run):
-    viewport = run.window.viewport_panel.viewport
-    screen = screen_capture(viewport)
-    shown = viewport.grab().toImage()
+    panel = run.window.viewport_panel
+    screen = screen_capture(panel.live_widget)
+    shown = panel.live.grabFramebuffer()
     screen.save(sys.argv[3])
     a, b = pixels(screen).astype(int), pixels(shown).astype(int)
     same_size = a.shape == b.shape
@@ -38,7 +39,8 @@ def compare(run):
             "widget_size": [shown.width(), shown.height()],
             "screen_colours": int(len(np.unique(a.reshape(-1, 3), axis=0))),
             "mean_abs_diff": float(np.abs(a - b).mean()) if same_size else None,
-            "frames": viewport.frames}
+            "frames": panel.live.frames, "live": panel.live_active,
+            "triangles": panel.live.renderer.triangles}
 
 app = QApplication(sys.argv[:1])
 options = StudioOptions(task=sys.argv[1], autorun=True, exit_when_done=True, data_dir=sys.argv[2],
@@ -85,3 +87,4 @@ def test_real_window_viewport_capture_matches_what_it_shows(xvfb_display, tmp_pa
     assert out["screen_colours"] > 50  # a rendered scene, not a blank or single-colour capture
     assert out["mean_abs_diff"] < 8.0, out  # the screen shows what the viewport paints
     assert shot.is_file() and out["frames"] >= 1
+    assert out["live"] is True and out["triangles"] > 0

@@ -183,6 +183,18 @@ class ToolSession:
             args["views"] = views
         return self.call("render", args)
 
+    def meshes(self, known: dict[str, str] | None = None) -> tuple[dict, list[bytes]]:
+        """The visible meshes as viewport buffers (`tools.worker.meshes`); geometry whose key
+        is in `known` (name -> key) is not sent again."""
+        with self._lock:
+            reply, blobs, err = self._send({"op": "meshes", "known": dict(known or {})},
+                                           self.deadline_s, "meshes")
+        if err is not None:
+            raise err
+        if not reply.get("ok"):
+            raise ToolError.from_dict(reply["error"])
+        return reply["output"], blobs
+
     def scene_hash(self) -> str:
         with self._lock:
             reply, _, err = self._send({"op": "hash"}, self.deadline_s, "hash")

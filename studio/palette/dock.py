@@ -33,6 +33,7 @@ class PaletteDock(QWidget):
         layout.addWidget(self.error)
         layout.addWidget(self.send_button)
         self.form: ToolForm | None = None
+        self.forms: dict[str, ToolForm] = {}  # one per tool: switching tools keeps what was typed
         self.sent = 0
         self.show_tool(self.tool.currentText())
         controller.scene.selection_changed.connect(self._selected)
@@ -46,7 +47,10 @@ class PaletteDock(QWidget):
     def show_tool(self, name: str) -> None:
         spec = TOOLS[name]
         self.description.setText(spec.description + ("  ⚠ risky" if spec.risky else ""))
-        self.form = ToolForm(name, spec.schema())
+        self.scroll.takeWidget()  # keep the previous form alive (setWidget would delete it)
+        if name not in self.forms:
+            self.forms[name] = ToolForm(name, spec.schema())
+        self.form = self.forms[name]
         self.scroll.setWidget(self.form)
         self.error.setText("")
 

@@ -36,6 +36,11 @@ class ToolForm(QWidget):
             label = QLabel(name + (f" ({unit})" if unit else "") + (" *" if name in self.required else ""))
             label.setToolTip(prop.get("description", ""))
             layout.addRow(label, widget)
+            if prop.get("description"):  # hints in sight, not only in a tooltip
+                hint = QLabel(prop["description"])
+                hint.setObjectName("hint")
+                hint.setWordWrap(True)
+                layout.addRow("", hint)
 
     def _widget(self, name: str, prop: dict) -> QWidget:
         default = prop.get("default")
@@ -51,7 +56,7 @@ class ToolForm(QWidget):
             check = QCheckBox()
             check.setChecked(bool(default))
             return check
-        edit = QLineEdit()
+        edit = _text_editor(name, prop)
         if default is not None:
             edit.setText(_show(default))
         hint = prop.get("type", "json")
@@ -83,10 +88,21 @@ class ToolForm(QWidget):
             elif isinstance(widget, QCheckBox):
                 args[name] = widget.isChecked()
             else:
-                text = widget.text().strip()
+                text = widget.text().strip()  # QLineEdit, CodeEditor or ColorField
                 if text:
                     args[name] = parse(text, prop, name)
         return args
+
+
+def _text_editor(name: str, prop: dict) -> QWidget:
+    """A code editor for scripts, a colour field with a picker for #RRGGBB, else a line edit."""
+    from studio.palette.editors import CodeEditor, ColorField
+
+    if prop.get("type") == "string" and (name == "code" or prop.get("maxLength", 0) > 2000):
+        return CodeEditor()
+    if prop.get("pattern") == r"^#[0-9A-Fa-f]{6}$":
+        return ColorField()
+    return QLineEdit()
 
 
 def parse(text: str, prop: dict, name: str) -> Any:

@@ -1,8 +1,16 @@
-"""The viewport with its toolbar: view mode, frame all, screenshot, send what I see to the agent."""
+"""The viewport with its toolbar: view, frame, screenshot, send what I see to the agent.
+
+On a display with OpenGL 3.3 the live GPU viewport (`live.LiveView`) draws the scene; the
+montage (the four views the model sees) and sessions without OpenGL (offscreen) use the
+worker-rendered `widget.Viewport`. Both share one orbit camera.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+import os
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -10,13 +18,35 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSizePolicy,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from studio.viewport.capture import capture, png_bytes
+from studio.viewport.capture import capture, on_real_display, png_bytes
 from studio.viewport.widget import MODES, Viewport
+
+# (label, key sequence, what it does): the Help menu lists these
+SHORTCUTS = (
+    ("Frame selected", "F", "frame_selected"),
+    ("Frame all", "Home", "frame_all"),
+    ("Front view", "1", "view:front"),
+    ("Back view", "Ctrl+1", "view:back"),
+    ("Right view", "3", "view:right"),
+    ("Left view", "Ctrl+3", "view:left"),
+    ("Top view", "7", "view:top"),
+    ("Bottom view", "Ctrl+7", "view:bottom"),
+    ("Isometric view", "0", "view:iso"),
+    ("Delete selected", "Delete", "delete"),
+    ("Duplicate selected", "Ctrl+D", "duplicate"),
+    ("Cancel drag / deselect", "Esc", "cancel"),
+)
+MOUSE_HELP = ("click: select · drag: orbit · shift-drag: pan · wheel: zoom · "
+              "arrow: move · ring: rotate (Ctrl snaps) · F1: keys")
+
+
+def live_wanted() -> bool:
+    return on_real_display() and os.environ.get("MW_VIEWPORT", "live") != "worker"
 
 
 class ViewportPanel(QWidget):
@@ -24,12 +54,28 @@ class ViewportPanel(QWidget):
 
     def __init__(self, controller, size: int = 384, parent=None) -> None:
         super().__init__(parent)
+        self.controller = controller
         self.viewport = Viewport(controller, size=size)
+        self.live = None
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.viewport)
+        if live_wanted():
+            from studio.viewport.live import LiveView
+
+            self.live = LiveView(controller, self.viewport.camera)
+            self.live_widget = QWidget.createWindowContainer(self.live)
+            self.live_widget.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+            self.live_widget.setMinimumSize(320, 320)
+            self.stack.addWidget(self.live_widget)
+            self.live.sig_status.connect(self._status)
+            self.live.sig_frame.connect(self._check_live)
+            self.live.sig_failed.connect(self._check_live)
+            self.live.sig_key.connect(self._key_from_live)
         self.mode = QComboBox()
         self.mode.addItems(MODES)
-        self.mode.currentTextChanged.connect(self.viewport.set_mode)
+        self.mode.currentTextChanged.connect(self.set_mode)
         frame = QPushButton("Frame all")
-        frame.clicked.connect(self.viewport.frame_scene)
+        frame.clicked.connect(self.frame_all)
         self.wireframe = QCheckBox("Wireframe")
         self.wireframe.toggled.connect(self.viewport.set_wireframe)
         shot = QPushButton("Screenshot...")
@@ -38,26 +84,118 @@ class ViewportPanel(QWidget):
         send.setToolTip("Attach the viewport as you see it to the next agent run")
         send.setObjectName("accent")
         send.clicked.connect(self.send_to_agent)
-        self.hint = QLabel("drag: orbit · wheel: zoom · middle/shift-drag: pan")
+        self.hint = QLabel(MOUSE_HELP)
         self.hint.setObjectName("hint")
-        self.hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.hint.setToolTip(MOUSE_HELP)
+        self.hint.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.scale = QLabel("")
+        self.scale.setObjectName("hint")
         bar = QHBoxLayout()
         bar.addWidget(QLabel("View"))
         bar.addWidget(self.mode)
         bar.addWidget(frame)
         bar.addWidget(self.wireframe)
         bar.addStretch(1)
-        bar.addWidget(self.hint)
-        bar.addStretch(1)
         bar.addWidget(shot)
         bar.addWidget(send)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(bar)
-        layout.addWidget(self.viewport, 1)
+        layout.addWidget(self.stack, 1)
+        below = QHBoxLayout()  # under the view: the whole width for the scale and the help
+        below.addWidget(self.scale)
+        below.addWidget(self.hint, 1)
+        layout.addLayout(below)
+        self.actions_by_key: dict[str, QAction] = {}
+        for label, keys, what in SHORTCUTS:
+            action = QAction(label, self)
+            action.setShortcut(QKeySequence(keys))
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            action.triggered.connect(lambda _=False, w=what: self.do(w))
+            self.addAction(action)
+            self.actions_by_key[keys] = action
+        self.set_mode("orbit")
+
+    # -- which view draws ----------------------------------------------------------------
+    @property
+    def live_active(self) -> bool:
+        return self.live is not None and self.live.failed is None and self.stack.currentWidget() is not self.viewport
+
+    @property
+    def settled(self) -> bool:
+        """Framed, and the newest scene is what the view shows."""
+        if not self.live_active:
+            return self.viewport.settled
+        return self.viewport.settled and self.live.idle
+
+    def set_mode(self, mode: str) -> None:
+        use_live = self.live is not None and self.live.failed is None and mode != "montage"
+        self.wireframe.setVisible(not use_live)
+        if use_live:
+            self.viewport.rendering = False
+            self.stack.setCurrentWidget(self.live_widget)
+            if mode != "orbit":
+                self.live.set_view(mode)
+        else:
+            self.viewport.rendering = True
+            self.stack.setCurrentWidget(self.viewport)
+            self.viewport.set_mode(mode)
+
+    def _check_live(self, *_: object) -> None:
+        if self.live is not None and self.live.failed is not None and self.stack.currentWidget() is not self.viewport:
+            self.set_mode(self.mode.currentText())
+            self.viewport.request()
+
+    def _key_from_live(self, seq: QKeySequence) -> None:
+        """A key pressed in the live view triggers the window's action with that shortcut."""
+        for action in self.window().findChildren(QAction):
+            if action.isEnabled() and any(s.matches(seq) == QKeySequence.SequenceMatch.ExactMatch
+                                          for s in action.shortcuts()):
+                action.trigger()
+                return
+
+    def _status(self, text: str) -> None:
+        self.scale.setText(text)
+
+    # -- actions --------------------------------------------------------------------------------
+    def frame_all(self) -> None:
+        if self.live_active:
+            self.live.frame_all()
+        else:
+            self.viewport.frame_scene()
+
+    def do(self, what: str) -> None:
+        """One shortcut's action (see SHORTCUTS)."""
+        scene = self.controller.scene
+        if what.startswith("view:"):
+            self.mode.setCurrentText(what[5:])
+            return
+        if what == "frame_all":
+            self.frame_all()
+        elif what == "frame_selected":
+            if self.live_active:
+                self.live.frame_selected()
+            else:
+                self.viewport.camera.frame(_object_bounds(scene, scene.selected) or scene.bounds())
+                self.viewport.request()
+        elif what == "delete" and scene.selected:
+            self.controller.manual_call("delete", {"name": scene.selected})
+        elif what == "duplicate" and scene.selected:
+            new = _free_name(scene.names(), scene.selected)
+            self.controller.manual_call("duplicate", {"name": scene.selected, "new_name": new})
+        elif what == "cancel":
+            if not (self.live is not None and self.live.cancel_drag()):
+                scene.select(None)
 
     def capture_png(self) -> bytes:
-        return png_bytes(capture(self.viewport))
+        return png_bytes(self.capture_image())
+
+    def capture_image(self):
+        if self.live_active:
+            if on_real_display() and self.live_widget.isVisible():
+                return capture(self.live_widget)
+            return self.live.grabFramebuffer()
+        return capture(self.viewport)
 
     def send_to_agent(self) -> None:
         self.sig_send_to_agent.emit(self.capture_png())
@@ -65,4 +203,18 @@ class ViewportPanel(QWidget):
     def _screenshot(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save the viewport", "viewport.png", "PNG (*.png)")
         if path:
-            capture(self.viewport).save(path, "PNG")
+            self.capture_image().save(path, "PNG")
+
+
+def _object_bounds(scene, name: str | None):
+    obj = scene.get(name) if name else None
+    return (obj["bbox_min"], obj["bbox_max"]) if obj else None
+
+
+def _free_name(names: list[str], base: str) -> str:
+    stem = base.rsplit(".", 1)[0] if base.rsplit(".", 1)[-1].isdigit() else base
+    for i in range(1, 1000):
+        candidate = f"{stem}.{i:03d}"
+        if candidate not in names:
+            return candidate
+    return f"{stem}.copy"

@@ -39,6 +39,7 @@ class Viewport(QWidget):
         self._drag: QPoint | None = None
         self._drag_button = Qt.MouseButton.NoButton
         self._framed = False
+        self.rendering = True  # False while the live GPU viewport shows the scene instead
         self.setMinimumSize(320, 320)
         self.setMouseTracking(False)
         self.setFocusPolicy(Qt.FocusPolicy.WheelFocus)
@@ -57,7 +58,7 @@ class Viewport(QWidget):
         self.request()
 
     def request(self, draft: bool = False) -> None:
-        if not self.controller.ready:
+        if not self.controller.ready or not self.rendering:
             return
         size = self.draft_size if draft else self.size
         if self.mode == "orbit":

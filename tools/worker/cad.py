@@ -142,6 +142,7 @@ def _sync_mesh(name: str, shape: cq.Shape, keep_transform: bool) -> None:
     k = SCENE_PER_MM
     me.from_pydata([(v.x * k, v.y * k, v.z * k) for v in verts], [], [tuple(t) for t in tris])
     me.validate()
+    me.shade_smooth()  # one B-rep face's triangles share normals; face borders are split already
     ob = bpy.data.objects.get(name)
     if ob is None:
         ob = bpy.data.objects.new(name, me)

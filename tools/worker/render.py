@@ -1,5 +1,10 @@
-"""The one renderer: Workbench (headless through EGL), auto-framed cameras, a ground grid and
-axes for scale, fixed views tiled as a montage, or any user camera. Same input, same pixels."""
+"""The one renderer: Workbench (headless through EGL), auto-framed cameras, a flat ground grid
+under the scene with thin X/Y axis lines and a written grid spacing for scale, fixed views tiled
+as a montage, or any user camera. Same input, same pixels.
+
+The grid lies flat at or below the scene's lowest point, so it never pierces or stands in front
+of a part (it is hidden when the camera looks up from below it); there is no vertical axis.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +28,16 @@ DIRECTIONS = {  # from the scene centre towards the camera
 }
 BACKGROUND = (0.13, 0.14, 0.16)
 GRID = (0.36, 0.38, 0.42, 1.0)
-AXES = {"x": (0.85, 0.2, 0.2, 1.0), "y": (0.25, 0.75, 0.25, 1.0), "z": (0.25, 0.4, 0.9, 1.0)}
+AXES = {"x": (0.85, 0.2, 0.2, 1.0), "y": (0.25, 0.75, 0.25, 1.0)}
+LABEL = (200, 204, 212)
+
+
+def format_length(metres: float) -> str:
+    if metres >= 1:
+        return f"{metres:g} m"
+    if metres >= 0.01:
+        return f"{metres * 100:g} cm"
+    return f"{metres * 1000:g} mm"
 
 
 def scene_bounds() -> tuple[Vector, Vector]:
@@ -90,6 +104,36 @@ class Renderer:
                 yield
             finally:
                 self._proxy = None
+
+    def _helpers_visible(self, camera_z: float) -> None:
+        """The grid shows from above only: from below it would hide the scene."""
+        grid = bpy.data.objects.get("_mw_grid")
+        below = grid is not None and camera_z < grid.get("mw_z", 0.0)
+        for ob in bpy.data.objects:
+            if ob.get("mw_helper") and ob.type == "MESH":
+                ob.hide_render = below
+
+    def _label(self, im: Image.Image, px_per_m: float | None = None) -> Image.Image:
+        """The scale cue in the lower left corner: in a parallel view a bar one grid step
+        long, in a perspective view the grid's spacing."""
+        grid = bpy.data.objects.get("_mw_grid")
+        if grid is None:
+            return im
+        step = grid.get("mw_step", 1.0)
+        draw = ImageDraw.Draw(im)
+        y = im.height - 8
+        if px_per_m is not None:
+            bar = step * px_per_m
+            while bar > im.width * 0.4:
+                step, bar = step / 2, bar / 2
+            x1 = 6 + max(4, round(bar))
+            draw.line([(6, y), (x1, y)], fill=LABEL, width=2)
+            draw.line([(6, y - 4), (6, y + 3)], fill=LABEL)
+            draw.line([(x1, y - 4), (x1, y + 3)], fill=LABEL)
+            draw.text((x1 + 5, y - 6), format_length(step), fill=LABEL)
+        elif not grid.hide_render:
+            draw.text((5, y - 6), f"grid {format_length(step)}", fill=LABEL)
+        return im
 
     # -- internals ------------------------------------------------------------------------------------
     def _setup(self, size: int) -> None:
@@ -158,7 +202,9 @@ class Renderer:
             cam.rotation_euler = (-d).to_track_quat("-Z", "Y").to_euler()
         cam.data.clip_start = max(dist - radius * 4, dist * 1e-3, 1e-4)
         cam.data.clip_end = dist + radius * 4 + 10
-        return self._shoot(size)
+        self._helpers_visible(cam.location.z if name != "bottom" else -math.inf)
+        px_per_m = size / cam.data.ortho_scale if cam.data.type == "ORTHO" else None
+        return self._label(self._shoot(size), px_per_m)
 
     def _render_user(self, location, target, lens, size) -> Image.Image:
         lo, hi = scene_bounds()
@@ -173,8 +219,9 @@ class Renderer:
         cam.rotation_euler = d.to_track_quat("-Z", "Y" if abs(d.normalized().z) < 0.999 else "X").to_euler()
         reach = (Vector(location) - (lo + hi) / 2).length + (hi - lo).length * 2 + 10
         cam.data.clip_start, cam.data.clip_end = 1e-3 * reach, reach
+        self._helpers_visible(float(location[2]))
         with self._within_budget():
-            return self._shoot(size)
+            return self._label(self._shoot(size))
 
     def _ensure_helpers(self, lo: Vector, hi: Vector) -> None:
         """Grid and axes sized to the scene; rebuilt only when the scene's bounds change."""
@@ -197,11 +244,14 @@ class Renderer:
         t = step * 0.015
         grid = [((cx + i * step - t, cy - half, z), (cx + i * step + t, cy + half, z)) for i in range(-n, n + 1)]
         grid += [((cx - half, cy + j * step - t, z), (cx + half, cy + j * step + t, z)) for j in range(-n, n + 1)]
-        axis_len, w = step * 2, step * 0.03
         helpers = [self._slabs("_mw_grid", grid, GRID)]
-        helpers.append(self._slabs("_mw_axis_x", [((0, -w, z), (axis_len, w, z + w))], AXES["x"]))
-        helpers.append(self._slabs("_mw_axis_y", [((-w, 0, z), (w, axis_len, z + w))], AXES["y"]))
-        helpers.append(self._slabs("_mw_axis_z", [((-w, -w, z), (w, w, z + axis_len))], AXES["z"]))
+        helpers[0]["mw_step"], helpers[0]["mw_z"] = step, z
+        za = z + 1e-4 * extent  # flat on the grid, a hair above its lines; no vertical rod
+        w = t * 1.6
+        if cy - half <= 0 <= cy + half:
+            helpers.append(self._slabs("_mw_axis_x", [((cx - half, -w, za), (cx + half, w, za))], AXES["x"]))
+        if cx - half <= 0 <= cx + half:
+            helpers.append(self._slabs("_mw_axis_y", [((-w, cy - half, za), (w, cy + half, za))], AXES["y"]))
         return helpers
 
     def _slabs(self, name: str, boxes, color) -> bpy.types.Object:

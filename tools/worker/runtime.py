@@ -13,7 +13,7 @@ from collections.abc import Callable
 import bpy
 
 from tools.errors import ErrorKind, ToolError
-from tools.worker import cad, io, render, safety, scene
+from tools.worker import cad, io, meshes, render, safety, scene
 from tools.worker.state import SceneState
 
 
@@ -58,6 +58,12 @@ class WorkerRuntime:
             if op == "switch":
                 return self._ok(self.state.switch(request.get("park"), request.get("take"),
                                                   bool(request.get("fork"))))
+            if op == "meshes":  # the studio's live viewport (not a tool: agents never see it)
+                try:
+                    output, blobs = meshes.mesh_buffers(dict(request.get("known") or {}))
+                except Exception as e:  # reading never changes the scene: report, keep serving
+                    raise ToolError(ErrorKind.KERNEL, f"meshes failed: {_short(e)}") from None
+                return self._ok(output, blobs)
             if op == "hash":
                 return self._ok({})
             if op == "status":

@@ -94,6 +94,13 @@ def get_scene(a: dict | None = None, changed: set[str] | None = None) -> dict:
     return out
 
 
+def smooth_shade(me) -> None:
+    """Curved surfaces render smooth, creases sharper than 30° stay crisp (Blender's
+    "shade auto smooth"; shading flags only, the geometry and the scene hash are unchanged)."""
+    me.shade_smooth()
+    me.set_sharp_from_angle(angle=math.radians(30.0))
+
+
 def _link(ob) -> None:
     bpy.context.scene.collection.objects.link(ob)
 
@@ -152,6 +159,7 @@ def add_primitive(a) -> dict:
         bm.to_mesh(me)
     finally:
         bm.free()
+    smooth_shade(me)
     ob = bpy.data.objects.new(name, me)
     ob.location = a["location"]
     ob.rotation_euler = Euler([math.radians(x) for x in a["rotation_deg"]], "XYZ")

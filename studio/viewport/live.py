@@ -1,0 +1,388 @@
+"""The live viewport: the scene rasterised on the GPU in a native OpenGL window (moderngl).
+
+The worker sends tessellated meshes when the scene changes (only geometry the view lacks);
+orbiting, picking, hover and gizmo drags never touch the worker. Left click selects (the
+scene model's selection: the outliner and the palette follow), left-drag on empty space
+orbits, middle/shift-drag pans, wheel zooms; dragging a gizmo arrow moves the selected
+object and on release sends ONE `transform` call (one undo step, a human step).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import time
+
+import numpy as np
+from PySide6.QtCore import QKeyCombination, QPointF, Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence, QSurfaceFormat
+from PySide6.QtOpenGL import QOpenGLWindow
+
+from studio.models.orbit import OrbitCamera
+from studio.viewport.camera import VIEWS, ViewMath
+
+log = logging.getLogger(__name__)
+CLICK_SLOP_PX = 4
+GIZMO_PX = 90  # arrow length on screen
+
+
+def axis_rotation(axis: int, degrees: float) -> np.ndarray:
+    c, s = math.cos(math.radians(degrees)), math.sin(math.radians(degrees))
+    i, j = [(1, 2), (2, 0), (0, 1)][axis]
+    r = np.identity(3)
+    r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
+    return r
+
+
+def euler_matrix(deg) -> np.ndarray:
+    """Blender's XYZ Euler (degrees) as a matrix: Rz @ Ry @ Rx."""
+    return axis_rotation(2, deg[2]) @ axis_rotation(1, deg[1]) @ axis_rotation(0, deg[0])
+
+
+def matrix_euler(r: np.ndarray) -> list[float]:
+    y = math.asin(max(-1.0, min(1.0, -r[2, 0])))
+    if abs(r[2, 0]) < 0.999999:
+        x, z = math.atan2(r[2, 1], r[2, 2]), math.atan2(r[1, 0], r[0, 0])
+    else:  # gimbal lock: put it all in x
+        x, z = math.atan2(-r[1, 2], r[1, 1]), 0.0
+    return [math.degrees(x), math.degrees(y), math.degrees(z)]
+
+
+def guard_llvm(renderer: str) -> None:
+    """With Mesa's software rasteriser (llvmpipe: Xvfb, no GPU driver) its LLVM is in this
+    process, and importing triton's LLVM afterwards segfaults (seen here: torch imports triton
+    when the studio builds or runs a local model). torch runs without triton, so keep it out."""
+    if "llvmpipe" in renderer.lower() and "triton" not in sys.modules:
+        sys.modules["triton"] = None  # type: ignore[assignment]  # import triton -> ImportError
+
+
+def gl_format() -> QSurfaceFormat:
+    fmt = QSurfaceFormat()
+    fmt.setVersion(3, 3)
+    fmt.setProfile(QSurfaceFormat.OpenGLContextProfile.CoreProfile)
+    fmt.setDepthBufferSize(24)
+    fmt.setSamples(int(os.environ.get("MW_VIEWPORT_SAMPLES", "0")))
+    return fmt
+
+
+class LiveView(QOpenGLWindow):
+    sig_frame = Signal()  # a frame was drawn
+    sig_status = Signal(str)  # grid spacing and view, for the panel's label
+    sig_failed = Signal(str)  # no usable OpenGL 3.3 here: the panel falls back to worker frames
+    sig_key = Signal(object)  # QKeySequence of a key pressed here (a native window: the
+    # widgets' shortcut map never sees it, so the panel matches it to the window's actions)
+
+    def __init__(self, controller, camera: OrbitCamera) -> None:
+        super().__init__()
+        self.setFormat(gl_format())
+        self.controller = controller
+        self.camera = camera
+        self.renderer = None
+        self.failed: str | None = None
+        self.frames = 0
+        self.view_name = "orbit"
+        self.hovered: str | None = None
+        self._pending: tuple[dict, list[bytes]] | None = None
+        self._syncing = False
+        self._dirty = False
+        self._press: QPointF | None = None
+        self._last: QPointF | None = None
+        self._button = Qt.MouseButton.NoButton
+        self._moved = False
+        self.drag_axis: int | None = None
+        self.drag_offset = 0.0  # world units along the dragged axis, or degrees about it
+        self._drag_base = np.identity(4)  # the selection's model matrix when the drag began
+        self._snap = False
+        self.changed_at: float | None = None  # when the scene last changed (for the benchmark)
+        self.scene_to_frame_s: float | None = None
+        self._hover_at: QPointF | None = None
+        self._hover_timer = QTimer(self)
+        self._hover_timer.setSingleShot(True)
+        self._hover_timer.setInterval(30)
+        self._hover_timer.timeout.connect(self._hover_pick)
+        controller.sig_scene_changed.connect(self.sync)
+        controller.sig_ready.connect(self.sync)
+        controller.scene.selection_changed.connect(lambda _n: self.update())
+
+    # -- the worker's meshes ---------------------------------------------------------------
+    def known(self) -> dict[str, str]:
+        return {n: m.key for n, m in self.renderer.meshes.items()} if self.renderer else {}
+
+    def sync(self, *_: object) -> None:
+        """Ask the worker for what changed; one request in flight, the latest change wins."""
+        if self.changed_at is None:
+            self.changed_at = time.perf_counter()
+        if not self.controller.ready:
+            return
+        if self._syncing:
+            self._dirty = True
+            return
+        self._syncing = True
+        known = self.known() if self._pending is None else {}
+        self.controller.worker.submit(lambda s: s.meshes(known), "viewport meshes",
+                                      on_done=self._arrived, on_error=self._sync_failed)
+
+    @property
+    def idle(self) -> bool:
+        """No mesh request in flight and the last reply drawn."""
+        return not self._syncing and not self._dirty and self._pending is None and self.frames > 0
+
+    def _arrived(self, reply: tuple[dict, list[bytes]]) -> None:
+        self._syncing = False
+        self._pending = reply
+        self.update()
+        if self._dirty:
+            self._dirty = False
+            self.sync()
+
+    def _sync_failed(self, exc: BaseException) -> None:
+        self._syncing = False
+        self.controller.sig_error.emit(f"viewport: reading the scene's meshes failed: {exc}")
+
+    # -- GL --------------------------------------------------------------------------------
+    def initializeGL(self) -> None:
+        try:
+            import moderngl
+
+            from studio.viewport.gl import SceneRenderer
+
+            self.ctx = moderngl.create_context(require=330)
+            self.renderer = SceneRenderer(self.ctx)
+            guard_llvm(self.ctx.info.get("GL_RENDERER", ""))
+        except Exception as exc:  # no usable OpenGL 3.3: the panel falls back to worker renders
+            log.warning("live viewport unavailable: %s", exc)
+            self.failed = str(exc)
+            QTimer.singleShot(0, lambda: self.sig_failed.emit(self.failed))
+
+    def view_math(self) -> ViewMath:
+        r = self.devicePixelRatio()
+        return ViewMath(self.camera, int(self.width() * r), int(self.height() * r))
+
+    def paintGL(self) -> None:
+        if self.renderer is None:
+            return
+        if self._pending is not None:
+            objects, blobs = self._pending
+            self._pending = None
+            self.renderer.apply(objects["objects"], blobs)
+            if self.changed_at is not None:
+                self._frame_after_change = True
+        fbo = self.ctx.detect_framebuffer(self.defaultFramebufferObject())
+        fbo.use()
+        vm = self.view_math()
+        self.ctx.viewport = (0, 0, vm.width, vm.height)
+        self.renderer.draw(vm, self.controller.scene.selected, self.hovered, self.gizmo(vm))
+        self.frames += 1
+        if getattr(self, "_frame_after_change", False):
+            self.ctx.finish()
+            self.scene_to_frame_s = time.perf_counter() - self.changed_at
+            self.changed_at, self._frame_after_change = None, False
+        self.sig_status.emit(f"grid {self._grid_label()}  ·  {self.view_name}")
+        self.sig_frame.emit()
+
+    def _grid_label(self) -> str:
+        from studio.viewport.camera import format_length
+
+        return format_length(getattr(self.renderer, "grid_step", 1.0))
+
+    # -- selection and gizmo -----------------------------------------------------------------
+    def selected_mesh(self):
+        name = self.controller.scene.selected
+        return self.renderer.meshes.get(name) if self.renderer and name else None
+
+    def gizmo(self, vm: ViewMath) -> tuple[np.ndarray, float, int | None] | None:
+        m = self.selected_mesh()
+        if m is None:
+            return None
+        origin = m.model[:3, 3].copy()
+        return origin, GIZMO_PX * self.devicePixelRatio() / vm.pixels_per_unit(origin), self.drag_axis
+
+    def pick(self, pos: QPointF):
+        """What is under a point in this window's coordinates: a gizmo axis, a name or None."""
+        if self.renderer is None:
+            return None
+        self.makeCurrent()
+        try:
+            vm = self.view_math()
+            r = self.devicePixelRatio()
+            return self.renderer.pick(vm, int(pos.x() * r), int(pos.y() * r), self.gizmo(vm))
+        finally:
+            self.doneCurrent()
+
+    def axis_offset(self, vm: ViewMath, start: QPointF, now: QPointF) -> float:
+        """World distance along the dragged axis for a pointer move from `start` to `now`."""
+        origin = self._drag_base[:3, 3]
+        a, b = vm.to_screen(origin), vm.to_screen(origin + self._axis_vec())
+        axis_px = b - a
+        r = self.devicePixelRatio()
+        d = np.array([(now.x() - start.x()) * r, (now.y() - start.y()) * r])
+        t = float(d @ axis_px / max(axis_px @ axis_px, 1e-9))
+        if self._snap:
+            from studio.viewport.camera import grid_step
+
+            step = grid_step(vm.pixels_per_unit(origin))
+            t = round(t / step) * step
+        return t
+
+    def ring_angle(self, vm: ViewMath, start: QPointF, now: QPointF) -> float:
+        """Degrees about the dragged ring's axis for a pointer move from `start` to `now`:
+        the angle swept around the object's origin on screen, signed by which way the axis
+        faces the camera; Ctrl snaps to 15°."""
+        origin = self._drag_base[:3, 3]
+        o = vm.to_screen(origin)
+        r = self.devicePixelRatio()
+        a0 = math.atan2(start.y() * r - o[1], start.x() * r - o[0])
+        a1 = math.atan2(now.y() * r - o[1], now.x() * r - o[0])
+        sweep = -math.degrees(math.remainder(a1 - a0, 2 * math.pi))  # screen y points down
+        facing = float(self._axis_vec() @ (vm.eye - origin)) >= 0
+        angle = sweep if facing else -sweep
+        return round(angle / 15.0) * 15.0 if self._snap else angle
+
+    def _axis_vec(self) -> np.ndarray:
+        v = np.zeros(3)
+        v[(self.drag_axis or 0) % 3] = 1.0
+        return v
+
+    def _apply_drag(self, t: float) -> None:
+        m = self.selected_mesh()
+        model = self._drag_base.copy()
+        if self.drag_axis < 3:
+            model[:3, 3] += self._axis_vec() * t
+        else:
+            model[:3, :3] = axis_rotation(self.drag_axis % 3, t) @ model[:3, :3]
+        m.model = model
+        self.drag_offset = t
+
+    def cancel_drag(self) -> bool:
+        if self.drag_axis is None:
+            return False
+        self._apply_drag(0.0)
+        self.drag_axis, self._press = None, None
+        self.update()
+        return True
+
+    def _finish_drag(self) -> None:
+        m, name, t = self.selected_mesh(), self.controller.scene.selected, self.drag_offset
+        axis = self.drag_axis
+        self.drag_axis, self.drag_offset = None, 0.0
+        if m is None or abs(t) < 1e-12:
+            self.update()
+            return
+        if axis >= 3:  # a rotation about the world axis, composed with the object's own
+            obj = self.controller.scene.get(name) or {}
+            old = euler_matrix(obj.get("rotation_deg", [0.0, 0.0, 0.0]))
+            args = {"name": name, "rotation_deg": [round(a, 4) + 0.0 for a in
+                                                   matrix_euler(axis_rotation(axis % 3, t) @ old)]}
+        else:
+            location = [float(v) for v in m.location]
+            location[axis] = round(location[axis] + t, 6)
+            m.location = location
+            args = {"name": name, "location": location}
+        try:
+            self.controller.manual_call("transform", args)
+        except Exception as exc:
+            self.controller.sig_error.emit(f"move: {exc}")
+        self.update()
+
+    # -- views -------------------------------------------------------------------------------
+    def set_view(self, name: str) -> None:
+        az, el = VIEWS[name]
+        self.camera.azimuth_deg, self.camera.elevation_deg = az, el
+        self.view_name = name
+        self.update()
+
+    def frame_all(self) -> None:
+        if self.renderer is not None:
+            self.camera.frame(self.renderer.bounds())
+        self.update()
+
+    def frame_selected(self) -> None:
+        m = self.selected_mesh()
+        if m is None:
+            return self.frame_all()
+        lo, hi = m.world_bounds()
+        self.camera.frame((list(lo), list(hi)))
+        self.update()
+
+    # -- events ------------------------------------------------------------------------------
+    def mousePressEvent(self, event) -> None:
+        self._press = self._last = event.position()
+        self._button = event.button()
+        self._moved = False
+        self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
+        if event.button() == Qt.MouseButton.LeftButton:
+            hit = self.pick(event.position())
+            if isinstance(hit, int) and self.selected_mesh() is not None:
+                self.drag_axis, self.drag_offset = hit, 0.0
+                self._drag_base = self.selected_mesh().model.copy()
+                self.update()
+
+    def mouseMoveEvent(self, event) -> None:
+        pos = event.position()
+        if self._press is None:
+            self._hover_at = pos
+            if not self._hover_timer.isActive():
+                self._hover_timer.start()
+            return
+        if (pos - self._press).manhattanLength() > CLICK_SLOP_PX:
+            self._moved = True
+        self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
+        if self.drag_axis is not None:
+            vm = self.view_math()
+            self._apply_drag(self.axis_offset(vm, self._press, pos) if self.drag_axis < 3
+                             else self.ring_angle(vm, self._press, pos))
+        else:
+            delta = pos - self._last
+            pan = (self._button == Qt.MouseButton.MiddleButton
+                   or bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier))
+            self.drag_by(delta.x(), delta.y(), pan)
+        self._last = pos
+        self.update()
+
+    def mouseReleaseEvent(self, event) -> None:
+        if self.drag_axis is not None:  # the release decides: its position, Ctrl held or not
+            self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
+            vm, pos = self.view_math(), event.position()
+            self._apply_drag(self.axis_offset(vm, self._press, pos) if self.drag_axis < 3
+                             else self.ring_angle(vm, self._press, pos))
+            self._press = None
+            self._finish_drag()
+            return
+        if self._press is not None and not self._moved and event.button() == Qt.MouseButton.LeftButton:
+            hit = self.pick(event.position())
+            self.controller.scene.select(hit if isinstance(hit, str) else None)
+        self._press = None
+        self.update()
+
+    def keyPressEvent(self, event) -> None:
+        mods = event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
+        self.sig_key.emit(QKeySequence(QKeyCombination(mods, Qt.Key(event.key()))))
+
+    def wheelEvent(self, event) -> None:
+        self.camera.zoom(event.angleDelta().y() / 120.0)
+        self.update()
+
+    def drag_by(self, dx: float, dy: float, pan: bool = False) -> None:
+        self.view_name = "orbit"
+        if pan:
+            self.camera.pan(dx, dy, max(1, min(self.width(), self.height())))
+        else:
+            self.camera.orbit(dx, dy)
+        self.update()
+
+    def _hover_pick(self) -> None:
+        if self._hover_at is None or self._press is not None:
+            return
+        hit = self.pick(self._hover_at)
+        name = hit if isinstance(hit, str) else None
+        if name != self.hovered:
+            self.hovered = name
+            self.update()
+
+    def release(self) -> None:
+        if self.renderer is not None:
+            self.makeCurrent()
+            self.renderer.release()
+            self.doneCurrent()

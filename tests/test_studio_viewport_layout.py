@@ -1,0 +1,99 @@
+"""The window at its default size (offscreen): no clipped text in the docks (labels, table and
+tree headers, combo box items), and docks keep their size when a long message arrives."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDockWidget,
+    QHeaderView,
+    QLabel,
+    QStyle,
+    QStyleOptionComboBox,
+)
+
+from studio.controller import StudioController
+from studio.theme import apply_theme
+from studio.window import MainWindow
+
+
+@pytest.fixture
+def window(qtbot, qapp, tmp_path):
+    apply_theme(qapp, "dark")
+    controller = StudioController(data_dir=str(tmp_path / "data"))  # not started: no worker needed
+    w = MainWindow(controller, QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.resize(1600, 1000)
+    w.show()
+    qtbot.waitExposed(w)
+    qtbot.wait(50)
+    yield w
+    w.training.shutdown()
+    w.server.shutdown()
+
+
+def visible_docks(w):
+    return [d for d in w.findChildren(QDockWidget) if d.isVisible() and not d.visibleRegion().isEmpty()]
+
+
+def clipped(w) -> list[str]:
+    out = []
+    for dock in visible_docks(w):
+        for label in dock.findChildren(QLabel):
+            if not label.isVisible() or label.wordWrap() or not label.text() or label.textFormat() == 1:
+                continue
+            if "\n" in label.text() or label.pixmap() is not None and not label.pixmap().isNull():
+                continue
+            need = label.fontMetrics().horizontalAdvance(label.text())
+            if need > label.contentsRect().width() + 1:
+                out.append(f"{dock.windowTitle()}: label {label.text()!r} needs {need}px, has {label.contentsRect().width()}")
+        for header in dock.findChildren(QHeaderView):
+            if not header.isVisible():
+                continue
+            model = header.model()
+            for i in range(header.count()):
+                if header.isSectionHidden(i):
+                    continue
+                text = str(model.headerData(i, header.orientation()) or "")
+                need = header.fontMetrics().horizontalAdvance(text) + 12
+                if need > header.sectionSize(i):
+                    out.append(f"{dock.windowTitle()}: header {text!r} needs {need}px, has {header.sectionSize(i)}")
+        for combo in dock.findChildren(QComboBox):
+            if not combo.isVisible():
+                continue
+            opt = QStyleOptionComboBox()
+            combo.initStyleOption(opt)
+            room = combo.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, opt,
+                                                QStyle.SubControl.SC_ComboBoxEditField, combo).width()
+            for i in range(combo.count()):
+                need = combo.fontMetrics().horizontalAdvance(combo.itemText(i))
+                if need > room:
+                    out.append(f"{dock.windowTitle()}: combo item {combo.itemText(i)!r} needs {need}px, has {room}")
+    return out
+
+
+def test_no_clipped_text_at_the_default_size(window, qtbot):
+    problems = []
+    for dock in window.findChildren(QDockWidget):  # tabbed docks too: each in turn on top
+        dock.raise_()
+        qtbot.wait(20)
+        problems += [p for p in clipped(window) if p.startswith(dock.windowTitle() + ":")]
+    assert sorted(set(problems)) == []
+
+
+def test_docks_keep_their_size_on_long_messages(window, qtbot):
+    before = {d.windowTitle(): d.size() for d in visible_docks(window)}
+    long = "a long message that goes on " * 20
+    window.agent.status.setText(long)
+    window.agent.attach_label.setText(long)
+    window.tasks.reward.setText(long)
+    window.tasks.steps.setText(long)
+    window.show_error(long)
+    qtbot.wait(100)
+    after = {d.windowTitle(): d.size() for d in visible_docks(window)}
+    assert after.keys() == before.keys()
+    for title, size in after.items():  # (a wrapped label's new height may move a split by 1 px)
+        assert abs(size.width() - before[title].width()) <= 1, (title, size, before[title])
+        assert abs(size.height() - before[title].height()) <= 2, (title, size, before[title])

@@ -1,0 +1,24 @@
+"""`modelwright` with no display does not hang with an invisible window: like `make run` it
+runs one session offscreen, saves a screenshot, prints the summary and exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_bare_modelwright_without_display_runs_offscreen_and_exits(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "studio.cli"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "No display found" in proc.stderr and "xvfb-run" in proc.stderr
+    summary = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+    assert summary["status"] == "done" and summary["success"] is True
+    assert (tmp_path / "runs/studio-offscreen/screenshot.png").stat().st_size > 10_000
