@@ -79,7 +79,20 @@ def copy_committed_state(scratch: str, state_root: str, key: str) -> dict[str, A
             raise ConfinedPathError("the committed scene is over its size cap")
         budget -= confined.copy_file(scratch, f"state/breps/{fname}", breps / fname, budget)
     (commit / "parts.json").write_text(json.dumps(manifest, sort_keys=True))
+    _hand_over(state_root, [stash.parent, breps, *stash.rglob("*"), stash,
+                            *(breps / f for f in set(manifest.values()))])
     return {"commit": latest, "parts": len(manifest), "bytes": MAX_STATE_BYTES - budget}
+
+
+def _hand_over(state_root: str, paths: Iterable[Path]) -> None:
+    """Give what the trusted side wrote into a worker's state the owner of that state folder:
+    a jailed worker runs as another uid and must move and remove these files (as root the
+    copies would otherwise be root's, read-only to the jail)."""
+    st = os.stat(state_root)
+    if os.geteuid() != 0 or (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    for p in paths:
+        os.chown(p, st.st_uid, st.st_gid, follow_symlinks=False)
 
 
 class CleanRoom:
