@@ -196,7 +196,8 @@ def test_200_kill9_never_lose_a_committed_step_or_show_half_a_file(tmp_path):
     with Store(data_dir) as store:
         episodes = store.list_episodes()
         interrupted = [e for e in episodes if e.status == "interrupted"]
-        print(f"{len(interrupted)} interrupted, {len(episodes) - len(interrupted)} finished")
+        print(f"{len(interrupted)} interrupted, {len(episodes) - len(interrupted)} finished, "
+              f"{len(killed_open)} seen open at their kill")
         # Kills landed inside episodes, and every episode seen open at its kill is closed:
         # interrupted, or finished when the kill hit its finishing commit (a commit in the
         # WAL that a reader sees only after recovery; the verifier checks it is complete).
