@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from tools.exits import fail
+
 
 def register(app: typer.Typer) -> None:
     dev = typer.Typer(
@@ -26,9 +28,8 @@ def register(app: typer.Typer) -> None:
 
         try:
             path = build_tiny_model(out_dir, seed=seed, size=size)
-        except ValueError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
+        except ValueError as exc:  # a bad --size
+            fail(str(exc))
         typer.echo(str(path))
 
     app.add_typer(dev, name="dev")

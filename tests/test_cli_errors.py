@@ -87,6 +87,8 @@ def bad(tmp_path_factory) -> dict[str, str]:
                    f"sft: {{data: [{root / 'bad.parquet'}]}}\n",
         "grpo_nomodel": "kind: grpo\nmodel: {path: /no/such/model}\n"
                         "grpo: {tasks: {families: [primitive_placement], levels: [1]}}\n",
+        "grpo_tiny": f"kind: grpo\nmodel: {{path: {root / 'tiny'}}}\n"
+                     "grpo: {tasks: {families: [primitive_placement], levels: [1]}}\n",
     }
     for name, text in configs.items():
         (root / f"{name}.yaml").write_text(text)
@@ -127,6 +129,7 @@ CASES = [
     (("train", "sft"), ["--config", "{root}/baddata.yaml", "--out", "{root}/r2"], USAGE, ["bad.parquet", "not a Parquet file"]),
     (("train", "grpo"), ["--config", "{root}/nomodel.yaml"], USAGE, ["'sft' config", "modelwright train sft"]),
     (("train", "grpo"), ["--config", "{root}/grpo_nomodel.yaml"], USAGE, ["/no/such/model", "tiny-model"]),
+    (("train", "grpo"), ["--config", "{root}/grpo_tiny.yaml", "--adapter", "{root}/no-adapter"], USAGE, ["no-adapter", "adapter_config.json"]),
     (("train", "pipeline"), ["--config", "{root}/bad.yaml"], USAGE, ["bad.yaml:4:4"]),
     (("train", "launch"), ["--config", "{root}/bad.yaml"], USAGE, ["bad.yaml:4:4"]),
     (("serve",), ["--model", "{root}/no-model", "--dry-run"], USAGE, ["no-model", "tiny-model"]),

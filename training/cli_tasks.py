@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from tools.exits import fail
+from tools.exits import ExitCode, fail
 
 tasks_app = typer.Typer(
     help="The task suite: list families, show a task, try calls on it.", no_args_is_help=True
@@ -211,7 +211,7 @@ def verify(
         pool.close()
     _print({"checked": len(ids), "problems": problems}, as_json)
     if problems:
-        raise typer.Exit(1)
+        raise typer.Exit(int(ExitCode.FAILED))
 
 
 def score(

@@ -82,6 +82,9 @@ def register(app: typer.Typer) -> None:
         from training.grpo import run_grpo
 
         cfg = _load(config, "grpo")
+        if adapter is not None and not (adapter / "adapter_config.json").is_file():
+            fail(f"{adapter} is not a LoRA adapter folder (no adapter_config.json); point at "
+                 "the adapter a `modelwright train sft` run saved (RUN/adapter)")
         result = run_grpo(
             cfg, _out(cfg, out), resume=resume, adapter=adapter, config_text=config.read_text()
         )

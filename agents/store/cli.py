@@ -17,6 +17,8 @@ from typing import Annotated
 
 import typer
 
+from tools.exits import ExitCode
+
 DataDir = Annotated[
     Path | None,
     typer.Option(
@@ -216,7 +218,7 @@ def register(app: typer.Typer) -> None:
             report = replay_episode(store, episode)
         typer.echo(json.dumps(report.to_dict()) if as_json else report.summary())
         if not report.matched:
-            raise typer.Exit(1)
+            raise typer.Exit(int(ExitCode.FAILED))
 
     @data.command("import")
     def import_cmd(source: Path, data_dir: DataDir = None, as_json: AsJson = False) -> None:
@@ -248,7 +250,7 @@ def register(app: typer.Typer) -> None:
         with Store(data_dir, create=False) as store:
             ids = [store.resolve(e) for e in episodes]
             if not yes and not typer.confirm(f"delete {len(ids)} episode(s)?"):
-                raise typer.Exit(1)
+                raise typer.Exit(int(ExitCode.FAILED))
             deleted = store.delete(ids)
         typer.echo(f"deleted {len(deleted)} episode(s)")
 
