@@ -279,8 +279,11 @@ def register(app: typer.Typer) -> None:
         try:
             with Store(root, create=False) as store:
                 verdict = store.integrity_check()
+                missing = store.unindexed_episodes() if verdict == "ok" else []
                 if verdict != "ok":
                     problem = verdict
+                elif missing:
+                    problem = f"{len(missing)} episode folder(s) are missing from the index"
         except (StoreError, sqlite3.DatabaseError) as exc:
             problem = str(exc)
         if problem is None and not rebuild:

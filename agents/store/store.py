@@ -405,6 +405,18 @@ class Store(Upkeep):
         with self._lock:
             return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
 
+    def unindexed_episodes(self) -> list[str]:
+        """Episode folders that hold their own episode.json but have no row in the index (a
+        lost or replaced index): `data doctor` brings them back."""
+        from agents.store.atomic import is_temp_name
+        from agents.store.journal import EPISODE_FILE
+
+        with self._lock:
+            known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
+        return sorted(p.name for p in self.episodes_dir.iterdir()
+                      if p.is_dir() and not is_temp_name(p.name) and p.name not in known
+                      and (p / EPISODE_FILE).is_file())
+
     # ---- deleting --------------------------------------------------------------------
     def delete(self, episode_ids: Iterable[str]) -> list[str]:
         """Delete episodes (rows, frames, artifacts). All ids are resolved first: an unknown

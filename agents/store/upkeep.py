@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agents.store.atomic import TEMP_MARK, is_temp_name, sweep_temp_files
 from agents.store.lease import holder_alive, try_take
+from agents.store.journal import EPISODE_FILE
 from agents.store.recorder import FRAMES
 
 # A hidden folder whose name carries no creator pid (made by an older version) is left alone
@@ -120,7 +121,11 @@ class Upkeep:
         ]  # listed before the ids are read: a folder listed here whose row commits later
         with self._lock:  # is still leased by its writer when holder_alive looks
             known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
-        return [p for p in candidates if p.name not in known and not holder_alive(p, {})]
+        # A folder holding its own episode.json had a committed row once: with the row gone
+        # (a lost or rebuilt index) it is an episode for `data doctor` to restore, never an
+        # orphan to delete.
+        return [p for p in candidates if p.name not in known and not holder_alive(p, {})
+                and (is_temp_name(p.name) or not (p / EPISODE_FILE).exists())]
 
     def remove_orphan_folders(self) -> int:
         removed = 0

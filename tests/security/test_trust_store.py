@@ -156,6 +156,23 @@ def test_corrupt_index_says_so_in_one_line_and_doctor_rebuilds_it(tmp_path):
     assert "healthy" in _cli("doctor", "--data-dir", str(root)).output
 
 
+def test_a_lost_index_deletes_no_episode_and_doctor_brings_them_back(tmp_path):
+    """A store opened on a missing index (deleted, or a fresh disk copy without it) must not
+    take the rowless episode folders for orphans of a killed writer and delete them."""
+    root = tmp_path / "s"
+    ids = _record(root)
+    for suffix in ("", "-wal", "-shm"):
+        (root / f"index.sqlite3{suffix}").unlink(missing_ok=True)
+    with Store(root) as store:  # a fresh, empty index: the open sweeps orphans
+        assert store.list_episodes() == []
+    for eid in ids:
+        assert (root / "episodes" / eid / "episode.json").is_file(), eid
+    out = _cli("doctor", "--data-dir", str(root))
+    assert out.exit_code == 0, out.output
+    with Store(root) as store:
+        assert sorted(e.id for e in store.list_episodes()) == sorted(ids)
+
+
 # ------------------------------------------------------------ scratch of dead supervisors
 
 HOLD_POOL = """
