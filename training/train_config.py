@@ -122,8 +122,14 @@ class GRPOSpec(Strict):
     per_device_train_batch_size: int = Field(4, ge=1)
     gradient_accumulation_steps: int = Field(1, ge=1)
     num_generations: int = Field(4, ge=2)  # group size
-    max_completion_length: int = Field(512, ge=8)  # all turns of one rollout, tool tokens included
-    max_turns: int = Field(4, ge=1)  # tool-calling iterations per rollout
+    max_completion_length: int = Field(512, ge=8)  # new tokens per model turn
+    max_turns: int = Field(4, ge=1)  # model turns per rollout (the loop's max_steps)
+    # Dynamic sampling: run this many times the groups a step trains on and keep those whose
+    # rewards differ (topped up with equal-reward groups when too few differ).
+    oversample: int = Field(1, ge=1)
+    # Where rollout episodes are recorded: "run" (RUN/store), "default" (the user's store,
+    # seen in the studio's Episodes dock), a folder, or "off".
+    rollout_store: str = "run"
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     beta: float = Field(0.0, ge=0)  # KL coefficient (0: no reference model)
@@ -150,6 +156,12 @@ class GRPOSpec(Strict):
             raise ValueError(
                 f"per_device_train_batch_size x gradient_accumulation_steps ({batch}) must be a "
                 f"multiple of num_generations ({self.num_generations})"
+            )
+        per_task = self.num_generations * self.max_turns
+        if batch % per_task:
+            raise ValueError(
+                f"per_device_train_batch_size x gradient_accumulation_steps ({batch}) must be a "
+                f"multiple of num_generations x max_turns ({per_task}): one row per model turn"
             )
         return self
 
