@@ -156,7 +156,7 @@ def loop_config(spec: GRPOSpec, runtime: RLRuntime | None = None) -> Any:
 
 
 def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, out_dir: Path,
-                      vision: Any, label: str):  # fmt: skip
+                      vision: Any, label: str, server: Any = None):  # fmt: skip
     """TRL's `rollout_func(prompts, trainer)`: run the step's groups as loop episodes and
     return one row per model turn (ids as generated), the episode rewards as an extra field."""
     from agents.policies.hf_policy import HFPolicy
@@ -180,8 +180,14 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
         slots = [(base + i, runtime.curriculum.task_for(base + i))
                  for i in range(needed * spec.oversample)]  # fmt: skip
         version = f"{label}@step-{step}"
+        staleness = server.check(step) if server is not None else 0
+        if server is not None:
+            version = server.served or label
 
         def policy_for(seed: int) -> Any:
+            if server is not None:
+                return server.policy(seed, spec.max_completion_length, spec.temperature,
+                                     config.tools)  # fmt: skip
             return HFPolicy.from_loaded(
                 trainer.model, processor, model=label, max_tokens=spec.max_completion_length,
                 temperature=spec.temperature, top_p=spec.top_p, seed=seed, tools=config.tools,
@@ -206,6 +212,7 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
         stats = StepStats.of(groups, kept, start)
         stats.zero_spread_share = zero_share
         stats.logprob_mismatch = logprob_mismatch(trainer.model, rows, vision)
+        stats.staleness = staleness
         runtime.stats = stats
         runtime.last = {**rows, "groups": kept}
         with (out_dir / "samples.jsonl").open("a") as fh:
@@ -278,6 +285,7 @@ def run_grpo(
     import torch
     from trl import GRPOTrainer
 
+    from training.grpo_server import ServerSync
     from training.rollouts import VisionRows
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's notice, once known
@@ -295,6 +303,7 @@ def run_grpo(
         rows = spec.max_steps * spec.per_device_train_batch_size * spec.gradient_accumulation_steps
         vision = VisionRows(image_token_id(processor))
         label = Path(str(model_path or config.model.path or "model")).name
+        server = ServerSync(spec, out_dir) if spec.generation == "server" else None
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=[episode_reward],
@@ -302,7 +311,8 @@ def run_grpo(
             train_dataset=slot_dataset(rows + 1),
             processing_class=processor,
             peft_config=lora,
-            rollout_func=make_rollout_func(config, runtime, processor, out_dir, vision, label),
+            rollout_func=make_rollout_func(config, runtime, processor, out_dir, vision, label,
+                                           server),  # fmt: skip
             callbacks=make_callbacks(
                 out_dir,
                 extra_state=runtime.curriculum,
@@ -313,6 +323,8 @@ def run_grpo(
         )
         # Before the metrics writer and TensorBoard, so they see the rollout figures.
         trainer.callback_handler.callbacks.insert(0, stats_callback(runtime))
+        if server is not None:
+            trainer.add_callback(server.callback())
         hook = vision.attach(trainer.model)
         try:
             trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)

@@ -227,6 +227,7 @@ class StepStats:
     zero_spread_share: float = 0.0
     kept_zero_spread_share: float = 0.0
     logprob_mismatch: float = 0.0
+    staleness: int = 0  # steps between the adapter trained and the one that generated
     episodes: int = 0
     components: dict = field(default_factory=dict)
     success: float = 0.0
@@ -260,6 +261,7 @@ class StepStats:
             "rollout/zero_spread_share": self.zero_spread_share,
             "rollout/kept_zero_spread_share": self.kept_zero_spread_share,
             "rollout/logprob_mismatch": self.logprob_mismatch,
+            "rollout/staleness": float(self.staleness),
             "time/rollout_s": self.rollout_s,
             "time/generate_s": self.generate_s,
             "time/tools_s": self.tools_s,
