@@ -78,6 +78,28 @@ def test_dynamic_sampling_keeps_groups_with_reward_spread():
     assert kept == [a, b]  # too few with spread: topped up in order
 
 
+def test_rows_are_blocks_of_one_turn_per_rollout_with_masked_padding():
+    """TRL normalises over blocks of `group_size` rows: block (group, turn t) = turn t of each
+    rollout; a rollout that ended sooner gives a no-loss row that keeps its episode reward."""
+    from types import SimpleNamespace
+
+    from agents.policy import TurnTokens
+    from training.rollouts import Rollout, training_rows
+
+    def rollout(reward, *turns):
+        steps = [SimpleNamespace(tokens=TurnTokens(p, c, [-0.5] * len(c))) for p, c in turns]
+        return Rollout("t", 0, SimpleNamespace(steps=steps), {"reward": reward})
+
+    a = rollout(1.0, ([1, 2], [3, 4]), ([1, 2, 3, 4, 9], [5]))
+    b = rollout(0.0, ([1, 2], [6]))
+    rows = training_rows([[a, b]], 2, pad_id=0, eos_id=7)
+    assert rows["prompt_ids"] == [[1, 2], [1, 2], [1, 2, 3, 4, 9], [0]]
+    assert rows["completion_ids"] == [[3, 4], [6], [5], [7]]
+    assert rows["env_mask"] == [[1, 1], [1], [1], [0]]
+    assert rows["episode_reward"] == [1.0, 0.0, 1.0, 0.0]  # each block's mean: the group's
+    assert rows["turn_ref"] == [(0, 0, 0), (0, 1, 0), (0, 0, 1), None]
+
+
 class Recording:
     """Wraps a policy and keeps the messages it was shown per turn (the parity check)."""
 
