@@ -32,6 +32,8 @@ class StudioOptions:
     data_dir: str | None = None
     settings_file: str | None = None  # an .ini instead of the user's settings (tests, scripted runs)
     size: tuple[int, int] = (1600, 1000)
+    hand: Path | None = None  # JSONL of calls made by hand (as the person's) before the agent runs
+    goal: str | None = None  # the agent's free-form goal (continues the scene as it is)
 
 
 def settings_for(options: StudioOptions) -> QSettings:
@@ -68,10 +70,41 @@ class ScriptedRun:
         window.agent.sig_finished.connect(self._finished)
 
     def _ready(self) -> None:
-        if self.options.task:
+        if self.options.goal:  # shown in the Agent dock, also before a run
+            self.window.agent.goal.setPlainText(self.options.goal)
+            self.window.agent.policy.setCurrentText(self.options.policy)
+            self.window.agent.use_task.setChecked(False)
+        if self.options.hand:
+            self._by_hand([json.loads(line) for line in Path(self.options.hand).read_text().splitlines()
+                           if line.strip() and not line.lstrip().startswith("#")])
+        elif self.options.task:
             self.window.controller.load_task(self.options.task)
+        elif self.options.autorun and self.options.goal:
+            self._run_goal()
         elif self.options.autorun:
-            self.window.show_error("--autorun needs --task ID")
+            self.window.show_error("--autorun needs --task ID or --goal TEXT")
+
+    def _by_hand(self, calls: list[dict]) -> None:
+        """The person's calls, one after another (recorded as human turns), then the run."""
+        c = self.window.controller
+        if not calls:
+            if self.options.task:
+                c.load_task(self.options.task)
+            elif self.options.autorun:
+                self._run_goal()
+            else:
+                QTimer.singleShot(500, lambda: self._finished({"status": "hand-made"}))
+            return
+        call, rest = calls[0], calls[1:]
+        c.send(call["tool"], call.get("args", {}), origin="human",
+               on_done=lambda _r: self._by_hand(rest))
+
+    def _run_goal(self) -> None:
+        from studio.agent.runner import AgentRequest
+
+        agent = self.window.agent
+        agent.approval.setChecked(False)
+        agent.run(AgentRequest(policy=self.options.policy, goal=self.options.goal or ""))
 
     def _task_ready(self, task) -> None:
         if not self.options.autorun:
@@ -125,7 +158,7 @@ def run_studio(options: StudioOptions) -> int:
     app.setApplicationName("Modelwright Studio")
     app.setOrganizationName("Modelwright")
     window, _ = build(options)
-    scripted = ScriptedRun(window, options) if (options.task or options.autorun) else None
+    scripted = ScriptedRun(window, options) if (options.task or options.autorun or options.hand) else None
     window.show()
     code = app.exec()
     return scripted.exit_code if scripted and code == 0 else code

@@ -37,11 +37,17 @@ def register(app: typer.Typer) -> None:
         theme: str = typer.Option(None, "--theme", help="dark | light"),
         data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
         settings_file: Path = typer.Option(None, "--settings", help="Use this .ini for settings and layout."),
+        hand: Path = typer.Option(None, "--hand", exists=True, dir_okay=False,
+                                  help="JSONL of calls made by hand first ({tool, args} a line)."),
+        goal: str = typer.Option(None, "--goal", help="A free-form goal for --autorun (no task)."),
     ) -> None:
         """Open Modelwright Studio; with --task/--autorun it runs an episode in the window."""
-        if autorun and not task:
-            raise typer.BadParameter("--autorun needs --task ID", param_hint="--autorun")
-        open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot,
+        if hand and task:
+            raise typer.BadParameter("--hand builds on a free-form scene: use it with --goal, "
+                                     "not --task", param_hint="--hand")
+        if autorun and not (task or goal):
+            raise typer.BadParameter("--autorun needs --task ID or --goal TEXT", param_hint="--autorun")
+        open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot, hand=hand, goal=goal,
                     exit_when_done=exit_when_done, theme=theme,
                     data_dir=str(data_dir) if data_dir else None,
                     settings_file=str(settings_file) if settings_file else None)

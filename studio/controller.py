@@ -72,6 +72,7 @@ class StudioController(QObject):
     sig_task = Signal(object)  # the chosen training.tasks.Task, or None
     sig_target = Signal(object, object)  # (task, PNG of the solved task or None)
     sig_task_ready = Signal(object)  # the task's start state is built
+    sig_agent_policy = Signal(str, object)  # (policy, {model, adapter}): drive the Agent dock
 
     def __init__(self, session_factory: Callable[[], Any] | None = None, data_dir: str | None = None,
                  parent: QObject | None = None) -> None:
@@ -88,7 +89,9 @@ class StudioController(QObject):
         self.demo = Demonstration(self.store)
         self.task: Any = None
         self.agent_running = False  # manual calls wait until the agent stops
+        self.session_episodes: list[str] = []  # finished in this studio session (demonstrations)
         self._agent_calls: list[dict] = []  # the running agent's changes: one undo step
+        self._agent_label = "run"
         self.ready = False
         self.crashes = 0
         self.worker = SessionWorker(session_factory)
@@ -150,16 +153,27 @@ class StudioController(QObject):
                            on_error=lambda e: self.sig_error.emit(f"{tool} failed: {e}"))
 
     # -- the agent's runs ------------------------------------------------------------------
-    def agent_started(self) -> None:
-        self.agent_running, self._agent_calls = True, []
+    def agent_started(self, label: str = "run") -> None:
+        """The run's changes will be one undo step. Undo/redo wait meanwhile: an open macro
+        makes the stack refuse them (Qt's canUndo is false while a macro is composed)."""
+        self.agent_running, self._agent_calls, self._agent_label = True, [], label
+        self.undo_stack.beginMacro(f"agent: {label}")
 
-    def agent_finished(self, summary: dict, label: str) -> None:
+    def agent_finished(self, summary: dict, label: str | None = None) -> None:
         """The run ended: its changes become one undo step; its last words stay with the
         episode until the person acts again."""
         self.agent_running = False
         calls, self._agent_calls = self._agent_calls, []
-        if calls:
-            self.undo_stack.push(AgentRunCommand(self, calls, label))
+        command = AgentRunCommand(self, calls, label or self._agent_label) if calls else None
+        if command is not None:
+            self.undo_stack.push(command)
+        self.undo_stack.endMacro()
+        macro = self.undo_stack.command(self.undo_stack.count() - 1)
+        if command is None:  # nothing changed: no entry (an obsolete command is dropped on undo)
+            macro.setObsolete(True)
+            self.undo_stack.undo()
+        else:
+            macro.setText(command.text())
         self.worker.submit(lambda s: s.scene_hash(), "hash",
                            on_done=lambda h: self.demo.after_agent(summary.get("final_message"), h))
         self.refresh()
@@ -237,12 +251,14 @@ class StudioController(QObject):
         task = self.task if check else None
         if task is None:
             episode_id = self.demo.finish()
+            self.session_episodes.append(episode_id)
             self.sig_status.emit(f"Saved demonstration {episode_id}")
             return
         calls = list(self.demo.calls)
 
         def done(verdict: Any) -> None:
             episode_id = self.demo.finish(verdict)
+            self.session_episodes.append(episode_id)
             self.sig_reward.emit(verdict)
             self.sig_status.emit(f"Saved demonstration {episode_id} (reward {verdict.total:.3f})")
 
@@ -285,7 +301,9 @@ class StudioController(QObject):
 
     def _on_reset(self, origin: str) -> None:
         self._agent_calls = []
-        self.undo_stack.clear()
+        self.undo_stack.clear()  # also ends an open macro: a run on a new scene opens it again
+        if self.agent_running:
+            self.undo_stack.beginMacro(f"agent: {self._agent_label}")
         self.journal.reset()
         self.scene.set_scene({"objects": []}, None)
         self.refresh()

@@ -106,6 +106,13 @@ def test_an_episode_kept_from_the_current_scene_replays_from_its_recorded_start(
     report = replay_episode(store, episode.id, session_factory=lambda: _Borrowed(session))
     assert report.matched, report.summary()
     assert report.steps_checked == episode.n_steps == 1
+    # eval from the recorded start: the same loop, the start rebuilt from an empty scene
+    session.reset()
+    policy.load(calls_from_plan([], id_prefix="p"))
+    again = EpisodeLoop(policy, session, "look", setup=StartState.of_episode(episode),
+                        recorder_factory=begin).run()
+    rerun = store.episode(again.episode_id)
+    assert rerun.initial_scene_hash == before and rerun.setup == made
 
 
 class _Borrowed:

@@ -60,6 +60,12 @@ def run_agent(qtbot, window, policy, goal):
     return done.args[0]
 
 
+def _labels(form) -> set[str]:
+    from PySide6.QtWidgets import QLabel
+
+    return {label.text() for label in form.findChildren(QLabel)}
+
+
 def sizes(window) -> dict[str, str]:
     tree = window.outliner.tree
     return {tree.topLevelItem(i).text(0): tree.topLevelItem(i).text(2)
@@ -75,6 +81,9 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     send(qtbot, w, "cad_box", name="Plate", length="100", width="70", height="10")
     qtbot.waitUntil(lambda: w.outliner.names() == ["Base", "Plate"], timeout=20_000)
     assert sizes(w) == {"Base": "1 × 1 × 1 m", "Plate": "100 × 70 × 10 mm"}
+    labels = _labels(w.palette.select("cad_hole"))  # every value with its unit
+    assert {"diameter (mm) *", "positions (mm)", "depth (mm)"} <= labels
+    assert {"location (m)", "rotation_deg (°)"} <= _labels(w.palette.select("add_primitive"))
     c.finish_demonstration(check=False)  # the hand-made model is now just the current scene
     hand = list(c.journal.calls)
     undo_before = c.undo_stack.count()
@@ -123,6 +132,12 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     report = replay_episode(store, episode_id, session_factory=lambda: worker_pool.session(deadline_s=60))
     assert report.matched, report.summary()
     assert report.steps_checked == len(steps)
+    # replayed in the studio, the episode's end is the start the next run records
+    w.episodes.last_replay = None
+    w.episodes.replay(episode_id)
+    qtbot.waitUntil(lambda: w.episodes.last_replay is not None, timeout=60_000)
+    assert w.episodes.last_replay.matched
+    assert c.journal.calls == hand + [{"tool": s.tool, "args": s.args} for s in steps]
 
 
 def test_the_oracle_without_a_task_says_so_and_changes_nothing(fresh, qtbot):
@@ -140,3 +155,30 @@ def test_the_oracle_without_a_task_says_so_and_changes_nothing(fresh, qtbot):
     qtbot.wait(200)
     assert w.outliner.names() == ["Mine"] and c.undo_stack.count() == count
     assert c.scene.scene_hash == hash_before
+
+
+def test_scripted_hand_then_agent_is_one_episode_with_both_actors(tmp_path):
+    """`modelwright studio --hand F --goal G --autorun`: what the README screenshots run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from agents.store import Store
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(repo)}
+    args = [sys.executable, "-m", "studio.cli", "studio", "--hand",
+            str(repo / "assets/demo/stool-by-hand.jsonl"), "--goal", "three more legs",
+            "--policy", f"script:{repo / 'assets/demo/stool-agent.jsonl'}", "--autorun",
+            "--exit-when-done", "--data-dir", str(tmp_path / "data"),
+            "--settings", str(tmp_path / "s.ini"), "--screenshot", str(tmp_path / "after.png")]
+    p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "done" and (tmp_path / "after.png").is_file()
+    with Store(tmp_path / "data") as store:
+        steps = store.steps(summary["episode_id"])
+    assert [s.actor for s in steps] == ["human"] * 2 + ["agent"] * 4
+    bad = subprocess.run([*args[:5], "--task", "composition:1:1"], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert bad.returncode == 2 and "--hand" in bad.stderr and "Traceback" not in bad.stderr

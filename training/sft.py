@@ -26,8 +26,24 @@ class SFTResult:
     resumed_from: int | None
 
 
+def resolve_model(spec: ModelSpec, run_dir: Path, path: str | Path | None = None) -> str:
+    """The model training starts from: `path` when given, else `model.path`, else (with
+    `model.build_tiny`) the tiny CPU model, built once into `RUN/base-model`. Nothing reaches
+    for a model hub unless `model.path` names a hub id."""
+    if path:
+        return str(path)
+    if spec.path and not spec.build_tiny:
+        return spec.path
+    folder = Path(spec.path).expanduser() if spec.path else Path(run_dir) / "base-model"
+    if not (folder / "config.json").is_file():
+        from agents.tinymodel import build_tiny_model
+
+        build_tiny_model(folder, seed=0, size=spec.tiny_size)
+    return str(folder)
+
+
 def load_model(spec: ModelSpec, path: str | Path | None = None):
-    """(model, processor) for training, from a local folder."""
+    """(model, processor) for training, from a local folder (see `resolve_model`)."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -138,7 +154,7 @@ def run_sft(
     where = DataFilter(**spec.filter.model_dump())
     data = load_conversations(spec.data, where)
     id_column = next((c for c in ("episode_id", "id") if c in data.column_names), None)
-    model, processor = load_model(config.model, model_path)
+    model, processor = load_model(config.model, resolve_model(config.model, out_dir, model_path))
     collator = _IdCollator(ConversationCollator(processor, spec.max_length), id_column)
     args = sft_args(spec, run, out_dir, use_cpu=not torch.cuda.is_available())
     tensorboard_dir(out_dir)

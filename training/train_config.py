@@ -10,7 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 
 class ConfigError(ValueError):
@@ -22,8 +30,8 @@ class Strict(BaseModel):
 
 
 class ModelSpec(Strict):
-    path: str | None = None  # local folder (or hub id on a machine that may download)
     build_tiny: bool = False  # build `modelwright dev tiny-model` into the run dir first
+    path: str | None = None  # local folder (or hub id on a machine that may download)
     tiny_size: Literal["tiny", "small"] = "tiny"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
     attn_implementation: str | None = None  # e.g. "flash_attention_2" on GPUs
@@ -33,6 +41,26 @@ class ModelSpec(Strict):
         if not self.path and not self.build_tiny:
             raise ValueError("set model.path or model.build_tiny: true")
         return self
+
+    @field_validator("path")
+    @classmethod
+    def _path_exists(cls, path: str | None, info: ValidationInfo) -> str | None:
+        if (path and not info.data.get("build_tiny") and looks_local(path)
+                and not Path(path).expanduser().is_dir()):
+            raise ValueError(
+                f"no model folder at {path!r} (a folder holding config.json; or set "
+                "model.build_tiny: true for the tiny CPU model)"
+            )
+        return path
+
+
+def looks_local(path: str) -> bool:
+    """A filesystem path rather than a hub id (`org/name`): absolute, relative with ./ or ~,
+    more than one `/`, or under a folder that exists here."""
+    if path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path:
+        return True
+    head = path.split("/", 1)[0]
+    return "/" not in path or Path(head).is_dir()
 
 
 class LoraSpec(Strict):
@@ -250,4 +278,4 @@ def load_config(path: str | Path) -> TrainConfig:
 
 def _describe(error: dict) -> str:
     where = ".".join(str(p) for p in error["loc"]) or "(top level)"
-    return f"{where}: {error['msg']}"
+    return f"{where}: {error['msg'].removeprefix('Value error, ')}"

@@ -62,6 +62,8 @@ class AgentDock(QWidget):
         self.base_url = QLineEdit(str(settings.value("agent/base_url", "http://127.0.0.1:8000/v1")))
         self.model = QLineEdit(str(settings.value("agent/model", "")))
         self.model.setPlaceholderText("served model name (openai) or folder (hf)")
+        self.adapter = QLineEdit(str(settings.value("agent/adapter", "")))
+        self.adapter.setPlaceholderText("LoRA adapter folder (hf), optional")
         self.max_steps = QSpinBox()
         self.max_steps.setRange(0, 200)
         self.max_steps.setSpecialValueText("task budget")
@@ -81,6 +83,8 @@ class AgentDock(QWidget):
         form.addRow("Policy", policy_row)
         form.addRow("Endpoint", self.base_url)
         form.addRow("Model", self.model)
+        form.addRow("Adapter", self.adapter)
+        controller.sig_agent_policy.connect(self.use_policy)
         self.run_button = QPushButton("Run")
         self.run_button.setObjectName("accent")
         self.stop_button = QPushButton("Stop")
@@ -134,6 +138,8 @@ class AgentDock(QWidget):
             options = {"base_url": self.base_url.text().strip() or None, "model": self.model.text().strip() or None}
         elif policy == "hf" and self.model.text().strip():
             policy = f"hf:{self.model.text().strip()}"
+            if self.adapter.text().strip():
+                options = {"adapter": self.adapter.text().strip()}
         task = self.controller.task if self.use_task.isChecked() else None
         return AgentRequest(policy=policy, task_id=task.id if task else None,
                             goal=self.goal.toPlainText().strip(), options=options,
@@ -155,6 +161,7 @@ class AgentDock(QWidget):
         self.settings.setValue("agent/policy", self.policy.currentText())
         self.settings.setValue("agent/base_url", self.base_url.text())
         self.settings.setValue("agent/model", self.model.text())
+        self.settings.setValue("agent/adapter", self.adapter.text())
         self.settings.setValue("agent/approval", self.approval.isChecked())
         if request.new_scene:  # another start state: the open episode ends here
             self.controller.finish_demonstration(check=False)
@@ -164,7 +171,7 @@ class AgentDock(QWidget):
         self.runner = AgentRunner(self.controller.worker, request, store=store,
                                   approval=self.approval.isChecked(), parent=self,
                                   episode=self.controller.demo if request.record else None)
-        self.controller.agent_started()
+        self.controller.agent_started((request.goal or request.task_id or "run")[:40])
         self.runner.sig_event.connect(self._on_event)
         self.runner.sig_approval.connect(self._on_approval)
         self.runner.sig_error.connect(self.controller.sig_error)
@@ -176,6 +183,12 @@ class AgentDock(QWidget):
         self.attach_label.setText("")
         self.runner.start()
         self.sig_started.emit()
+
+    def use_policy(self, policy: str, options: dict) -> None:
+        """Another dock chose the policy (the Training dock's "Use in agent")."""
+        self.policy.setCurrentText(policy)
+        self.model.setText(options.get("model", ""))
+        self.adapter.setText(options.get("adapter", ""))
 
     def stop(self) -> None:
         if self.runner is not None:

@@ -42,8 +42,10 @@ def needs_task(policy: str) -> bool:
 def refusal(request: AgentRequest) -> str | None:
     """Why a run cannot start, in the studio's words (checked before anything changes)."""
     if needs_task(request.policy) and not request.task_id:
-        return ("The oracle plays a task's own solution, so it needs a task: choose one in the "
-                "Task dock and tick 'Chosen task', or pick another policy for a free-form goal.")
+        name = request.policy.partition(":")[0]
+        what = "a task's own solution" if name == "oracle" else "a benchmark case's reference"
+        return (f"The {name} policy plays {what}, so it needs a task: choose one in the Task "
+                "dock and tick 'Chosen task', or pick another policy for a free-form goal.")
     if not request.task_id and not request.goal.strip():
         return "Type a goal or pick a task before pressing Run."
     return None

@@ -202,6 +202,13 @@ class EpisodesDock(QWidget):
 
         def done(report) -> None:
             self.last_replay = report
+            if report.matched:  # the scene is the episode's end: the start of what comes next
+                episode = store.episode(episode_id)
+                from tools import TOOLS
+
+                self.controller.journal.reset(list(episode.setup) + [
+                    {"tool": s.tool, "args": s.args} for s in store.steps(episode_id)
+                    if s.ok and s.tool in TOOLS and TOOLS[s.tool].mutating])
             self.controller.refresh()
             self.controller.sig_scene_changed.emit()
             if report.matched:

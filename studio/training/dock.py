@@ -1,14 +1,20 @@
 """Training: launch SFT / GRPO / the pipeline / eval as a child process (`modelwright train`),
 plot loss and reward components live from the run's metrics.jsonl, show progress and ETA,
-Stop and Resume, open the report, load the finished adapter into the running model server."""
+Stop and Resume, open the report, load the finished adapter into the running model server.
+
+For a newcomer: "From my demonstrations" exports this studio's finished episodes and writes
+an SFT config from the shipped one (`assets/configs/sft-studio-demos.yaml`, the tiny CPU
+model, nothing downloaded); Launch trains; "Use in agent" puts the adapter in the Agent dock.
+A failed run shows its own error line here, and the log is as tall as the person drags it."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QProcess, QTimer, QUrl, Signal
+from PySide6.QtCore import QProcess, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QComboBox,
@@ -20,10 +26,18 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
+from studio.training.demos import (
+    NoDemonstrations,
+    base_model,
+    error_line,
+    free_run_dir,
+    prepare_demo_run,
+)
 from studio.training.metrics import MetricsTail, RunMetrics, planned_steps
 from studio.training.plot import LinePlot
 
@@ -52,6 +66,17 @@ class TrainingDock(QWidget):
         self.out = QLineEdit(str(settings.value("training/out", "runs/studio")))
         self.extra = QLineEdit()
         self.extra.setPlaceholderText("extra arguments, e.g. for eval: --policy oracle --per-family 1")
+        demos, use = QPushButton("From my demonstrations"), QPushButton("Use in agent")
+        demos.setToolTip("Export this studio's finished episodes and prepare an SFT run on them")
+        use.setToolTip("Drive the Agent dock with the run's adapter (hf policy)")
+        demos.clicked.connect(self.from_demonstrations)
+        use.clicked.connect(self.use_in_agent)
+        self.error = QLabel("")
+        self.error.setObjectName("error")
+        self.error.setWordWrap(True)
+        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error.setStyleSheet("color: #e07a5f;")
+        self.error.hide()
         self.launch_button, self.stop_button = QPushButton("Launch"), QPushButton("Stop")
         self.resume_button, report = QPushButton("Resume"), QPushButton("Open report")
         load = QPushButton("Load into server")
@@ -69,8 +94,8 @@ class TrainingDock(QWidget):
         self.reward_plot = LinePlot("reward, components and held-out eval")
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
-        self.log.setMaximumBlockCount(400)
-        self.log.setMaximumHeight(56)
+        self.log.setMaximumBlockCount(2000)
+        self.log.setMinimumHeight(80)
         config_row = QHBoxLayout()
         config_row.addWidget(self.config, 1)
         config_row.addWidget(browse)
@@ -83,20 +108,36 @@ class TrainingDock(QWidget):
         buttons = QHBoxLayout()
         for b in (self.launch_button, self.stop_button, self.resume_button, report, load):
             buttons.addWidget(b)
-        controls = QVBoxLayout()
+        newcomer = QHBoxLayout()
+        newcomer.addWidget(demos)
+        newcomer.addWidget(use)
+        newcomer.addStretch(1)
+        top = QWidget()
+        controls = QVBoxLayout(top)
+        controls.setContentsMargins(0, 0, 0, 0)
         controls.addLayout(form)
         controls.addLayout(buttons)
+        controls.addLayout(newcomer)
         progress = QHBoxLayout()
         progress.addWidget(self.progress, 1)
         progress.addWidget(self.eta, 1)
         controls.addLayout(progress)
-        controls.addWidget(self.log)
-        plots = QHBoxLayout()
+        controls.addWidget(self.error)
+        self.left = QSplitter(Qt.Orientation.Vertical)  # the log is as tall as it is dragged
+        self.left.addWidget(top)
+        self.left.addWidget(self.log)
+        self.left.setStretchFactor(1, 1)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        plots = QSplitter(Qt.Orientation.Horizontal)
         plots.addWidget(self.loss_plot)
         plots.addWidget(self.reward_plot)
+        self.splitter.addWidget(self.left)
+        self.splitter.addWidget(plots)
+        self.splitter.setStretchFactor(0, 2)
+        self.splitter.setStretchFactor(1, 3)
         layout = QHBoxLayout(self)
-        layout.addLayout(controls, 2)
-        layout.addLayout(plots, 3)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.splitter)
         self.timer = QTimer(self)
         self.timer.setInterval(400)
         self.timer.timeout.connect(self.poll)
@@ -106,17 +147,28 @@ class TrainingDock(QWidget):
     def command(self, resume: bool = False) -> list[str]:
         kind = self.kind.currentText()
         args = ["-m", "studio.cli"]
-        if kind == "eval":
-            args += ["eval", "--json", *self.extra.text().split()]
+        extra = shlex.split(self.extra.text())
+        out = self.out.text().strip()
+        if kind == "eval":  # the report lands in the run folder, where Open report looks
+            args += ["eval", *extra, "--json", str(Path(out) / "eval.json")]
+            if self.controller.data_dir and "--data-dir" not in extra:
+                args += ["--data-dir", str(self.controller.data_dir)]
         else:
-            args += ["train", kind, "--config", self.config.text().strip(), "--out", self.out.text().strip()]
-            args += (["--resume"] if resume else []) + self.extra.text().split()
+            args += ["train", kind, "--config", self.config.text().strip(), "--out", out]
+            args += (["--resume"] if resume else []) + extra
         return [sys.executable, *args]
 
     def launch(self, resume: bool = False) -> None:
         if self.running:
             return
         kind = self.kind.currentText()
+        try:
+            shlex.split(self.extra.text())
+        except ValueError as exc:
+            self.controller.sig_error.emit(f"Training: the arguments do not parse: {exc}")
+            return
+        if kind == "eval":
+            Path(self.out.text().strip()).mkdir(parents=True, exist_ok=True)
         if kind != "eval" and not Path(self.config.text().strip()).is_file():
             self.controller.sig_error.emit(f"Training: no config file at {self.config.text()!r}; choose one.")
             return
@@ -136,6 +188,7 @@ class TrainingDock(QWidget):
         self.process.readyReadStandardOutput.connect(self._read_output)
         self.process.finished.connect(self._finished)
         self.process.errorOccurred.connect(lambda e: self.controller.sig_error.emit(f"Training process: {e}"))
+        self.error.hide()
         self.log.appendPlainText("$ " + " ".join([Path(program).name, *args]))
         self.process.start(program, args)
         self.launch_button.setEnabled(False)
@@ -199,9 +252,42 @@ class TrainingDock(QWidget):
         self.eta.setText(f"stopped at step {self.metrics.last_step}" if crashed or code else
                          f"finished at step {self.metrics.last_step}")
         if code and not crashed:
-            last = self.log.toPlainText().strip().splitlines()[-1:] or [""]
-            self.controller.sig_error.emit(f"Training exited with code {code}: {last[0]}")
+            words = f"{self.kind.currentText()} failed (exit {code}): " + error_line(
+                self.log.toPlainText())
+            self.error.setText(words)
+            self.error.show()
+            self.controller.sig_error.emit(words)
         self.sig_stopped.emit(-1 if crashed else code)
+
+    # -- a newcomer's fine-tune -----------------------------------------------------------
+    def from_demonstrations(self) -> bool:
+        """Export this studio's finished episodes and set up an SFT run on them (Launch
+        starts it). False, with the reason shown, when there is nothing to learn from."""
+        run_dir = Path(self.out.text().strip() or "runs/studio")
+        try:
+            config, n = prepare_demo_run(self.controller.store(), run_dir,
+                                         self.controller.session_episodes or None)
+        except NoDemonstrations as exc:
+            self.controller.sig_error.emit(str(exc))
+            return False
+        self.kind.setCurrentText("sft")
+        self.config.setText(str(config))
+        self.out.setText(str(free_run_dir(run_dir, "sft")))
+        self.extra.clear()
+        self.log.appendPlainText(f"exported {n} episode(s) to {run_dir / 'demos'}; config {config}")
+        self.controller.sig_status.emit(f"SFT on {n} demonstration(s) ready: press Launch")
+        return True
+
+    def use_in_agent(self) -> bool:
+        """Drive the Agent dock with this run's adapter on the model it was trained from."""
+        adapter, base = self.adapter_path(), base_model(Path(self.out.text().strip()))
+        if adapter is None or base is None:
+            self.controller.sig_error.emit(
+                "No finished adapter in the run folder yet: launch a run and let it finish.")
+            return False
+        self.controller.sig_agent_policy.emit("hf", {"model": str(base), "adapter": str(adapter)})
+        self.controller.sig_status.emit(f"Agent dock: hf policy with the adapter {adapter}")
+        return True
 
     # -- results ------------------------------------------------------------------------
     def _browse(self) -> None:
