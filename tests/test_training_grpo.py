@@ -114,72 +114,101 @@ class Recording:
         return self.policy.act(messages, tools)
 
 
-def _first_messages(task, session, render_size):
-    from agents.loop import EpisodeLoop, LoopConfig
+def _oracle_call(task):
+    return task.oracle[0]["args"]
+
+
+def _prompts(task, session, config, turns: int) -> list:
+    """The (messages, tools) the loop shows at each of `turns` turns of a policy that always
+    sends the task's first oracle call (the second time, the name is taken: it fails)."""
+    from agents.loop import EpisodeLoop
+    from agents.policy import PolicyReply, ToolCall
 
     seen: list = []
 
-    class Once:
-        name = "once"
+    class Repeats:
+        name = "repeats"
 
         def reset(self, task_info=None):
             pass
 
         def act(self, messages, tools):
-            from agents.policy import PolicyReply
-
             seen.append((messages, tools))
-            return PolicyReply(text="ok")
+            return PolicyReply(text=None, tool_calls=[ToolCall("c", "add_primitive",
+                                                               _oracle_call(task))])  # fmt: skip
 
-    EpisodeLoop(Once(), session, task.prompt, setup=task.setup,
-                config=LoopConfig(max_steps=1, render_size=render_size)).run()  # fmt: skip
-    return seen[0]
+    EpisodeLoop(Repeats(), session, task.prompt, setup=task.setup, config=config).run()
+    return seen[:turns]
 
 
-def _teach(tmp_path: Path, model_dir: Path, task, session) -> Path:
-    """Overfit the tiny model on the loop's first prompt for `task` and its oracle call, so it
-    writes that add_primitive call (a random model never calls a tool)."""
+def _teach(out: Path, model_dir: Path, task, prompts: list) -> Path:
+    """Overfit the tiny model to answer each of `prompts` with the task's first oracle call
+    (a random model never calls a tool)."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from agents.policies.hf_policy import encode_prompt, shown_tools
 
-    messages, tools = _first_messages(task, session, 128)
     processor = AutoProcessor.from_pretrained(model_dir)
     model = AutoModelForImageTextToText.from_pretrained(model_dir)
-    prompt = encode_prompt(processor, messages, shown_tools(tools, TOOLS))
     target = ('<tool_call>\n{"name": "add_primitive", "arguments": '
-              + json.dumps(task.oracle[0]["args"]) + "}\n</tool_call><|im_end|>")  # fmt: skip
+              + json.dumps(_oracle_call(task)) + "}\n</tool_call><|im_end|>")  # fmt: skip
     ids = processor.tokenizer(target, add_special_tokens=False, return_tensors="pt")["input_ids"]
-    batch = dict(prompt)
-    batch["input_ids"] = torch.cat([prompt["input_ids"], ids], 1)
-    batch["attention_mask"] = torch.ones_like(batch["input_ids"])
-    batch["mm_token_type_ids"] = torch.cat([prompt["mm_token_type_ids"], torch.zeros_like(ids)], 1)
-    labels = batch["input_ids"].clone()
-    labels[:, : prompt["input_ids"].shape[1]] = -100
+    batches = []
+    for messages, tools in prompts:
+        prompt = encode_prompt(processor, messages, shown_tools(tools, TOOLS))
+        batch = dict(prompt)
+        batch["input_ids"] = torch.cat([prompt["input_ids"], ids], 1)
+        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+        batch["mm_token_type_ids"] = torch.cat(
+            [prompt["mm_token_type_ids"], torch.zeros_like(ids)], 1)  # fmt: skip
+        labels = batch["input_ids"].clone()
+        labels[:, : prompt["input_ids"].shape[1]] = -100
+        batches.append((batch, labels))
     torch.manual_seed(0)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     for _ in range(120):
         opt.zero_grad()
-        model(**batch, labels=labels).loss.backward()
+        for batch, labels in batches:
+            model(**batch, labels=labels).loss.backward()
         opt.step()
-    out = tmp_path / "taught"
     model.save_pretrained(out)
     processor.save_pretrained(out)
     return out
 
 
-@pytest.fixture(scope="module")
-def taught(tmp_path_factory, tiny_model_dir, worker_pool):
+def _task():
     from training.tasks import get_task
 
-    curriculum = Curriculum(["primitive_placement"], [1], "train", 0)
-    task = get_task(curriculum.task_for(0))
+    return get_task(Curriculum(["primitive_placement"], [1], "train", 0).task_for(0))
+
+
+@pytest.fixture(scope="module")
+def taught(tmp_path_factory, tiny_model_dir, worker_pool):
+    """The tiny model taught the first call of a task on the loop's first prompt."""
+    from agents.loop import LoopConfig
+
+    task = _task()
     session = worker_pool.session(deadline_s=30)
     try:
-        return _teach(tmp_path_factory.mktemp("grpo"), tiny_model_dir, task, session), task
+        prompts = _prompts(task, session, LoopConfig(max_steps=1, render_size=128), 1)
     finally:
         session.close()
+    out = tmp_path_factory.mktemp("grpo") / "taught"
+    return _teach(out, tiny_model_dir, task, prompts), task
+
+
+# The loop of the stuck rollout: warned on the 2nd failure of the same call, stuck on the
+# 3rd (turn 3 is shown the warning), and a budget so small that old steps are folded.
+STUCK_LOOP = {"max_steps": 4, "render_size": 128, "record_artifacts": False,
+              "repeat_warning": 2, "stuck_after": 3}  # fmt: skip
+
+
+def _stuck_loop():
+    from agents.context import ContextConfig
+    from agents.loop import LoopConfig
+
+    return LoopConfig(**STUCK_LOOP, context=ContextConfig(token_budget=600))
 
 
 def _config(tmp_path: Path, model: Path, extra: str = "", **grpo) -> Path:
@@ -279,35 +308,34 @@ def test_rollouts_are_eval_episodes_and_trl_trains_on_the_generated_ids(tmp_path
     assert all("step:1" in e.tags and "run:run" in e.tags for e in episodes)
 
 
-def test_a_stuck_compacted_rollout_trains_on_its_turns_as_shown(tmp_path, taught):
-    from agents.context import ContextConfig
-    from agents.loop import LoopConfig
+def test_a_stuck_compacted_rollout_trains_on_its_turns_as_shown(tmp_path, tiny_model_dir,
+                                                                session):  # fmt: skip
+    from transformers import AutoTokenizer
+
     from training.grpo import build_runtime, run_grpo
     from training.train_config import load_config
 
-    model_dir, task = taught
+    # A model taught to repeat its one call on every turn of the loop above: the second time
+    # the name is taken, so the loop warns on the repeat, folds old steps, and ends `stuck`.
+    task = _task()
+    prompts = _prompts(task, session, _stuck_loop(), 4)
+    model_dir = _teach(tmp_path / "repeats", tiny_model_dir, task, prompts)
     config = load_config(_config(tmp_path, model_dir, max_turns=4, per_device_train_batch_size=8,
                                  temperature=0.1))  # fmt: skip
     runtime = build_runtime(config.grpo, config.run.seed, TOOLS)
-    # The model repeats its one call; the second time the name is taken: the loop warns on
-    # the repeat and ends the episode `stuck`; a tiny budget folds old steps on the way.
-    runtime.loop = LoopConfig(max_steps=4, render_size=128, record_artifacts=False,
-                              repeat_warning=2, stuck_after=3,
-                              context=ContextConfig(token_budget=600))  # fmt: skip
+    runtime.loop = _stuck_loop()
     _pin_task(runtime, task.id)
     try:
         result = run_grpo(config, tmp_path / "run", runtime=runtime)
     finally:
         runtime.close()
     last = result.last_rollout
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(model_dir)
     stuck = [r for g in last["groups"] for r in g if r.result.status == "stuck"]
     assert stuck, [r.result.status for g in last["groups"] for r in g]
     shown = [tok.decode(t.prompt_ids) for t in stuck[0].turns]
-    assert any("This exact call has now failed" in s for s in shown)
-    assert any("folded to save context" in s or "omitted]" in s for s in shown)
+    assert len(shown) == 4 and "This exact call has now failed" in shown[3]
+    assert any("folded to save context" in s for s in shown), shown[-1][-2000:]
     trained = {row for row in last["trained_rows"] if len(row) > 2}
     for t in stuck[0].turns:  # every turn, warnings and folded context included, as shown
         assert tuple(t.prompt_ids + t.completion_ids) in trained

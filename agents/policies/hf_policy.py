@@ -42,6 +42,9 @@ class HFPolicyConfig:
     # afford the whole catalogue's schemas in every prompt; training renders the same subset.
     tools: list[str] | None = None
     version: str = ""  # model/adapter version recorded with each turn's tokens (RL: the step)
+    # Keep the sampled tokens' log-probs (per-step logits: vocabulary x new tokens of memory
+    # during the turn); off for long generations of a large-vocabulary model outside RL.
+    logprobs: bool = True
 
 
 class HFPolicy:
@@ -93,7 +96,7 @@ class HFPolicy:
                     **gen,
                     pad_token_id=tokenizer.pad_token_id,
                     eos_token_id=tokenizer.eos_token_id,
-                    output_logits=True,
+                    output_logits=self.config.logprobs,
                     return_dict_in_generate=True,
                 )
         except RuntimeError as exc:  # e.g. out of memory, or a context past the model's limit
@@ -103,7 +106,8 @@ class HFPolicy:
         tokens = TurnTokens(
             prompt_ids=inputs["input_ids"][0].tolist(),
             completion_ids=completion_ids,
-            logprobs=sampling_logprobs(out.logits, completion_ids, self.config.temperature),
+            logprobs=sampling_logprobs(out.logits, completion_ids, self.config.temperature)
+            if self.config.logprobs else None,
             vision={k: inputs[k].detach().cpu() for k in VISION_KEYS if k in inputs} or None,
             seen=seen_digest(messages, tools),
             model_version=self.config.version,
