@@ -79,11 +79,13 @@ def grpo_split(model: Path, adapter: Path | None, out: Path, workers: int, steps
             "logprob_mismatch": statistics.fmean(r["rollout/logprob_mismatch"] for r in rows)}
 
 
-def grpo_config(model: Path, workers: int, steps: int):
+def grpo_config(model: Path | None, workers: int, steps: int):
+    """The benchmark's GRPO config (model None: the tiny model, for --dry-run)."""
     from training.train_config import TrainConfig
 
     return TrainConfig.model_validate({
-        "kind": "grpo", "name": f"bench-{workers}", "model": {"path": str(model)},
+        "kind": "grpo", "name": f"bench-{workers}",
+        "model": {"path": str(model)} if model else {"build_tiny": True},
         "tools": TOOLS, "run": {"report_to": [], "save_steps": 1000, "seed": 0},
         "grpo": {"tasks": {"families": FAMILIES, "levels": [1]}, "max_steps": steps,
                  "per_device_train_batch_size": 16, "num_generations": 4,
@@ -163,7 +165,7 @@ def main() -> None:
     ap.add_argument("--dry-run", action="store_true", help="check the setup, run nothing")
     args = ap.parse_args()
     if args.dry_run:
-        grpo_config(Path("model"), 2, args.steps)
+        grpo_config(None, 2, args.steps)
         print("bench_training: configuration ok (dry run)")
         return
     import torch
