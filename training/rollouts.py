@@ -117,6 +117,9 @@ def training_rows(groups: list[list[Rollout]], turns: int, pad_id: int, eos_id: 
     block's baseline is the group's mean episode reward, as in GRPO."""
     out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs",
                                             "env_mask", "episode_reward", "turn_ref")}  # fmt: skip
+    longest = max((len(r.turns) for g in groups for r in g), default=0)
+    if longest > turns:  # a loop allowed more turns than the rows hold: never drop turns
+        raise ValueError(f"a rollout took {longest} model turns; the rows hold {turns}")
     for g, group in enumerate(groups):
         for t in range(turns):
             for j, rollout in enumerate(group):
