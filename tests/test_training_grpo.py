@@ -215,7 +215,7 @@ def _config(tmp_path: Path, model: Path, extra: str = "", **grpo) -> Path:
     spec = {"tasks": {"families": ["primitive_placement"], "levels": [1]}, "max_steps": 1,
             "per_device_train_batch_size": 4, "num_generations": 2, "max_turns": 2,
             "max_completion_length": 96, "temperature": 1.0, "learning_rate": 1.0e-2,
-            "render_size": 128, "rollout_workers": 2, **grpo}  # fmt: skip
+            "render_size": 128, "rollout_workers": 2, "tool_deadline_s": 300, **grpo}  # fmt: skip
     cfg = tmp_path / "grpo.yaml"
     cfg.write_text(f"kind: grpo\nmodel: {{path: {model}}}\ntools: {TOOLS}\n"
                    "run: {seed: 1, save_steps: 1, report_to: []}\n"
@@ -227,8 +227,18 @@ def _pin_task(runtime, task_id: str, n: int = 8) -> None:
     runtime.curriculum.load_state_dict({"assigned": {str(i): task_id for i in range(n)}})
 
 
+@pytest.fixture
+def roomy_session(worker_pool):
+    """A session whose calls may take long on a loaded machine: a call that timed out would
+    show the model an error the other run did not see (parity is exact, deadlines are not)."""
+    s = worker_pool.session(deadline_s=300)
+    yield s
+    s.close()
+
+
 def test_rollouts_are_eval_episodes_and_trl_trains_on_the_generated_ids(tmp_path, taught,
-                                                                          session):  # fmt: skip
+                                                                          roomy_session):  # fmt: skip
+    session = roomy_session
     from peft import get_peft_model
     from safetensors.torch import load_file
     from transformers import AutoModelForImageTextToText, AutoProcessor
