@@ -151,6 +151,52 @@ def rollout_rates(model: Path, adapter: Path | None, groups: int) -> list[dict]:
     return out
 
 
+def batched_generate_gain(model: Path, adapter: Path | None, n: int) -> dict:
+    """What generating `n` rollouts' turns as one left-padded batch would save (not built):
+    n first-turn prompts (goal, tools, a montage), 64 new tokens each, greedy, sequential vs
+    one `generate` call."""
+    from PIL import Image
+
+    from agents.loop import DEFAULT_SYSTEM, openai_tools
+    from agents.policies.hf_policy import encode_prompt, shown_tools, to_template_messages
+    from tools import catalogue
+
+    loaded, processor = load_policy_model(model, adapter)
+    tok = processor.tokenizer
+    tools = shown_tools(openai_tools(catalogue()), TOOLS)
+    prompts = [[{"role": "system", "content": DEFAULT_SYSTEM},
+                {"role": "user", "content": [{"type": "text", "text": f"Goal: a cube named A{i}"},
+                                             {"type": "image",
+                                              "image": Image.new("RGB", (256, 256), (90 + i,) * 3)}]}]
+               for i in range(n)]  # fmt: skip
+    gen = {"max_new_tokens": 64, "min_new_tokens": 64, "do_sample": False,
+           "pad_token_id": tok.pad_token_id}  # fmt: skip
+
+    def one_by_one() -> None:
+        for m in prompts:
+            loaded.generate(**encode_prompt(processor, m, tools), **gen)
+
+    def batch() -> None:
+        rendered = [to_template_messages(m) for m in prompts]
+        texts = [processor.apply_chat_template(t, tools=tools, tokenize=False,
+                                               add_generation_prompt=True) for t, _ in rendered]
+        images = [i for _, ims in rendered for i in ims]
+        tok.padding_side = "left"
+        loaded.generate(**processor(text=texts, images=images, return_tensors="pt",
+                                    padding=True), **gen)  # fmt: skip
+
+    import torch
+
+    out = {}
+    with torch.no_grad():
+        for name, fn in (("sequential_s", one_by_one), ("batched_s", batch)):
+            fn()  # warm-up
+            start = time.perf_counter()
+            fn()
+            out[name] = round(time.perf_counter() - start, 3)
+    return out
+
+
 def _loop_config():
     from agents.loop import LoopConfig
 
@@ -182,6 +228,7 @@ def main() -> None:
 
             model = build_tiny_model(tmp / "model")
             adapter = teach(tmp, model)
+        gain = batched_generate_gain(model, adapter, GROUP)
         rates = rollout_rates(model, adapter, args.groups)
         split = grpo_split(model, adapter, tmp / "grpo", 2, args.steps)
     base = rates[0]["episodes_per_min"]
@@ -189,13 +236,15 @@ def main() -> None:
     for r in rates:
         print(f"  {r['mode']:<13} {r['episodes_per_min']:7.2f}  (x{r['episodes_per_min'] / base:.2f}"
               f" vs sequential; {r['calls']} tool calls, {r['wall_s']} s)")
+    print(f"{GROUP} turns generated one by one {gain['sequential_s']} s vs as one batch "
+          f"{gain['batched_s']} s (x{gain['sequential_s'] / gain['batched_s']:.2f}; not built)")
     s = split["split_s"]
     print(f"GRPO step (2 workers, 2 groups x 4 rollouts x 2 turns, mean of {split['steps']} steps "
           f"after the first): rollout {s['rollout']:.2f} s (generation {s['generate']:.2f}, "
           f"tools {s['tools']:.2f}, summed over rollouts), update {s['update']:.2f} s; "
           f"zero-spread groups {split['zero_spread_share']:.2f}, "
           f"logprob mismatch {split['logprob_mismatch']:.2e}")
-    print(json.dumps({"rates": rates, "grpo": split}))
+    print(json.dumps({"rates": rates, "grpo": split, "batched_generate": gain}))
 
 
 if __name__ == "__main__":
