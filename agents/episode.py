@@ -78,6 +78,7 @@ class StepRecord:
     overhead_ms: float = 0.0  # the loop's own time: step wall minus policy, tools, observe
     frame: bytes | None = None
     policy_error: str | None = None  # the reply could not be used (e.g. the server failed)
+    tokens: Any = None  # agents.policy.TurnTokens of this turn, when the policy gave them (RL)
 
     @property
     def tool_errors(self) -> int:

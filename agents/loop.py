@@ -202,6 +202,7 @@ class EpisodeLoop:
                 tokens_out=reply.tokens_out,
                 prompt_tokens_est=est,
                 latency_ms=reply.latency_ms or policy_ms,
+                tokens=reply.tokens,
             )
             self.result.steps.append(step)
             self.bus.emit(

@@ -44,6 +44,26 @@ class ToolCall:
 
 
 @dataclass
+class TurnTokens:
+    """One model turn exactly as generated: what RL trains on (never re-tokenised text).
+
+    `prompt_ids` is the tokenised prompt the model continued (images expanded to their
+    placeholder tokens where the loop put them), `completion_ids` the sampled tokens (closing
+    end-of-turn token included when generated), `logprobs` their log-probabilities under the
+    sampling distribution (temperature applied), `vision` the processor's image tensors for the
+    prompt (pixel values, grid) so a trainer's forward pass sees the same pixels, and `seen` a
+    digest of the messages and image bytes the policy was shown.
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float] | None = None
+    vision: dict | None = None
+    seen: str = ""
+    model_version: str = ""
+
+
+@dataclass
 class PolicyReply:
     """A policy's answer to one observation."""
 
@@ -53,6 +73,7 @@ class PolicyReply:
     tokens_out: int = 0
     latency_ms: float = 0.0
     raw: Any = None
+    tokens: TurnTokens | None = None  # set by policies that can say exactly what they generated
 
     @property
     def done(self) -> bool:

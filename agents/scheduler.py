@@ -8,9 +8,10 @@ session, up to `max_retries`; a job the policy failed is a result like any other
 never retried. Outcomes come back in submission order and each job gets a seed fixed at
 submission, so the results do not depend on the number of workers.
 
-Two additions serve RL rollouts (`training/rollout_runtime.py`), which keep scene state on
-particular workers between batches: `keep_sessions=True` keeps each worker slot's session open across
-`run()` calls (until `close()`), and `submit(..., worker=w)` pins a job to slot `w`.
+Two additions serve RL rollouts (`training/rollouts.py`: a batch's episodes are jobs here):
+`keep_sessions=True` keeps each worker slot's session open across `run()` calls (until
+`close()`), so a run does not start workers per step, and `submit(..., worker=w)` pins a job
+to slot `w`.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from agents.start_state import StartState
 def record_turn(recorder: Any, step: StepRecord, turn: int, actor: str) -> None:
     """Record the calls of one turn (one assistant reply): the message, tokens and latency on
     the first call, the frame observed after the turn on the last."""
+    tokens = getattr(step, "tokens", None)  # TurnTokens: the ids the model generated (RL)
     for i, outcome in enumerate(step.calls):
         first, last = i == 0, i == len(step.calls) - 1
         call = outcome.call
@@ -39,6 +40,8 @@ def record_turn(recorder: Any, step: StepRecord, turn: int, actor: str) -> None:
             tokens_in=step.tokens_in if first else 0,
             tokens_out=step.tokens_out if first else 0,
             latency_ms=step.latency_ms if first else 0.0,
+            token_ids=tokens.completion_ids if first and tokens is not None else None,
+            logprobs=tokens.logprobs if first and tokens is not None else None,
             turn=turn,
             actor=actor,
         )

@@ -1,14 +1,17 @@
-"""GRPO on CPU: time split per step (generation / tools / reward / update) and rollout episodes
-per minute with 1 and 2 tool workers (the 1-worker run is the baseline of the same run).
+"""GRPO on CPU: rollout episodes/min (one rollout at a time, then the scheduler with 1 and 2
+tool workers, all in this run) and the time split of a GRPO step (rollout wall, generation,
+tools, update).
 
-    .venv/bin/python benchmarks/bench_training.py [--pipeline-dir DIR] [--steps N] [--swap-only]
+    .venv/bin/python benchmarks/bench_training.py [--pipeline-dir DIR] [--steps N] [--groups G]
+        [--dry-run]
 
-It first measures what rollouts sharing a worker pay to swap states (`ToolSession.switch`)
-against the replay that swap replaces (baseline measured in the same run).
-
-With --pipeline-dir (a finished `train pipeline --out DIR`) it starts from that pipeline's SFT
-model (DIR/sft/model, or DIR/model + DIR/sft/adapter), so rollouts really call tools; otherwise it builds the tiny model and
-teaches it the call format with a short SFT first.
+Rollouts are `EpisodeLoop` episodes (`training/rollouts.py`) with an `HFPolicy` sampling at
+temperature 1.0. The sequential baseline runs the same episodes one after another in this
+thread on one tool session; the scheduler runs them as jobs on N kept worker slots, so one
+rollout's tool calls overlap another's generation (generation itself is one at a time per
+process: `GENERATE_LOCK`). With --pipeline-dir (a finished `train pipeline --out DIR`) the
+policy is that pipeline's SFT model, so rollouts really call tools; otherwise the tiny model is
+built and taught the call format with a short SFT first. --dry-run checks the setup only.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 FAMILIES = ["primitive_placement", "materials", "scene_editing"]
 TOOLS = ["add_primitive", "set_material", "delete"]
+GROUP = 4  # rollouts per group
 
 
 def teach(tmp: Path, model: Path) -> Path:
@@ -56,108 +60,159 @@ def teach(tmp: Path, model: Path) -> Path:
     return run_sft(cfg, tmp / "sft", model_path=model).adapter_dir
 
 
-def grpo_split(model: Path, adapter: Path, out: Path, workers: int, steps: int) -> dict:
+def grpo_split(model: Path, adapter: Path | None, out: Path, workers: int, steps: int) -> dict:
+    """A short GRPO run; the mean per-step split after the first step (which starts workers)."""
     from training.grpo import run_grpo
-    from training.train_config import TrainConfig
 
-    cfg = TrainConfig.model_validate(
-        {
-            "kind": "grpo",
-            "name": f"bench-{workers}",
-            "model": {"path": str(model)},
-            "tools": TOOLS,
-            "run": {"report_to": [], "save_steps": 1000, "seed": 0},
-            "grpo": {
-                "tasks": {"families": FAMILIES, "levels": [1]},
-                "max_steps": steps,
-                "per_device_train_batch_size": 4,
-                "num_generations": 4,
-                "max_completion_length": 800,
-                "max_turns": 2,
-                "temperature": 1.0,
-                "rollout_workers": workers,
-            },
-        }
-    )
+    cfg = grpo_config(model, workers, steps)
     start = time.perf_counter()
     run_grpo(cfg, out, adapter=adapter)
     wall = time.perf_counter() - start
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "time/update_s" in r]
-    startup_tools_s = rows[0]["time/tools_s"]  # the first step also starts the workers
     rows = rows[1:] or rows  # steady state
-    split = {
-        k: statistics.fmean(r[f"time/{k}_s"] for r in rows)
-        for k in ("generation", "tools", "reward", "scoring", "update")
-    }
-    rollout_s = split["generation"] + split["tools"] + split["reward"] + split["scoring"]
-    return {
-        "workers": workers,
-        "steps": len(rows),
-        "wall_s": round(wall, 1),
-        "split_s": {k: round(v, 3) for k, v in split.items()},
-        "rollout_episodes_per_min": round(4 * 60 / rollout_s, 2),
-        "first_step_tools_s": round(startup_tools_s, 2),
-        "replays": rows[-1].get("rollout/replays", 0),
-        "switches": rows[-1].get("rollout/switches", 0),
-        "calls_per_rollout": round(
-            statistics.fmean(r.get("reward/calls_per_rollout", 0) for r in rows), 2
-        ),
-    }
+    keys = ("rollout", "generate", "tools", "update")
+    split = {k: statistics.fmean(r[f"time/{k}_s"] for r in rows) for k in keys}
+    return {"workers": workers, "steps": len(rows), "wall_s": round(wall, 1),
+            "split_s": {k: round(v, 3) for k, v in split.items()},
+            "zero_spread_share": statistics.fmean(r["rollout/zero_spread_share"] for r in rows),
+            "logprob_mismatch": statistics.fmean(r["rollout/logprob_mismatch"] for r in rows)}
 
 
-def switch_vs_replay(repeats: int = 20) -> dict:
-    """Bringing a rollout's state back onto a shared worker: one `switch` (park the live state,
-    take the rollout's) against the replay it replaces (reset, task setup, the rollout's
-    calls), on the same worker, for a primitive_placement rollout that made 2 calls."""
+def grpo_config(model: Path | None, workers: int, steps: int):
+    """The benchmark's GRPO config (model None: the tiny model, for --dry-run)."""
+    from training.train_config import TrainConfig
+
+    return TrainConfig.model_validate({
+        "kind": "grpo", "name": f"bench-{workers}",
+        "model": {"path": str(model)} if model else {"build_tiny": True},
+        "tools": TOOLS, "run": {"report_to": [], "save_steps": 1000, "seed": 0},
+        "grpo": {"tasks": {"families": FAMILIES, "levels": [1]}, "max_steps": steps,
+                 "per_device_train_batch_size": 16, "num_generations": 4,
+                 "max_completion_length": 128, "max_turns": 2, "temperature": 1.0,
+                 "rollout_workers": workers, "rollout_store": "off"},
+    })  # fmt: skip
+
+
+def load_policy_model(model: Path, adapter: Path | None):
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(model)
+    loaded = AutoModelForImageTextToText.from_pretrained(model)
+    if adapter:
+        from peft import PeftModel
+
+        loaded = PeftModel.from_pretrained(loaded, str(adapter))
+    return loaded.eval(), processor
+
+
+def rollout_rates(model: Path, adapter: Path | None, groups: int) -> list[dict]:
+    """Episodes/min for the same rollouts: sequential, then the scheduler with 1 and 2 slots."""
+    from agents.policies.hf_policy import HFPolicy
+    from agents.scheduler import Scheduler
     from tools import ToolSession
-    from training.tasks import get_task
+    from training.curriculum import Curriculum
+    from training.evaluation import run_spec, task_spec
+    from training.rollouts import rollout_seed, run_groups
 
-    task = get_task("primitive_placement:1:3")
-    calls = task.oracle[:1] + [
-        {
-            "tool": "add_primitive",
-            "args": {"kind": "cube", "name": "Extra", "dimensions": [1, 1, 1]},
-        }
-    ]
+    loaded, processor = load_policy_model(model, adapter)
+    config = _loop_config()
+    curriculum = Curriculum(FAMILIES, [1], "train", 0)
+    slots = [(i, curriculum.task_for(i)) for i in range(groups)]
 
-    def replay(s) -> None:  # as the rollout runtime replays: drop the live state, rebuild
-        s.switch(park=None, take=None)
-        task.setup(s)
-        for c in calls:
-            s.call(c["tool"], c["args"])
+    def policy_for(seed: int) -> HFPolicy:
+        return HFPolicy.from_loaded(loaded, processor, model=model.name, max_tokens=128,
+                                    temperature=1.0, seed=seed, tools=TOOLS)  # fmt: skip
 
-    with ToolSession() as s:
-        replay(s)
-        s.switch(park="a", take=None)
-        task.setup(s)
-        for c in calls:
-            s.call(c["tool"], c["args"])
-        s.switch(park="b", take="a")  # warm-up; a is live, b parked
-        switch_ms, replay_ms = [], []
-        for i in range(repeats):
+    out = []
+    with ToolSession() as session:
+        session.status()  # the worker is up before the clock starts
+        start = time.perf_counter()
+        calls = 0
+        for slot, task_id in slots:
+            for i in range(GROUP):
+                rec = run_spec(task_spec(task_id), policy_for(rollout_seed(0, slot, i)), session,
+                               config=config)  # fmt: skip
+                calls += rec["calls"]
+        wall = time.perf_counter() - start
+    n = groups * GROUP
+    out.append({"mode": "sequential", "episodes": n, "wall_s": round(wall, 2),
+                "episodes_per_min": round(n * 60 / wall, 2), "calls": calls})  # fmt: skip
+    for workers in (1, 2):
+        with Scheduler(workers, keep_sessions=True) as scheduler:
+            for w in range(workers):
+                scheduler.session(w).status()  # started before the clock, as in a run
             start = time.perf_counter()
-            s.switch(park="b" if i % 2 else "a", take="a" if i % 2 else "b")
-            switch_ms.append((time.perf_counter() - start) * 1e3)
-        for _ in range(max(3, repeats // 4)):
+            done = run_groups(scheduler, slots, GROUP, policy_for, config)
+            wall = time.perf_counter() - start
+        calls = sum(r.record["calls"] for g in done for r in g)
+        out.append({"mode": f"scheduler x{workers}", "episodes": n, "wall_s": round(wall, 2),
+                    "episodes_per_min": round(n * 60 / wall, 2), "calls": calls})  # fmt: skip
+    return out
+
+
+def batched_generate_gain(model: Path, adapter: Path | None, n: int) -> dict:
+    """What generating `n` rollouts' turns as one left-padded batch would save (not built):
+    n first-turn prompts (goal, tools, a montage), 64 new tokens each, greedy, sequential vs
+    one `generate` call."""
+    from PIL import Image
+
+    from agents.loop import DEFAULT_SYSTEM, openai_tools
+    from agents.policies.hf_policy import encode_prompt, shown_tools, to_template_messages
+    from tools import catalogue
+
+    loaded, processor = load_policy_model(model, adapter)
+    tok = processor.tokenizer
+    tools = shown_tools(openai_tools(catalogue()), TOOLS)
+    prompts = [[{"role": "system", "content": DEFAULT_SYSTEM},
+                {"role": "user", "content": [{"type": "text", "text": f"Goal: a cube named A{i}"},
+                                             {"type": "image",
+                                              "image": Image.new("RGB", (256, 256), (90 + i,) * 3)}]}]
+               for i in range(n)]  # fmt: skip
+    gen = {"max_new_tokens": 64, "min_new_tokens": 64, "do_sample": False,
+           "pad_token_id": tok.pad_token_id}  # fmt: skip
+
+    def one_by_one() -> None:
+        for m in prompts:
+            loaded.generate(**encode_prompt(processor, m, tools), **gen)
+
+    def batch() -> None:
+        rendered = [to_template_messages(m) for m in prompts]
+        texts = [processor.apply_chat_template(t, tools=tools, tokenize=False,
+                                               add_generation_prompt=True) for t, _ in rendered]
+        images = [i for _, ims in rendered for i in ims]
+        tok.padding_side = "left"
+        loaded.generate(**processor(text=texts, images=images, return_tensors="pt",
+                                    padding=True), **gen)  # fmt: skip
+
+    import torch
+
+    out = {}
+    with torch.no_grad():
+        for name, fn in (("sequential_s", one_by_one), ("batched_s", batch)):
+            fn()  # warm-up
             start = time.perf_counter()
-            replay(s)  # drops the live state (switch with park=None), then rebuilds it
-            replay_ms.append((time.perf_counter() - start) * 1e3)
-    return {"switch_ms": statistics.median(switch_ms), "replay_ms": statistics.median(replay_ms)}
+            fn()
+            out[name] = round(time.perf_counter() - start, 3)
+    return out
+
+
+def _loop_config():
+    from agents.loop import LoopConfig
+
+    return LoopConfig(max_steps=2, render_size=256, record_artifacts=False)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pipeline-dir", type=Path)
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--swap-only", action="store_true", help="only the switch vs replay figure")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--groups", type=int, default=3, help="groups of 4 rollouts per rate")
+    ap.add_argument("--dry-run", action="store_true", help="check the setup, run nothing")
     args = ap.parse_args()
-    swap = switch_vs_replay()
-    print(
-        f"rollout state back on a shared worker: switch {swap['switch_ms']:.1f} ms vs replay "
-        f"{swap['replay_ms']:.1f} ms (x{swap['replay_ms'] / swap['switch_ms']:.1f} faster)"
-    )
-    if args.swap_only:
+    if args.dry_run:
+        grpo_config(None, 2, args.steps)
+        print("bench_training: configuration ok (dry run)")
         return
     import torch
 
@@ -173,27 +228,23 @@ def main() -> None:
 
             model = build_tiny_model(tmp / "model")
             adapter = teach(tmp, model)
-        results = [grpo_split(model, adapter, tmp / f"grpo{w}", w, args.steps) for w in (1, 2)]
-    base = results[0]
-    print("GRPO step time split on CPU (mean seconds per step after the first, 4 rollouts of")
-    print("up to 2 turns;")
-    print("scoring = prompt tokenisation, image processing and log-prob passes):")
-    for r in results:
-        s = r["split_s"]
-        total = sum(s.values())
-        print(
-            f"  workers={r['workers']}: generation {s['generation']:.2f}  tools {s['tools']:.2f}  "
-            f"reward {s['reward']:.2f}  scoring {s['scoring']:.2f}  update {s['update']:.2f}  "
-            f"(total {total:.2f} s; "
-            f"{r['calls_per_rollout']} calls per rollout; state swaps {r['switches']}, "
-            f"replays {r['replays']}; first step's tools {r['first_step_tools_s']} s "
-            "incl. worker start)"
-        )
-        print(
-            f"    rollout episodes/min {r['rollout_episodes_per_min']}  "
-            f"(x{r['rollout_episodes_per_min'] / base['rollout_episodes_per_min']:.2f} vs 1 worker)"
-        )
-    print(json.dumps(results))
+        gain = batched_generate_gain(model, adapter, GROUP)
+        rates = rollout_rates(model, adapter, args.groups)
+        split = grpo_split(model, adapter, tmp / "grpo", 2, args.steps)
+    base = rates[0]["episodes_per_min"]
+    print(f"Rollout episodes/min ({rates[0]['episodes']} episodes of up to 2 turns, same seeds):")
+    for r in rates:
+        print(f"  {r['mode']:<13} {r['episodes_per_min']:7.2f}  (x{r['episodes_per_min'] / base:.2f}"
+              f" vs sequential; {r['calls']} tool calls, {r['wall_s']} s)")
+    print(f"{GROUP} turns generated one by one {gain['sequential_s']} s vs as one batch "
+          f"{gain['batched_s']} s (x{gain['sequential_s'] / gain['batched_s']:.2f}; not built)")
+    s = split["split_s"]
+    print(f"GRPO step (2 workers, 2 groups x 4 rollouts x 2 turns, mean of {split['steps']} steps "
+          f"after the first): rollout {s['rollout']:.2f} s (generation {s['generate']:.2f}, "
+          f"tools {s['tools']:.2f}, summed over rollouts), update {s['update']:.2f} s; "
+          f"zero-spread groups {split['zero_spread_share']:.2f}, "
+          f"logprob mismatch {split['logprob_mismatch']:.2e}")
+    print(json.dumps({"rates": rates, "grpo": split, "batched_generate": gain}))
 
 
 if __name__ == "__main__":

@@ -287,3 +287,27 @@ def test_server_down_is_a_clear_fatal_error(session) -> None:
     assert result.status == "fatal"
     assert f"cannot reach an OpenAI-compatible server at {url}" in result.error
     assert "3 tries" in result.error and "--base-url" in result.error
+
+
+def test_token_ids_mode_asks_for_and_keeps_the_servers_ids_and_logprobs(scripted_server) -> None:
+    """RL against a vLLM server: the reply's TurnTokens are the ids the server generated (its
+    `return_token_ids` answer), never the text re-tokenised here; missing ids are an error."""
+    body = completion('<tool_call>{"name": "get_scene", "arguments": {}}</tool_call>')
+    body["prompt_token_ids"] = [5, 6, 7]
+    body["choices"][0]["token_ids"] = [11, 12, 2]
+    body["choices"][0]["logprobs"] = {"content": [
+        {"token": "a", "logprob": -0.5, "bytes": None, "top_logprobs": []},
+        {"token": "b", "logprob": -0.25, "bytes": None, "top_logprobs": []},
+        {"token": "c", "logprob": -0.125, "bytes": None, "top_logprobs": []},
+    ]}  # fmt: skip
+    Scripted.plan = [(200, body), (200, completion("no ids"))]
+    policy = make_policy("openai", base_url=scripted_server, model="rl-v3", token_ids=True)
+    reply = policy.act(first_prompt("x"), [])
+    assert Scripted.seen[0]["return_token_ids"] is True and Scripted.seen[0]["logprobs"] is True
+    tok = reply.tokens
+    assert (tok.prompt_ids, tok.completion_ids, tok.logprobs) == ([5, 6, 7], [11, 12, 2],
+                                                                  [-0.5, -0.25, -0.125])
+    assert tok.model_version == "rl-v3" and len(tok.seen) == 64
+    assert [c.name for c in reply.tool_calls] == ["get_scene"]
+    with pytest.raises(PolicyError, match="no token ids"):
+        policy.act(first_prompt("x"), [])

@@ -2,7 +2,7 @@
 curriculum of an uninterrupted run (real TRL, PEFT, tiny model and sandboxed tool workers).
 
 The tiny model is random, so its rollouts call no tools; the tasks they are drawn for still go
-through the curriculum and the environment's `reset`, which is what the data order is made of.
+through the curriculum (by step number), which is what the data order is made of.
 Two curriculum buckets (levels 1 and 2) make the draws depend on the saved success history, so
 a resume that lost the curriculum state would draw different tasks.
 """

@@ -77,14 +77,22 @@ def register(app: typer.Typer) -> None:
         adapter: Path | None = typer.Option(
             None, help="Start from this LoRA adapter (e.g. SFT's)."
         ),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Check the config and print a step's plan; start nothing."
+        ),
     ) -> None:
-        """Multi-turn GRPO with the tasks' rewards in the sandboxed tool environment."""
+        """Multi-turn GRPO: rollouts are episodes of the agent loop, rewards the tasks' checks."""
         from training.grpo import run_grpo
 
         cfg = _load(config, "grpo")
         if adapter is not None and not (adapter / "adapter_config.json").is_file():
             fail(f"{adapter} is not a LoRA adapter folder (no adapter_config.json); point at "
                  "the adapter a `modelwright train sft` run saved (RUN/adapter)")
+        if dry_run:
+            from training.grpo_server import plan
+
+            typer.echo(json.dumps(plan(cfg)))
+            return
         result = run_grpo(
             cfg, _out(cfg, out), resume=resume, adapter=adapter, config_text=config.read_text()
         )

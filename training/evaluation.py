@@ -95,16 +95,21 @@ def run_spec(
     source: str = "agent",
     subscribers: tuple = (),
     cancel: Any = None,
+    meta: dict | None = None,
 ) -> dict:
-    """Run one episode of `spec` and return its record (the `run --json` summary)."""
+    """Run one episode of `spec` and return its record (the `run --json` summary). `meta`:
+    more episode fields for the store (model, adapter, tags), e.g. an RL rollout's run/step."""
     config = config or LoopConfig()
     config = LoopConfig(**{**config.__dict__, "max_steps": min(config.max_steps, spec.budget)})
     recorder_factory = None
     if store is not None:
 
+        extra = meta
+
         def recorder_factory(**meta: Any) -> Any:
             return store.begin_episode(
-                task_id=spec.task_id, task_params=spec.task_params, source=source, **meta
+                task_id=spec.task_id, task_params=spec.task_params, source=source,
+                **{**meta, **(extra or {})},
             )
 
     result = run_episode(

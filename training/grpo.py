@@ -1,18 +1,20 @@
-"""Multi-turn GRPO in the sandboxed tool environment, with TRL's `GRPOTrainer` and LoRA (PEFT).
+"""Multi-turn GRPO on the product's own episode loop, with TRL's `GRPOTrainer` and LoRA (PEFT).
 
-The policy-gradient math is TRL's (GRPO / Dr. GRPO / DAPO / BNPO by `grpo.loss_type`); this
-module wires our parts in: the environment (`training/grpo_env.py`) whose methods are the
-tools, the curriculum sampler, the task reward with every component logged, the run folder
-(checkpoints, metrics JSONL, TensorBoard, resume), and a time split per step (generation /
-tools / reward / update) for the benchmark. Tool-result tokens are masked from the loss by
-TRL's tool loop (`tool_mask`). Generation: transformers `generate` on CPU, vLLM (server or
-colocate) when configured on a GPU machine.
+The policy-gradient math is TRL's (GRPO / Dr. GRPO / DAPO / BNPO by `grpo.loss_type`); the
+rollouts are ours, through TRL's public `rollout_func`: each rollout is an `EpisodeLoop`
+episode (`training/rollouts.py`) with an `HFPolicy` over the model being trained, run on the
+eval scheduler's worker pool and recorded in the store; each training row is one model turn's
+prompt and completion token ids exactly as generated, with the sampling log-probs. Groups
+whose rewards are all equal give no gradient: with `grpo.oversample` > 1, more groups are run
+than a step needs and the ones with reward spread are kept (dynamic sampling). Logged per
+step: the task reward and its components, the share of zero-spread groups, the mismatch
+between training-time and sampling-time log-probs, and the time split (rollout wall,
+generation, tools, update). No private TRL member is read or written (a test greps for them).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,10 @@ from training.runs import (
 )
 from training.train_config import GRPOSpec, RunSpec, TrainConfig
 
+# The TRL releases whose public `rollout_func` contract this module is written and tested
+# against (pyproject pins the same range).
+TRL_SUPPORTED = (">=1.16", "<1.17")
+
 
 @dataclass
 class GRPOResult:
@@ -35,21 +41,34 @@ class GRPOResult:
     steps: int
     resumed_from: int | None
     crash_retries: int
-    last_rollout: dict | None = None  # completion_ids and loss_mask of the last batch
+    last_rollout: dict | None = None  # the rows of the last batch and the episodes they came from
+
+
+@dataclass
+class RLRuntime:
+    """What a run's rollouts share: the scheduler's kept worker slots, the curriculum, tools."""
+
+    scheduler: Any
+    curriculum: Any
+    shown: list[str] | None = None
+    store: Any = None
+    stats: Any = None  # the last batch's training.rollouts.StepStats
+    last: dict | None = None
+    loop: Any = None  # a LoopConfig for the rollouts (default: from the grpo spec)
+
+    @property
+    def crash_retries(self) -> int:
+        return self.scheduler.retries
+
+    def close(self) -> None:
+        self.scheduler.close()
+        if self.store is not None:
+            self.store.close()
 
 
 def grpo_args(spec: GRPOSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
     from trl import GRPOConfig
 
-    vllm: dict[str, Any] = {}
-    if spec.generation != "transformers":
-        vllm = {
-            "use_vllm": True,
-            "vllm_mode": "server" if spec.generation == "vllm_server" else "colocate",
-            "vllm_server_host": spec.vllm_server_host,
-            "vllm_server_port": spec.vllm_server_port,
-            "vllm_gpu_memory_utilization": spec.vllm_gpu_memory_utilization,
-        }
     return GRPOConfig(
         output_dir=str(out_dir),
         max_steps=spec.max_steps,
@@ -58,7 +77,6 @@ def grpo_args(spec: GRPOSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
         gradient_accumulation_steps=spec.gradient_accumulation_steps,
         num_generations=spec.num_generations,
         max_completion_length=spec.max_completion_length,
-        max_tool_calling_iterations=spec.max_turns,
         temperature=spec.temperature,
         top_p=spec.top_p,
         beta=spec.beta,
@@ -79,138 +97,32 @@ def grpo_args(spec: GRPOSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
         use_cpu=use_cpu,
         disable_tqdm=False,
         bf16=False,
-        **vllm,
     )
 
 
 def slot_dataset(n: int):
-    """One row per GRPO prompt slot; the environment's `reset` turns a slot into a task."""
+    """Placeholder prompts: TRL needs a dataset, but the rollouts draw their tasks from the
+    curriculum by step (so a resumed run draws the same ones)."""
     from datasets import Dataset
 
-    from training.grpo_env import initial_prompt
-
-    return Dataset.from_dict(
-        {"prompt": [initial_prompt() for _ in range(n)], "slot": list(range(n))}
-    )
+    return Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}]] * n})
 
 
-def make_reward(runtime: Any, samples_path: Path, state_of: Any):
-    """The task reward: RewardBreakdown.total, with components, success and validity logged."""
-
-    def task_reward(environments=None, log_metric=None, **_: Any) -> list[float]:
-        start = time.perf_counter()
-        verdicts = runtime.verdicts(environments)  # in parallel over the worker slots
-        for env, v in zip(environments, verdicts, strict=True):
-            runtime.curriculum.record(env.task.id, bool(v.success))
-        if log_metric is not None:
-            names = sorted({k for v in verdicts for k in v.components})
-            for k in names:
-                log_metric(
-                    f"task/{k}", statistics.fmean(v.components.get(k, 0.0) for v in verdicts)
-                )
-            log_metric(
-                "task/success", statistics.fmean(1.0 if v.success else 0.0 for v in verdicts)
-            )
-            calls = [o for env in environments for o in env.outcomes if not o.local]
-            log_metric(
-                "task/valid_call_rate", sum(o.ok for o in calls) / len(calls) if calls else 0.0
-            )
-            log_metric("task/calls_per_rollout", len(calls) / len(environments))
-            log_metric("rollout/crash_retries", float(runtime.crash_retries))
-            log_metric("rollout/replays", float(runtime.replays))
-            log_metric("rollout/switches", float(runtime.switches))
-        with samples_path.open("a") as fh:
-            fh.write(
-                json.dumps(
-                    {
-                        "step": state_of().global_step + 1,
-                        "tasks": [env.task.id for env in environments],
-                    }
-                )
-                + "\n"
-            )
-        runtime.reward_seconds = (
-            getattr(runtime, "reward_seconds", 0.0) + time.perf_counter() - start
-        )
-        return [float(v.total) for v in verdicts]
-
-    return task_reward
+def episode_reward(prompts=None, completions=None, episode_reward=None, **_: Any) -> list[float]:
+    """Each row's reward: its episode's task verdict (the checker `eval` uses)."""
+    return [float(r) for r in episode_reward]
 
 
-def _trainer_class():
-    from trl import GRPOTrainer
-
-    class ModelwrightGRPOTrainer(GRPOTrainer):
-        """Renders our exact tool schemas and records the per-step time split."""
-
-        runtime: Any = None
-
-        def use_catalogue_schemas(self) -> None:
-            # TRL would render the tools from the methods' signatures; the loop shows the
-            # catalogue's JSON schemas. Render those, so a prompt in training is byte-identical
-            # to the one the agent sees when acting. Calls still go to the methods.
-            self._env_tools = {name: list(self.runtime.tools) for name in self._env_tools}
-
-        def _generate(self, prompts):
-            start, tools0 = time.perf_counter(), self.runtime.tool_seconds
-            out = super()._generate(prompts)
-            tools = self.runtime.tool_seconds - tools0
-            self._split["generation"] += time.perf_counter() - start - tools
-            return out
-
-        def _generate_and_score_completions(self, inputs):
-            start, reward0 = time.perf_counter(), getattr(self.runtime, "reward_seconds", 0.0)
-            tools0 = self.runtime.tool_seconds  # environment resets count as tool time too
-            # Start states for the whole batch, built on the worker slots in parallel before
-            # TRL resets the environments one after another.
-            self.runtime.prepare([x.get("slot", 0) for x in inputs])
-            out = super()._generate_and_score_completions(inputs)
-            self._split["tools"] += self.runtime.tool_seconds - tools0
-            # Kept for inspection (tests, debugging): which completion tokens carry loss.
-            self.last_rollout = {
-                "completion_ids": out["completion_ids"].tolist(),
-                "loss_mask": (out["completion_mask"] * out.get("tool_mask", 1)).tolist(),
-            }
-            self._split["reward"] += getattr(self.runtime, "reward_seconds", 0.0) - reward0
-            self._split["rollout_total"] += time.perf_counter() - start
-            return out
-
-        def training_step(self, *args, **kwargs):
-            start = time.perf_counter()
-            before = self._split["rollout_total"]
-            loss = super().training_step(*args, **kwargs)
-            self._split["update"] += (
-                time.perf_counter() - start - (self._split["rollout_total"] - before)
-            )
-            # What the rollout spent outside generation, tools and reward: tokenising prompts,
-            # processing images, the log-prob forward passes.
-            self._split["scoring"] = max(
-                0.0,
-                self._split["rollout_total"]
-                - self._split["generation"]
-                - self._split["tools"]
-                - self._split["reward"],
-            )
-            for key in ("generation", "tools", "reward", "scoring", "update"):
-                self._metrics["train"][f"time/{key}_s"].append(self._split[key])
-                self._split[key] = 0.0
-            self._split["rollout_total"] = 0.0
-            return loss
-
-    return ModelwrightGRPOTrainer
-
-
-def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None):
-    """Rollout workers are the eval scheduler's: a pool of `rollout_workers` sandboxed
-    sessions kept for the whole run, one pinned slot each."""
+def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
+                  store: Any = None) -> RLRuntime:  # fmt: skip
+    """Rollout workers are the eval scheduler's: `rollout_workers` sandboxed sessions kept
+    for the whole run; the episodes of a batch run on them concurrently."""
     from agents.scheduler import Scheduler
     from tools import catalogue
     from training.curriculum import Curriculum
-    from training.rollout_runtime import RolloutRuntime
 
-    tools = catalogue()
     if shown:
-        unknown = sorted(set(shown) - {t["name"] for t in tools} - {"recall_step"})
+        unknown = sorted(set(shown) - {t["name"] for t in catalogue()} - {"recall_step"})
         if unknown:
             raise ValueError(f"tools: unknown tool(s) {unknown}")
     curriculum = Curriculum(
@@ -219,13 +131,121 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None):
     scheduler = Scheduler(
         spec.rollout_workers, seed=seed, keep_sessions=True, deadline_s=spec.tool_deadline_s
     )
-    return RolloutRuntime(
-        scheduler=scheduler,
-        curriculum=curriculum,
-        catalogue=tools,
-        render_size=spec.render_size,
-        shown=shown,
+    return RLRuntime(scheduler=scheduler, curriculum=curriculum, shown=shown, store=store)
+
+
+def rollout_store(spec: GRPOSpec, out_dir: Path) -> Any:
+    """Where rollouts are recorded: the run's own store, the user's, a folder, or nowhere."""
+    if spec.rollout_store == "off":
+        return None
+    from agents.store import Store
+
+    if spec.rollout_store == "default":
+        return Store()
+    return Store(out_dir / "store" if spec.rollout_store == "run" else spec.rollout_store)
+
+
+def loop_config(spec: GRPOSpec, runtime: RLRuntime | None = None) -> Any:
+    """The rollouts' loop settings: the runtime's own, or the spec's turns and render size."""
+    from agents.loop import LoopConfig
+
+    if runtime is not None and runtime.loop is not None:
+        return runtime.loop
+    return LoopConfig(max_steps=spec.max_turns, render_size=spec.render_size,
+                      record_artifacts=False)  # fmt: skip
+
+
+def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, out_dir: Path,
+                      vision: Any, label: str, server: Any = None):  # fmt: skip
+    """TRL's `rollout_func(prompts, trainer)`: run the step's groups as loop episodes and
+    return one row per model turn (ids as generated), the episode rewards as an extra field."""
+    from agents.policies.hf_policy import HFPolicy
+    from training.rollouts import (
+        StepStats,
+        keep_groups,
+        logprob_mismatch,
+        run_groups,
+        training_rows,
     )
+
+    spec, run = config.grpo, config.run
+    tokenizer = getattr(processor, "tokenizer", processor)
+    rows_per_group = spec.num_generations * spec.max_turns
+
+    def rollout_func(prompts: list, trainer: Any) -> dict:
+        start = time.perf_counter()
+        needed = len(prompts) // rows_per_group
+        step = trainer.state.global_step
+        base = step * needed * spec.oversample
+        slots = [(base + i, runtime.curriculum.task_for(base + i))
+                 for i in range(needed * spec.oversample)]  # fmt: skip
+        version = f"{label}@step-{step}"
+        staleness = server.check(step) if server is not None else 0
+        if server is not None:
+            version = server.served or label
+
+        def policy_for(seed: int) -> Any:
+            if server is not None:
+                return server.policy(seed, spec.max_completion_length, spec.temperature,
+                                     config.tools)  # fmt: skip
+            return HFPolicy.from_loaded(
+                trainer.model, processor, model=label, max_tokens=spec.max_completion_length,
+                temperature=spec.temperature, top_p=spec.top_p, seed=seed, tools=config.tools,
+                version=version,
+            )  # fmt: skip
+
+        meta = {"model": label, "adapter": version,
+                "tags": [f"run:{out_dir.name}", f"step:{step + 1}", "rl"]}  # fmt: skip
+        groups = run_groups(runtime.scheduler, slots, spec.num_generations, policy_for,
+                            loop_config(spec, runtime), run_seed=run.seed, store=runtime.store,
+                            meta=meta)  # fmt: skip
+        for group in groups:
+            for r in group:
+                runtime.curriculum.record(r.task_id, r.success)
+        kept, zero_share = keep_groups(groups, needed)
+        rows = training_rows(kept, spec.max_turns, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        vision.clear()
+        for group in kept:
+            for r in group:
+                for tok in r.turns:
+                    vision.add(tok.prompt_ids, tok.completion_ids, tok.vision)
+        stats = StepStats.of(groups, kept, start)
+        stats.zero_spread_share = zero_share
+        stats.logprob_mismatch = logprob_mismatch(trainer.model, rows, vision)
+        stats.staleness = staleness
+        runtime.stats = stats
+        runtime.last = {**rows, "groups": kept}
+        with (out_dir / "samples.jsonl").open("a") as fh:
+            tasks = [r.task_id for g in kept for r in g]
+            fh.write(json.dumps({"step": step + 1, "tasks": tasks}) + "\n")
+        rows.pop("turn_ref")
+        return rows
+
+    return rollout_func
+
+
+def stats_callback(runtime: RLRuntime):
+    """Adds the rollout figures and the step's update time to each log line (first in line,
+    so the metrics file and TensorBoard see them)."""
+    from transformers import TrainerCallback
+
+    class RolloutStats(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            stats = runtime.stats
+            if stats is not None:
+                stats.update_s = time.perf_counter() - self.start - stats.rollout_s
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            stats = runtime.stats
+            if logs is None or stats is None or "loss" not in logs:
+                return
+            logs.update(stats.log_items())
+            logs["time/update_s"] = max(0.0, getattr(stats, "update_s", 0.0))
+
+    return RolloutStats()
 
 
 def load_policy_model(
@@ -242,6 +262,14 @@ def load_policy_model(
     return model, processor, peft_config(config.lora)
 
 
+def image_token_id(processor: Any) -> int | None:
+    tokenizer = getattr(processor, "tokenizer", processor)
+    found = getattr(processor, "image_token_id", None)
+    if found is None:
+        found = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    return found if isinstance(found, int) and found >= 0 else None
+
+
 def run_grpo(
     config: TrainConfig,
     out_dir: Path,
@@ -252,36 +280,39 @@ def run_grpo(
     runtime: Any = None,
 ) -> GRPOResult:
     """Train (or continue) a GRPO run into `out_dir`."""
+    import os
+
     import torch
+    from trl import GRPOTrainer
 
-    from training.grpo_env import make_environment_class
+    from training.grpo_server import ServerSync
+    from training.rollouts import VisionRows
 
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's notice, once known
     spec, run = config.grpo, config.run
     set_cpu_threads(run.cpu_threads if not torch.cuda.is_available() else None)
     ckpt = prepare_run_dir(out_dir, config_text or config.model_dump_json(indent=2), resume)
     own_runtime = runtime is None
-    runtime = runtime or build_runtime(spec, run.seed, config.tools)
+    runtime = runtime or build_runtime(spec, run.seed, config.tools,
+                                       rollout_store(spec, out_dir))  # fmt: skip
     restore_extra_state(ckpt, runtime.curriculum)
     try:
         model, processor, lora = load_policy_model(config, model_path, adapter)
         args = grpo_args(spec, run, out_dir, use_cpu=not torch.cuda.is_available())
         tensorboard_dir(out_dir)
-        groups = (
-            spec.max_steps * spec.per_device_train_batch_size * spec.gradient_accumulation_steps
-        )
-        trainer_cls = _trainer_class()
-        trainer_cls.runtime = runtime
-        holder: dict[str, Any] = {}
-        trainer = trainer_cls(
+        rows = spec.max_steps * spec.per_device_train_batch_size * spec.gradient_accumulation_steps
+        vision = VisionRows(image_token_id(processor))
+        label = Path(str(model_path or config.model.path or "model")).name
+        server = ServerSync(spec, out_dir) if spec.generation == "server" else None
+        trainer = GRPOTrainer(
             model=model,
-            reward_funcs=[
-                make_reward(runtime, out_dir / "samples.jsonl", lambda: holder["t"].state)
-            ],
+            reward_funcs=[episode_reward],
             args=args,
-            train_dataset=slot_dataset(groups // spec.num_generations + 1),
+            train_dataset=slot_dataset(rows + 1),
             processing_class=processor,
             peft_config=lora,
-            environment_factory=make_environment_class(runtime),
+            rollout_func=make_rollout_func(config, runtime, processor, out_dir, vision, label,
+                                           server),  # fmt: skip
             callbacks=make_callbacks(
                 out_dir,
                 extra_state=runtime.curriculum,
@@ -290,22 +321,27 @@ def run_grpo(
                 eval_config=config,
             ),
         )
-        holder["t"] = trainer
-        trainer._split = dict.fromkeys(
-            ("generation", "tools", "reward", "scoring", "update", "rollout_total"), 0.0
-        )
-        trainer.use_catalogue_schemas()
-        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+        # Before the metrics writer and TensorBoard, so they see the rollout figures.
+        trainer.callback_handler.callbacks.insert(0, stats_callback(runtime))
+        if server is not None:
+            trainer.add_callback(server.callback())
+        hook = vision.attach(trainer.model)
+        try:
+            trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+        finally:
+            hook.remove()
         adapter_dir = out_dir / "adapter"
         trainer.save_model(str(adapter_dir))
         processor.save_pretrained(str(adapter_dir))
+        last = dict(runtime.last or {}, vision_attached=vision.attached,
+                    vision_misses=vision.misses, trained_rows=vision.trained)  # fmt: skip
         return GRPOResult(
             out_dir,
             adapter_dir,
             trainer.state.global_step,
             int(ckpt.name.split("-")[1]) if ckpt else None,
             runtime.crash_retries,
-            getattr(trainer, "last_rollout", None),
+            last,
         )
     finally:
         if own_runtime:

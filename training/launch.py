@@ -2,11 +2,11 @@
 
 We do not write a distributed engine: `accelerate launch` (FSDP or DeepSpeed configs in
 `configs/accelerate/`) runs `modelwright train ...` on every process, and in vLLM server mode
-a separate `trl vllm-serve` process generates rollouts on its own GPUs.
+a separate `modelwright serve` (vLLM) process generates rollouts on its own GPUs.
 
 Multi-node: run the same `accelerate launch` line on every machine with its own
 `--machine_rank` (0 on the main one, whose address is `--main_process_ip`); the vLLM server
-runs once, on a GPU the trainers do not use, and `grpo.vllm_server_host` points at it.
+runs once, on a GPU the trainers do not use, and `grpo.server_url` points at it.
 """
 
 from __future__ import annotations
@@ -20,31 +20,20 @@ from training.train_config import TrainConfig
 def vllm_server_command(
     config: TrainConfig, tensor_parallel: int = 1, gpus: str | None = None
 ) -> list[str]:
-    """`trl vllm-serve` for GRPO's server mode (None when generation is not vllm_server)."""
+    """`modelwright serve` (vLLM, LoRA slots on) for GRPO's server mode; [] otherwise. The
+    trainer hot-loads its adapter into it after every step (`training/grpo_server.py`)."""
+    from urllib.parse import urlparse
+
     spec = config.grpo
-    if config.kind != "grpo" or spec.generation != "vllm_server":
+    if config.kind != "grpo" or spec.generation != "server":
         return []
     cmd = []
     if gpus:
         cmd += ["env", f"CUDA_VISIBLE_DEVICES={gpus}"]
-    cmd += [
-        "trl",
-        "vllm-serve",
-        "--model",
-        config.model.path or "",
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(spec.vllm_server_port),
-        "--tensor-parallel-size",
-        str(tensor_parallel),
-        "--gpu-memory-utilization",
-        str(spec.vllm_gpu_memory_utilization),
-    ]
-    if config.model.dtype != "auto":
-        cmd += ["--dtype", config.model.dtype]
-    # No LoRA flags: TRL merges the adapter and pushes full weights to the server each step.
-    return cmd
+    port = urlparse(spec.server_url).port or 8000
+    cmd += ["modelwright", "serve", "--model", config.model.path or "", "--host", "0.0.0.0",
+            "--port", str(port), "--lora", "--max-lora-rank", str(config.lora.r)]  # fmt: skip
+    return cmd  # tensor parallelism: `modelwright serve` picks it from the profile
 
 
 def train_command(

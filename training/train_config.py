@@ -147,11 +147,17 @@ class GRPOSpec(Strict):
     curriculum: CurriculumSpec = Field(default_factory=CurriculumSpec)
     max_steps: int = Field(20, ge=1)
     learning_rate: float = Field(1e-5, gt=0)
-    per_device_train_batch_size: int = Field(4, ge=1)
+    per_device_train_batch_size: int = Field(16, ge=1)  # rows: groups x generations x turns
     gradient_accumulation_steps: int = Field(1, ge=1)
     num_generations: int = Field(4, ge=2)  # group size
-    max_completion_length: int = Field(512, ge=8)  # all turns of one rollout, tool tokens included
-    max_turns: int = Field(4, ge=1)  # tool-calling iterations per rollout
+    max_completion_length: int = Field(512, ge=8)  # new tokens per model turn
+    max_turns: int = Field(4, ge=1)  # model turns per rollout (the loop's max_steps)
+    # Dynamic sampling: run this many times the groups a step trains on and keep those whose
+    # rewards differ (topped up with equal-reward groups when too few differ).
+    oversample: int = Field(1, ge=1)
+    # Where rollout episodes are recorded: "run" (RUN/store), "default" (the user's store,
+    # seen in the studio's Episodes dock), a folder, or "off".
+    rollout_store: str = "run"
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     beta: float = Field(0.0, ge=0)  # KL coefficient (0: no reference model)
@@ -164,11 +170,15 @@ class GRPOSpec(Strict):
     render_size: int = Field(256, ge=32)
     rollout_workers: int = Field(1, ge=1)  # tool worker processes shared by the rollouts
     tool_deadline_s: float = Field(30.0, gt=0)
-    # Generation backend: plain transformers `generate` (CPU), or vLLM when a GPU is present.
-    generation: Literal["transformers", "vllm_server", "vllm_colocate"] = "transformers"
-    vllm_server_host: str = "127.0.0.1"
-    vllm_server_port: int = 8000
-    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
+    # Generation: "transformers" (the model being trained, in this process: CPU, small models)
+    # or "server": an OpenAI-compatible server that returns token ids and log-probs (vLLM
+    # behind `modelwright serve`), which gets the adapter after every optimiser step.
+    generation: Literal["transformers", "server"] = "transformers"
+    server_url: str = "http://127.0.0.1:8000/v1"
+    server_adapter_name: str = "rl"  # served as rl-v1, rl-v2, ... (one per step)
+    # Rollouts may come from an adapter at most this many steps older than the one trained;
+    # a sync that keeps failing stops the run with the reason instead of training off-policy.
+    max_staleness: int = Field(1, ge=0)
     gradient_checkpointing: bool = False
 
     @model_validator(mode="after")
@@ -178,6 +188,12 @@ class GRPOSpec(Strict):
             raise ValueError(
                 f"per_device_train_batch_size x gradient_accumulation_steps ({batch}) must be a "
                 f"multiple of num_generations ({self.num_generations})"
+            )
+        per_task = self.num_generations * self.max_turns
+        if batch % per_task:
+            raise ValueError(
+                f"per_device_train_batch_size x gradient_accumulation_steps ({batch}) must be a "
+                f"multiple of num_generations x max_turns ({per_task}): one row per model turn"
             )
         return self
 

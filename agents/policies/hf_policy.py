@@ -11,14 +11,21 @@ torch, transformers and peft are imported inside functions: importing this modul
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.policy import PolicyError, PolicyReply
+from agents.policy import PolicyError, PolicyReply, TurnTokens
 from agents.toolcall_parser import parse_tool_calls
+
+# One generation at a time per process: rollouts of a batch run on several threads, and the
+# per-turn seed (torch's global generator) must not be drawn by another turn in between.
+GENERATE_LOCK = threading.RLock()
 
 
 @dataclass
@@ -34,6 +41,10 @@ class HFPolicyConfig:
     # Show the model only these tools (in the loop's order). Small models on a CPU cannot
     # afford the whole catalogue's schemas in every prompt; training renders the same subset.
     tools: list[str] | None = None
+    version: str = ""  # model/adapter version recorded with each turn's tokens (RL: the step)
+    # Keep the sampled tokens' log-probs (per-step logits: vocabulary x new tokens of memory
+    # during the turn); off for long generations of a large-vocabulary model outside RL.
+    logprobs: bool = True
 
 
 class HFPolicy:
@@ -73,23 +84,34 @@ class HFPolicy:
             gen["temperature"] = self.config.temperature
             if self.config.top_p is not None:
                 gen["top_p"] = self.config.top_p
-            if self.config.seed is not None:
-                # Per-turn seed: an episode is reproducible, turns do not repeat each other.
-                torch.manual_seed(self.config.seed * 10_007 + self._turn)
         tokenizer = _tokenizer(self.processor)
         start = time.perf_counter()
         try:
-            with torch.no_grad():
+            with GENERATE_LOCK, torch.no_grad():
+                if sample and self.config.seed is not None:
+                    # Per-turn seed: an episode is reproducible, turns do not repeat each other.
+                    torch.manual_seed(self.config.seed * 10_007 + self._turn)
                 out = self.model.generate(
                     **inputs,
                     **gen,
                     pad_token_id=tokenizer.pad_token_id,
                     eos_token_id=tokenizer.eos_token_id,
+                    output_logits=self.config.logprobs,
+                    return_dict_in_generate=True,
                 )
         except RuntimeError as exc:  # e.g. out of memory, or a context past the model's limit
             raise PolicyError(f"generation failed in {self.name}: {exc}", fatal=False) from exc
         latency_ms = (time.perf_counter() - start) * 1e3
-        completion_ids = out[0, prompt_len:].tolist()
+        completion_ids = out.sequences[0, prompt_len:].tolist()
+        tokens = TurnTokens(
+            prompt_ids=inputs["input_ids"][0].tolist(),
+            completion_ids=completion_ids,
+            logprobs=sampling_logprobs(out.logits, completion_ids, self.config.temperature)
+            if self.config.logprobs else None,
+            vision={k: inputs[k].detach().cpu() for k in VISION_KEYS if k in inputs} or None,
+            seen=seen_digest(messages, tools),
+            model_version=self.config.version,
+        )
         text = tokenizer.decode(completion_ids, skip_special_tokens=True).strip()
         names = [t["function"]["name"] for t in tools if "function" in t]
         parsed = parse_tool_calls(text, known_tools=names, id_prefix=f"t{self._turn}")
@@ -101,6 +123,7 @@ class HFPolicy:
             tokens_out=len(completion_ids),
             latency_ms=latency_ms,
             raw={"completion": text, "completion_ids": completion_ids},
+            tokens=tokens,
         )
 
     def completion_logprobs(
@@ -109,6 +132,28 @@ class HFPolicy:
         """Token ids and log-probs of `completion` as the next assistant turn after `messages`."""
         tools = shown_tools(tools, self.config.tools)
         return completion_logprobs(self.model, self.processor, messages, tools, completion)
+
+
+VISION_KEYS = ("pixel_values", "image_grid_thw")
+
+
+def sampling_logprobs(logits: Any, ids: list[int], temperature: float | None) -> list[float]:
+    """Log-probabilities of the sampled `ids` under the raw per-step `logits` divided by the
+    temperature (as GRPO's trainer scores them; greedy turns at temperature 1)."""
+    import torch
+
+    scale = float(temperature) if temperature else 1.0
+    out = []
+    for step_logits, token in zip(logits, ids, strict=False):
+        logp = torch.log_softmax(step_logits[0].float() / scale, dim=-1)
+        out.append(float(logp[token]))
+    return out
+
+
+def seen_digest(messages: list[dict], tools: list[dict]) -> str:
+    """A digest of exactly what a policy was shown: messages (images as their data) and tools."""
+    blob = json.dumps([messages, tools], sort_keys=True, default=repr).encode()
+    return hashlib.sha256(blob).hexdigest()
 
 
 def shown_tools(tools: list[dict], names: list[str] | None) -> list[dict]:

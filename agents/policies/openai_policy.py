@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agents.policy import PolicyError, PolicyReply, ToolCall
+from agents.policy import PolicyError, PolicyReply, ToolCall, TurnTokens
 from agents.toolcall_parser import parse_tool_calls
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -35,6 +35,9 @@ class OpenAIPolicyConfig:
     seed: int | None = None
     native_tools: bool = True  # send `tools=`; off for servers that reject the field
     extra_body: dict | None = None
+    # RL: ask the server for the prompt and completion token ids and the sampled tokens'
+    # log-probs (vLLM's `return_token_ids` + `logprobs`), kept as the reply's TurnTokens.
+    token_ids: bool = False
 
 
 class OpenAIPolicy:
@@ -78,12 +81,18 @@ class OpenAIPolicy:
             if value is not None:
                 request[key] = value
         if self.config.extra_body:
-            request["extra_body"] = self.config.extra_body
+            request["extra_body"] = dict(self.config.extra_body)
+        if self.config.token_ids:
+            request["logprobs"] = True
+            request["extra_body"] = {**request.get("extra_body", {}), "return_token_ids": True}
         start = time.perf_counter()
         response = self._with_retries(lambda: self._client.chat.completions.create(**request))
         latency_ms = (time.perf_counter() - start) * 1e3
         self._turn += 1
-        return self._reply(response, tools, latency_ms)
+        reply = self._reply(response, tools, latency_ms)
+        if self.config.token_ids:
+            reply.tokens = server_tokens(reply.raw, messages, tools, self.model)
+        return reply
 
     def _reply(self, response: Any, tools: list[dict], latency_ms: float) -> PolicyReply:
         if not getattr(response, "choices", None):
@@ -165,6 +174,24 @@ class OpenAIPolicy:
         return (
             f"the server at {self.config.base_url} kept failing ({tries} tries): {_short(str(exc))}"
         )
+
+
+def server_tokens(raw: dict, messages: list[dict], tools: list[dict], version: str) -> TurnTokens:
+    """The turn's TurnTokens from a vLLM-style response (`prompt_token_ids` on the response,
+    `token_ids` and `logprobs.content[*].logprob` on the choice); a server that did not send
+    the ids is an error, not a silent fallback to re-tokenised text."""
+    from agents.policies.hf_policy import seen_digest
+
+    choice = (raw.get("choices") or [{}])[0]
+    prompt_ids, completion_ids = raw.get("prompt_token_ids"), choice.get("token_ids")
+    if not prompt_ids or completion_ids is None:
+        raise PolicyError("the server sent no token ids (RL needs vLLM's return_token_ids)")
+    content = (choice.get("logprobs") or {}).get("content") or []
+    logprobs = [float(c["logprob"]) for c in content] if content else None
+    if logprobs is not None and len(logprobs) != len(completion_ids):
+        raise PolicyError(f"{len(logprobs)} log-probs for {len(completion_ids)} tokens", fatal=False)
+    return TurnTokens(list(prompt_ids), list(completion_ids), logprobs,
+                      seen=seen_digest(messages, tools), model_version=version)  # fmt: skip
 
 
 def _decode_arguments(raw: Any) -> dict | str:
