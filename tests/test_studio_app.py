@@ -33,6 +33,25 @@ def studio(qapp, worker_pool, tmp_path_factory, request):
 
 
 @pytest.fixture
+def gui_thread_round_trips(monkeypatch):
+    """Every worker round trip goes through ToolSession._send: record the ones made on the
+    GUI thread (there must be none: the GUI never waits on Blender or CadQuery). A check of
+    where the work runs, not of how long anything took, so a busy machine cannot fail it."""
+    from tools.session import ToolSession
+
+    seen: list[str] = []
+    real = ToolSession._send
+
+    def send(self, payload, deadline_s, what):
+        if threading.current_thread() is threading.main_thread():
+            seen.append(what)
+        return real(self, payload, deadline_s, what)
+
+    monkeypatch.setattr(ToolSession, "_send", send)
+    return seen
+
+
+@pytest.fixture
 def fresh(studio, qtbot):
     """An empty scene, no task, no demonstration in progress."""
     c = studio.controller
@@ -50,7 +69,8 @@ def send(qtbot, window, tool, /, **values):
     return blocker.args[0]
 
 
-def test_agent_run_streams_steps_records_and_keeps_the_gui_responsive(fresh, qtbot):
+def test_agent_run_streams_steps_records_and_keeps_the_gui_responsive(fresh, qtbot,
+                                                                      gui_thread_round_trips):
     from studio.probe import LatenessProbe
 
     w = fresh
@@ -80,7 +100,8 @@ def test_agent_run_streams_steps_records_and_keeps_the_gui_responsive(fresh, qtb
     qtbot.waitUntil(lambda: store.episode(summary["episode_id"]).status == "finished", timeout=120_000)
     episode = store.episode(summary["episode_id"])
     assert episode.source == "oracle" and episode.success
-    assert probe.samples_ms and probe.worst_ms < 3000, probe.worst_ms  # no multi-second freeze
+    assert probe.samples_ms  # the event loop kept turning during the run
+    assert gui_thread_round_trips == []  # and never waited on the worker
 
 
 def test_stop_ends_a_run_mid_way(fresh, qtbot, tmp_path):
@@ -285,7 +306,8 @@ def test_settings_and_layout_persist(studio, qtbot, tmp_path):
         again.deleteLater()
 
 
-def test_training_dock_trains_plots_live_and_stops_cleanly(studio, qtbot, tmp_path, tiny_model_dir):
+def test_training_dock_trains_plots_live_and_stops_cleanly(studio, qtbot, tmp_path, tiny_model_dir,
+                                                           gui_thread_round_trips):
     """The real trainer as a child process: SFT of the tiny model on the episodes this
     module recorded (exported from the studio's store), plotted from metrics.jsonl, stopped."""
     from studio.probe import LatenessProbe
@@ -323,7 +345,7 @@ def test_training_dock_trains_plots_live_and_stops_cleanly(studio, qtbot, tmp_pa
     probe.stop()
     assert not dock.running and dock.launch_button.isEnabled()
     assert dock.loss_plot.series["loss"][1][0] > dock.loss_plot.series["loss"][0][0]
-    assert probe.worst_ms < 3000, probe.worst_ms
+    assert probe.samples_ms and gui_thread_round_trips == []
 
 
 def test_outliner_show_hide_and_viewport_wireframe(fresh, qtbot):
