@@ -12,7 +12,7 @@ import threading  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 
 import pytest  # noqa: E402
-from pytestqt.qtbot import QtBot  # noqa: E402
+from studio_support import send, studio_window  # noqa: E402
 
 TASK = "primitive_placement:1:42"
 
@@ -20,16 +20,8 @@ TASK = "primitive_placement:1:42"
 @pytest.fixture(scope="module")
 def studio(qapp, worker_pool, tmp_path_factory, request):
     """One studio window for the module, its session on the shared warm worker pool."""
-    from studio.app import StudioOptions, build
-
-    root = tmp_path_factory.mktemp("studio")
-    options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"))
-    window, controller = build(options, session_factory=lambda: worker_pool.session(deadline_s=30))
-    window.show()
-    bot = QtBot(request)
-    bot.waitUntil(lambda: controller.ready, timeout=120_000)
-    yield window
-    window.close()
+    with studio_window(worker_pool, tmp_path_factory.mktemp("studio"), request) as window:
+        yield window
 
 
 @pytest.fixture
@@ -59,14 +51,6 @@ def fresh(studio, qtbot):
     c.new_scene()
     qtbot.waitUntil(lambda: not c.scene.objects and not c.undo_stack.count(), timeout=120_000)
     return studio
-
-
-def send(qtbot, window, tool, /, **values):
-    """Fill the palette's form for `tool` and press Send; wait for the call's result."""
-    with qtbot.waitSignal(window.controller.sig_call, timeout=120_000) as blocker:
-        window.palette.select(tool, **values)
-        assert window.palette.send(), window.palette.error.text()
-    return blocker.args[0]
 
 
 def test_agent_run_streams_steps_records_and_keeps_the_gui_responsive(fresh, qtbot,

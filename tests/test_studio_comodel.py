@@ -10,20 +10,13 @@ import os
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
 
 import pytest  # noqa: E402
-from pytestqt.qtbot import QtBot  # noqa: E402
+from studio_support import send_ok, studio_window  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def studio(qapp, worker_pool, tmp_path_factory, request):
-    from studio.app import StudioOptions, build
-
-    root = tmp_path_factory.mktemp("comodel")
-    options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"))
-    window, controller = build(options, session_factory=lambda: worker_pool.session(deadline_s=30))
-    window.show()
-    QtBot(request).waitUntil(lambda: controller.ready, timeout=60_000)
-    yield window
-    window.close()
+    with studio_window(worker_pool, tmp_path_factory.mktemp("comodel"), request) as window:
+        yield window
 
 
 @pytest.fixture
@@ -35,14 +28,6 @@ def fresh(studio, qtbot):
     studio.agent.approval.setChecked(False)
     studio.agent.new_scene.setChecked(False)
     return studio
-
-
-def send(qtbot, window, tool, /, **values):
-    with qtbot.waitSignal(window.controller.sig_call, timeout=30_000) as blocker:
-        window.palette.select(tool, **values)
-        assert window.palette.send(), window.palette.error.text()
-    assert blocker.args[0].ok, blocker.args[0].to_text()
-    return blocker.args[0]
 
 
 def script(tmp_path, name, calls) -> str:
@@ -77,8 +62,8 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     from agents.store.replay import replay_episode
 
     w, c = fresh, fresh.controller
-    send(qtbot, w, "add_primitive", kind="cube", name="Base", dimensions="1, 1, 1", location="0, 0, 0.5")
-    send(qtbot, w, "cad_box", name="Plate", length="100", width="70", height="10")
+    send_ok(qtbot, w, "add_primitive", kind="cube", name="Base", dimensions="1, 1, 1", location="0, 0, 0.5")
+    send_ok(qtbot, w, "cad_box", name="Plate", length="100", width="70", height="10")
     qtbot.waitUntil(lambda: w.outliner.names() == ["Base", "Plate"], timeout=20_000)
     assert sizes(w) == {"Base": "1 × 1 × 1 m", "Plate": "100 × 70 × 10 mm"}
     labels = _labels(w.palette.select("cad_hole"))  # every value with its unit
@@ -108,7 +93,7 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     qtbot.waitUntil(lambda: w.outliner.names() == ["Base", "Handle", "Plate"], timeout=20_000)
 
     # the person edits by hand, then lets the agent go on: all in the same episode
-    send(qtbot, w, "set_material", name="Base", color="#3050D0")
+    send_ok(qtbot, w, "set_material", name="Base", color="#3050D0")
     lid = script(tmp_path, "lid", [
         ("add_primitive", {"kind": "cube", "name": "Lid", "dimensions": [1, 1, 0.05],
                            "location": [0, 0, 1.025]})])
@@ -142,7 +127,7 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
 
 def test_the_oracle_without_a_task_says_so_and_changes_nothing(fresh, qtbot):
     w, c = fresh, fresh.controller
-    send(qtbot, w, "add_primitive", kind="cube", name="Mine", dimensions="1, 1, 1")
+    send_ok(qtbot, w, "add_primitive", kind="cube", name="Mine", dimensions="1, 1, 1")
     qtbot.waitUntil(lambda: w.outliner.names() == ["Mine"], timeout=20_000)
     count, hash_before = c.undo_stack.count(), c.scene.scene_hash
     w.agent.policy.setCurrentText("oracle")

@@ -15,7 +15,7 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
-from pytestqt.qtbot import QtBot  # noqa: E402
+from studio_support import send_ok, studio_window  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "assets" / "configs" / "sft-studio-demos.yaml"
@@ -25,23 +25,8 @@ OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
 
 @pytest.fixture(scope="module")
 def studio(qapp, worker_pool, tmp_path_factory, request):
-    from studio.app import StudioOptions, build
-
-    root = tmp_path_factory.mktemp("finetune")
-    options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"))
-    window, controller = build(options, session_factory=lambda: worker_pool.session(deadline_s=30))
-    window.show()
-    QtBot(request).waitUntil(lambda: controller.ready, timeout=60_000)
-    yield window
-    window.training.shutdown()
-    window.close()
-
-
-def send(qtbot, window, tool, /, **values):
-    with qtbot.waitSignal(window.controller.sig_call, timeout=30_000) as blocker:
-        window.palette.select(tool, **values)
-        assert window.palette.send(), window.palette.error.text()
-    assert blocker.args[0].ok
+    with studio_window(worker_pool, tmp_path_factory.mktemp("finetune"), request) as window:
+        yield window
 
 
 def launch_and_wait(qtbot, dock, timeout_ms=600_000) -> int:
@@ -55,8 +40,8 @@ def test_demonstrations_to_an_adapter_that_drives_the_agent(studio, qtbot, tmp_p
     c.new_scene()
     qtbot.waitUntil(lambda: not c.scene.objects, timeout=20_000)
     assert not dock.from_demonstrations()  # nothing recorded yet: said, nothing written
-    send(qtbot, w, "add_primitive", kind="cube", name="Box", dimensions="1, 1, 1")
-    send(qtbot, w, "set_material", name="Box", color="#D03030")
+    send_ok(qtbot, w, "add_primitive", kind="cube", name="Box", dimensions="1, 1, 1")
+    send_ok(qtbot, w, "set_material", name="Box", color="#D03030")
     c.finish_demonstration(check=False)
     dock.out.setText(str(tmp_path / "runs"))
     assert dock.from_demonstrations()  # click 1
