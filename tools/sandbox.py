@@ -148,6 +148,9 @@ def _inner(fs: list[str], seccomp_fd: int | None, uid: int) -> list[str]:
         cmd += ["--dev-bind", "/dev/dri", "/dev/dri"]
     # tmpfs is RAM that RLIMIT_DATA does not count: a small /dev/shm, the rest of /dev read-only
     cmd += ["--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    # bwrap's own root is an uncapped tmpfs that an unprivileged bwrap leaves writable by the
+    # jail (/etc, /run made for binds): writes there are RAM no limit counts. Read-only, last.
+    cmd += ["--remount-ro", "/"]
     if seccomp_fd is not None:
         cmd += ["--seccomp", str(seccomp_fd)]
     return cmd
