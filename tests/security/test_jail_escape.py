@@ -1,91 +1,35 @@
 """Hostile code that got past the script lint must still be harmless: the OS jail is the
-boundary. One worker runs every attempt once (module fixture); each test asserts one."""
+boundary. One worker per identity runs every attempt once (module fixture, escape_attempts.py):
+as root, and as an ordinary user (`mwtest`, through runuser, with its own pool, supervisor and
+paths); each test asserts one attempt's outcome for both."""
 
 from __future__ import annotations
 
+import json
 import os
-import socket
-import sys
 
 import pytest
 
-from tools import sandbox, seccomp
-from tools.sandbox import PROJECT_ROOT
+from tools import sandbox
 
 from .conftest import BYPASSES, run_probe
-
-HOME = os.path.expanduser("~")
-NR = seccomp.SYSCALLS[seccomp.native_arch()]
-
-ATTEMPTS = r'''
-P = PARAMS
-st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
-out["status"] = {k: st[k].strip() for k in ("Uid", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp")}
-out["uid_map"] = open("/proc/self/uid_map").read().split()
-for path in P["write"]:
-    attempt("write:" + path, lambda p=path: open(p, "w").write("x"))
-for path in P["read"]:
-    attempt("read:" + path, lambda p=path: len(open(p, "rb").read(64)))
-attempt("list_project", lambda: sorted(os.listdir(P["project"])))
-attempt("list_pool_root", lambda: sorted(os.listdir(P["pool_root"])))
-MS_REMOUNT, MS_BIND = 32, 4096
-def mount(src, dst, fs, flags):
-    if libc.mount(src, dst, fs, ctypes.c_ulong(flags), None) != 0:
-        raise OSError(ctypes.get_errno(), "mount")
-attempt("remount_rw", lambda: mount(None, P["project"].encode(), None, MS_REMOUNT | MS_BIND))
-attempt("mount_tmpfs", lambda: mount(b"none", P["scratch"].encode(), b"tmpfs", 0))
-attempt("ptrace_attach_1", lambda: sys_call(P["nr"]["ptrace"], 16, 1, 0, 0))
-attempt("kill_supervisor", lambda: os.kill(P["supervisor_pid"], 9))
-attempt("connect_host", lambda: socket.create_connection(tuple(P["listener"]), timeout=2))
-attempt("raw_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
-attempt("packet_socket", lambda: socket.socket(17, socket.SOCK_RAW, 0))
-attempt("udp_out", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("1.1.1.1", 53)))
-attempt("write_proc_sys", lambda: open("/proc/sys/vm/swappiness", "w").write("1"))
-attempt("write_sysrq", lambda: open("/proc/sysrq-trigger", "w").write("h"))
-attempt("sys_visible", lambda: os.listdir("/sys/kernel"))
-attempt("unshare_user", lambda: os.unshare(os.CLONE_NEWUSER))
-attempt("unshare_net", lambda: os.unshare(os.CLONE_NEWNET))
-attempt("clone_newuser", lambda: sys_call(P["nr"]["clone"], 0x10000000 | 17, 0, 0, 0, 0))
-attempt("setns", lambda: os.setns(os.open("/proc/self/ns/net", os.O_RDONLY), 0))
-attempt("setuid_0", lambda: os.setuid(0))
-attempt("setresgid_0", lambda: os.setresgid(0, 0, 0))
-import resource
-attempt("raise_memory_cap", lambda: resource.setrlimit(resource.RLIMIT_DATA, (-1, -1)))
-for name in ("bpf", "perf_event_open", "keyctl", "add_key", "kexec_load", "init_module",
-             "finit_module", "open_by_handle_at", "userfaultfd", "io_uring_setup", "chroot",
-             "pivot_root", "reboot", "swapoff"):
-    attempt("syscall:" + name, lambda n=name: sys_call(P["nr"][n], 0, 0, 0, 0, 0))
-import fcntl, termios
-attempt("tiocsti", lambda: fcntl.ioctl(2, termios.TIOCSTI, b"x"))
-attempt("dev_mem", lambda: open("/dev/mem", "rb"))
-attempt("subprocess_mount", lambda: __import__("subprocess").run(
-    ["mount", "-t", "tmpfs", "none", P["scratch"]], capture_output=True).returncode)
-'''
+from .escape_attempts import run_attempts
 
 
-@pytest.fixture(scope="module")
-def attempts(worker_pool, tmp_path_factory):
-    host_tmp = tmp_path_factory.mktemp("escape")
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    s = worker_pool.session(deadline_s=120)
-    params = {
-        "write": [os.path.join(PROJECT_ROOT, "tools", "escape.py"), os.path.join(PROJECT_ROOT, ".git", "x"),
-                  os.path.join(HOME, "mw-escape"), str(host_tmp / "escape"), "/etc/mw-escape",
-                  "/usr/lib/mw-escape"],
-        "read": ["/etc/shadow", "/etc/passwd", os.path.join(PROJECT_ROOT, ".git", "HEAD"),
-                 os.path.join(HOME, ".bashrc"), "/proc/1/environ"],
-        "project": PROJECT_ROOT, "pool_root": worker_pool.root, "scratch": str(s._w().scratch),
-        "supervisor_pid": os.getpid(), "listener": list(srv.getsockname()), "nr": NR,
-    }
-    try:
-        out = run_probe(s, ATTEMPTS, params, deadline_s=120)
-        out["_params"] = params
-        yield out
-    finally:
-        s.close()
-        srv.close()
+@pytest.fixture(scope="module", params=["root", "user"])
+def attempts(request, tmp_path_factory):
+    if os.geteuid() != 0:  # the suite already runs as an ordinary user: that is the "user" run
+        if request.param == "root":
+            pytest.skip("not root: the root run needs the suite started as root")
+        return run_attempts(request.getfixturevalue("worker_pool"), str(tmp_path_factory.mktemp("escape")))
+    if request.param == "root":
+        return run_attempts(request.getfixturevalue("worker_pool"), str(tmp_path_factory.mktemp("escape")))
+    user = request.getfixturevalue("ordinary_user")
+    r = user.python("-m", "security.escape_attempts", timeout=900)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["_app_uid"] == user.uid != 0
+    return out
 
 
 def refused(out: dict, key: str) -> bool:
@@ -116,12 +60,7 @@ def test_cannot_read_secrets_git_or_home(attempts):
 def test_sees_only_the_tools_package_of_the_checkout(attempts):
     # A venv inside the checkout (make setup's .venv) is bound for its site-packages; nothing
     # else of the checkout (.git, tests, training, the caller's files) is there.
-    expected = ["tools"]
-    venv = os.path.realpath(sys.prefix)
-    root = os.path.realpath(PROJECT_ROOT)
-    if venv.startswith(root + os.sep):
-        expected.append(os.path.relpath(venv, root).split(os.sep)[0])
-    assert attempts["list_project"] == f"ok: {sorted(expected)}"
+    assert attempts["list_project"] == f"ok: {attempts['_expected_project']}"
 
 
 def test_cannot_see_other_workers_scratch(attempts):
