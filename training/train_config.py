@@ -49,7 +49,8 @@ class ModelSpec(Strict):
                 and not Path(path).expanduser().is_dir()):
             raise ValueError(
                 f"no model folder at {path!r} (a folder holding config.json; or set "
-                "model.build_tiny: true for the tiny CPU model)"
+                "model.build_tiny: true for the tiny CPU model, or `modelwright dev tiny-model "
+                "DIR` to build one, or name a hub id such as Qwen/Qwen3-VL-2B-Instruct)"
             )
         return path
 
