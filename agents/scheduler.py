@@ -77,14 +77,14 @@ class Scheduler:
         self.workers = workers
         self._own_pool = None
         if session_factory is None:
-            from tools import WorkerPool
+            from tools import ToolSession, WorkerPool
 
             # Kept sessions hold their workers for good: no spare workers to keep warm then.
             pool = self._own_pool = WorkerPool(size=0 if keep_sessions else workers)
             options = {} if deadline_s is None else {"deadline_s": deadline_s}
 
             def session_factory() -> Any:
-                return pool.session(**options)
+                return ToolSession(pool, **options)
 
         self.session_factory = session_factory
         self.max_retries = max_retries

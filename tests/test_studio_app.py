@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E40
 import pytest  # noqa: E402
 from pytestqt.qtbot import QtBot  # noqa: E402
 
+from tools import ToolSession  # noqa: E402
+
 TASK = "primitive_placement:1:42"
 
 
@@ -24,7 +26,7 @@ def studio(qapp, worker_pool, tmp_path_factory, request):
 
     root = tmp_path_factory.mktemp("studio")
     options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"))
-    window, controller = build(options, session_factory=lambda: worker_pool.session(deadline_s=30))
+    window, controller = build(options, session_factory=lambda: ToolSession(worker_pool, deadline_s=30))
     window.show()
     bot = QtBot(request)
     bot.waitUntil(lambda: controller.ready, timeout=120_000)

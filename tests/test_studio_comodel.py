@@ -12,6 +12,8 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"
 import pytest  # noqa: E402
 from pytestqt.qtbot import QtBot  # noqa: E402
 
+from tools import ToolSession  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def studio(qapp, worker_pool, tmp_path_factory, request):
@@ -19,7 +21,7 @@ def studio(qapp, worker_pool, tmp_path_factory, request):
 
     root = tmp_path_factory.mktemp("comodel")
     options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"))
-    window, controller = build(options, session_factory=lambda: worker_pool.session(deadline_s=30))
+    window, controller = build(options, session_factory=lambda: ToolSession(worker_pool, deadline_s=30))
     window.show()
     QtBot(request).waitUntil(lambda: controller.ready, timeout=60_000)
     yield window
@@ -129,7 +131,7 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     assert all(s.frame for s in steps if s.actor == "human")  # the renders the agent would see
     turns = [s.turn for s in steps]
     assert turns == sorted(turns) and len(set(turns)) == len(turns)  # one call per turn here
-    report = replay_episode(store, episode_id, session_factory=lambda: worker_pool.session(deadline_s=60))
+    report = replay_episode(store, episode_id, session_factory=lambda: ToolSession(worker_pool, deadline_s=60))
     assert report.matched, report.summary()
     assert report.steps_checked == len(steps)
     # replayed in the studio, the episode's end is the start the next run records

@@ -17,6 +17,8 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 from pytestqt.qtbot import QtBot  # noqa: E402
 
+from tools import ToolSession  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "assets" / "configs" / "sft-studio-demos.yaml"
 OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -29,7 +31,7 @@ def studio(qapp, worker_pool, tmp_path_factory, request):
 
     root = tmp_path_factory.mktemp("finetune")
     options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"))
-    window, controller = build(options, session_factory=lambda: worker_pool.session(deadline_s=30))
+    window, controller = build(options, session_factory=lambda: ToolSession(worker_pool, deadline_s=30))
     window.show()
     QtBot(request).waitUntil(lambda: controller.ready, timeout=60_000)
     yield window
@@ -109,7 +111,7 @@ def test_the_shipped_studio_config_runs_as_it_is_offline(tmp_path, worker_pool):
     from agents.store.export import export_parquet
     from agents.turns import HumanTurns
 
-    with Store(tmp_path / "data", durable=False) as store, worker_pool.session() as session:
+    with Store(tmp_path / "data", durable=False) as store, ToolSession(worker_pool) as session:
         session.reset()
 
         def begin(**meta):

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 from tools.errors import ErrorKind, ToolError
 
 if TYPE_CHECKING:
+    from tools.results import ToolResult
     from tools.session import ToolSession
     from tools.specs import TOOLS, catalogue, openai_tools, tool_names, validate_call
-    from tools.supervisor import ToolResult, WorkerPool, default_pool
+    from tools.supervisor import WorkerPool, default_pool
 
 _LAZY = {"ToolSession": "tools.session", "TOOLS": "tools.specs", "catalogue": "tools.specs",
          "openai_tools": "tools.specs", "tool_names": "tools.specs", "validate_call": "tools.specs",
-         "ToolResult": "tools.supervisor", "WorkerPool": "tools.supervisor",
+         "ToolResult": "tools.results", "WorkerPool": "tools.supervisor",
          "default_pool": "tools.supervisor"}
 
 __all__ = ["TOOLS", "ErrorKind", "ToolError", "ToolResult", "ToolSession", "WorkerPool", "catalogue",

@@ -26,6 +26,7 @@ from typing import Any
 from tools import confined
 from tools.confined import ConfinedPathError
 from tools.errors import ToolError
+from tools.session import ToolSession
 from tools.supervisor import WorkerPool
 
 _COMMIT = re.compile(r"^\d{6,12}$")
@@ -96,7 +97,7 @@ class CleanRoom:
         `files` copied in (regular files only; a missing or refused one is left out)."""
         scratch = os.fspath(session.scratch)
         src_ws = os.fspath(session.workspace)
-        clean = self.pool.session()
+        clean = ToolSession(self.pool)
         clean_scratch = os.fspath(clean.scratch)
         try:
             key = f"verify_{secrets.token_hex(6)}"

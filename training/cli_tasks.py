@@ -131,7 +131,7 @@ def try_cmd(
     if sum([oracle, calls is not None, none, reference]) != 1:
         fail("choose exactly one of --oracle, --calls FILE, --none, --reference")
     if benchmark is not None:  # a TaskError ends the command with one line (exit 2)
-        from training.benchmarks_ext import load_benchmark
+        from training.tasks.benchmark import load_benchmark
 
         task = load_benchmark(benchmark).case(target).task()
         if oracle:

@@ -58,7 +58,7 @@ def task_spec(task_id: str) -> EpisodeSpec:
 def benchmark_specs(folder: str | Path) -> tuple[list[EpisodeSpec], list[dict]]:
     """One episode per case and prompt of an external benchmark folder, and the skipped
     (malformed) cases with their reasons."""
-    from training.benchmarks_ext import PART_NAME, load_benchmark
+    from training.tasks.benchmark import PART_NAME, load_benchmark
 
     bench = load_benchmark(folder)
     specs = []
@@ -155,7 +155,7 @@ def evaluate(
 
     spec_by_key = {s.key: s for s in specs}
     if any(s.checker is not None for s in specs):
-        from training.verifier import default_verifier
+        from training.tasks.verifier import default_verifier
 
         default_verifier().reserve(workers)  # checkers score in clean workers, one per episode
     with Scheduler(workers, session_factory, seed=seed) as scheduler:

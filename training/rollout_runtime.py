@@ -152,7 +152,7 @@ class RolloutRuntime:
 
     def verdicts(self, environments: list[Any]) -> list[Any]:
         """Every rollout's RewardBreakdown, computed on their slots in parallel."""
-        from training.verifier import default_verifier
+        from training.tasks.verifier import default_verifier
 
         default_verifier().reserve(self.workers)  # rewards are scored in clean workers
         by_slot: dict[int, list[Any]] = {}

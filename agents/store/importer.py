@@ -22,9 +22,9 @@ from agents.store.atomic import TEMP_MARK, atomic_copy_file, atomic_write_bytes,
 from agents.store.errors import ImportSourceError, StoreError
 from agents.store.export import EXPORT_FORMAT
 from agents.store.frames import check_png, sha256
+from agents.store.layout import ARTIFACTS, FRAMES, dumps
 from agents.store.lease import Lease, holder_alive
 from agents.store.models import EPISODE_ID
-from agents.store.recorder import ARTIFACTS, FRAMES, dumps
 from agents.store.schema import INDEX_NAME
 from agents.store.store import STEP_COLUMNS, tools_version
 

@@ -35,10 +35,11 @@ from agents.store.errors import (
     StoreError,
 )
 from agents.store.frames import check_png, read_frame, sha256
+from agents.store.layout import FRAMES, dumps
 from agents.store.lease import Lease, writer_identity
 from agents.store.location import resolve_data_dir
 from agents.store.models import EPISODE_ID, SOURCES, Episode, EpisodeFilter, Step
-from agents.store.recorder import FRAMES, Recorder, dumps
+from agents.store.recorder import Recorder
 from agents.store.schema import INDEX_NAME, connect, migrate
 from agents.store.upkeep import Upkeep, hidden_folder_name
 
@@ -245,7 +246,8 @@ class Store(Upkeep):
         row = db.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
         journal.write_episode(self.episode_dir(episode_id), row, self.durable)
 
-    def _commit_step(self, step: Step) -> None:
+    def commit_step(self, step: Step) -> None:
+        """Append one step to its open episode (the Recorder's write path)."""
         with self._write() as db:
             db.execute(
                 f"""INSERT INTO steps ({', '.join(STEP_COLUMNS)})
@@ -289,7 +291,7 @@ class Store(Upkeep):
             )
         journal.append_step(self.episode_dir(step.episode_id), STEP_COLUMNS, values)
 
-    def _close_episode(
+    def close_episode(
         self,
         episode_id: str,
         status: str,
@@ -301,6 +303,7 @@ class Store(Upkeep):
         final_message: str | None = None,
         note: str = "",
     ) -> None:
+        """Close an open episode with its status and outcome (the Recorder's close path)."""
         with self._write() as db:
             db.execute(
                 """UPDATE episodes SET status = ?, finished_at = ?, reward = ?, components = ?,

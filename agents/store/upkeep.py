@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from agents.store.atomic import TEMP_MARK, is_temp_name, sweep_temp_files
+from agents.store.layout import FRAMES
 from agents.store.lease import holder_alive, try_take
-from agents.store.recorder import FRAMES
 
 # A hidden folder whose name carries no creator pid (made by an older version) is left alone
 # this long after its last change: its lease may not be taken yet.

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tools import sandbox, seccomp
+from tools import ToolSession, sandbox, seccomp
 from tools.sandbox import PROJECT_ROOT
 
 from .conftest import BYPASSES, run_probe
@@ -69,7 +69,7 @@ def attempts(worker_pool, tmp_path_factory):
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
-    s = worker_pool.session(deadline_s=120)
+    s = ToolSession(worker_pool, deadline_s=120)
     params = {
         "write": [os.path.join(PROJECT_ROOT, "tools", "escape.py"), os.path.join(PROJECT_ROOT, ".git", "x"),
                   os.path.join(HOME, "mw-escape"), str(host_tmp / "escape"), "/etc/mw-escape",

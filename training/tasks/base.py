@@ -127,8 +127,8 @@ class Task:
 
     def evaluate(self, session: Any, calls: list[dict[str, Any]]) -> RewardBreakdown:
         """The reward of `session`'s committed scene, measured by the verifier in a clean
-        worker that never ran the policy's code (training/verifier.py)."""
-        from training.verifier import verify
+        worker that never ran the policy's code (training/tasks/verifier.py)."""
+        from training.tasks.verifier import verify
 
         return verify(self, session, calls)
 
