@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.loop import InfrastructureError
+from tools import Session
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +276,7 @@ class Scheduler:
             progress(outcome, n, total)
 
 
-def _close(session: Any) -> None:
+def _close(session: Session) -> None:
     try:
         session.close()
     except Exception:  # a dead worker may not close cleanly; the pool reaps it

@@ -18,6 +18,7 @@ from typing import Any
 
 import training.oracle  # noqa: F401  (registers the oracle and reference policies)
 from agents.loop import LoopConfig, run_episode
+from tools import Session
 
 # Keys of an episode record that depend on the machine's speed, not on what happened.
 TIMING_KEYS = ("latency_ms", "wall_ms")
@@ -88,7 +89,7 @@ def benchmark_specs(folder: str | Path) -> tuple[list[EpisodeSpec], list[dict]]:
 def run_spec(
     spec: EpisodeSpec,
     policy: Any,
-    session: Any,
+    session: Session,
     *,
     config: LoopConfig | None = None,
     store: Any = None,
@@ -142,7 +143,7 @@ def evaluate(
     from agents.scheduler import Scheduler
 
     def job(spec: EpisodeSpec):
-        def run(session: Any, job_seed: int) -> dict:
+        def run(session: Session, job_seed: int) -> dict:
             return run_spec(
                 spec, policy_factory(), session, config=config, store=store, source=source
             )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studio.models.evented import Emitter
+from tools import Session
 
 log = logging.getLogger(__name__)
 DONE_TEXT = "Done."  # what a person's Finish says in the agent's words (the oracle's too)
@@ -78,7 +79,7 @@ class Demonstration:
         return recorder
 
     # -- on the session thread ----------------------------------------------------------
-    def human_call(self, session: Any, tool: str, args: dict, start: list[dict]) -> Any:
+    def human_call(self, session: Session, tool: str, args: dict, start: list[dict]) -> Any:
         """Run a person's call and record it as a human turn (the episode begins on the scene
         as it is, `start` being the calls that built it). Returns the ToolResult; a failure
         to record is kept in `record_error`, never lost with the call."""
