@@ -191,7 +191,7 @@ class StudioController(QObject):
             self.demo.set_task(None, None)
             self.sig_task.emit(None)
             return
-        from training.tasks import get_task
+        from training import get_task
 
         try:
             task = get_task(task_id)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import training.oracle  # noqa: F401  (registers the oracle and reference policies)
-from agents.loop import LoopConfig, run_episode
+from agents import LoopConfig, run_episode
 from tools import Session
 
 # Keys of an episode record that depend on the machine's speed, not on what happened.
@@ -140,7 +140,7 @@ def evaluate(
     seed: int = 0,
 ) -> dict:
     """Run every spec (one fresh policy each) on `workers` tool workers; returns the report."""
-    from agents.scheduler import Scheduler
+    from agents import Scheduler
 
     def job(spec: EpisodeSpec):
         def run(session: Session, job_seed: int) -> dict:
