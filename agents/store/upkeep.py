@@ -56,7 +56,7 @@ def _hidden_in_setup(path: Path, now: float) -> bool:
 
 
 class Upkeep:
-    """Needs from its host: episodes_dir, episode_dir(), _lock, _conn, _write()."""
+    """Needs from its host: episodes_dir, episode_dir(), _lock, _conn, transaction()."""
 
     def reap(self) -> list[str]:
         """Mark episodes whose recording process died as `interrupted`, and clear what the
@@ -77,7 +77,7 @@ class Upkeep:
                 # Sweep first, mark second: a reaper killed in between leaves the episode
                 # 'running' with a free lease, so the next reader redoes both.
                 self._sweep_episode(row["id"])
-                with self._write() as db:
+                with self.transaction() as db:
                     changed = db.execute(
                         "UPDATE episodes SET status = 'interrupted' "
                         "WHERE id = ? AND status = 'running'",
