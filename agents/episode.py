@@ -6,9 +6,17 @@ Plain dataclasses, so the studio, the recorder, evaluation and RL read the same 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agents.policy import ToolCall
+
+
+class Verdict(Protocol):
+    """What a checker returns and the loop reads (training's RewardBreakdown is one)."""
+
+    total: float
+    components: dict[str, float]
+    success: bool
 
 
 @dataclass

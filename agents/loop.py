@@ -37,10 +37,11 @@ from agents.context import (
     openai_tools,
     wire_call,
 )
-from agents.episode import CallOutcome, EpisodeResult, StepRecord
+from agents.episode import CallOutcome, EpisodeResult, StepRecord, Verdict
 from agents.policy import Policy, PolicyError, PolicyReply, ToolCall
 from agents.start_state import InfrastructureError, StartState, build_start_state
 from agents.turns import episode_meta, record_turn
+from tools import Session
 
 __all__ = [
     "DEFAULT_SYSTEM",
@@ -76,7 +77,7 @@ class LoopConfig:
     context: ContextConfig = field(default_factory=ContextConfig)
 
 
-Checker = Callable[[Any, list[dict]], Any]  # (session, calls) -> RewardBreakdown-like
+Checker = Callable[[Session, list[dict]], Verdict]  # (session, calls) -> RewardBreakdown
 Setup = Callable[[Any], Any] | StartState
 
 
@@ -237,7 +238,7 @@ class EpisodeLoop:
                 return
             if cfg.check_every_step and self.checker is not None:
                 verdict = self.checker(self.session, self.result.calls)
-                if getattr(verdict, "success", False):
+                if verdict.success:
                     self.result.status = "success"
                     return
         self.result.status = "budget"
@@ -427,9 +428,9 @@ class EpisodeLoop:
     def _finish(self) -> None:
         if self.checker is not None and self.result.status != "fatal":
             verdict = self.checker(self.session, self.result.calls)
-            self.result.reward = float(getattr(verdict, "total", 0.0))
-            self.result.components = dict(getattr(verdict, "components", {}) or {})
-            self.result.success = bool(getattr(verdict, "success", False))
+            self.result.reward = float(verdict.total)
+            self.result.components = dict(verdict.components)
+            self.result.success = bool(verdict.success)
             self.result.verdict = verdict
         if self._recorder is not None and not self._owns_recorder:
             self.result.episode_id = self._recorder.episode_id

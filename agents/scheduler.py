@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.loop import InfrastructureError
+from tools import Session
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +79,14 @@ class Scheduler:
         self.workers = workers
         self._own_pool = None
         if session_factory is None:
-            from tools import WorkerPool
+            from tools import ToolSession, WorkerPool
 
             # Kept sessions hold their workers for good: no spare workers to keep warm then.
             pool = self._own_pool = WorkerPool(size=0 if keep_sessions else workers)
             options = {} if deadline_s is None else {"deadline_s": deadline_s}
 
             def session_factory() -> Any:
-                return pool.session(**options)
+                return ToolSession(pool, **options)
 
         self.session_factory = session_factory
         self.max_retries = max_retries
@@ -276,7 +277,7 @@ class Scheduler:
             progress(outcome, n, total)
 
 
-def _close(session: Any) -> None:
+def _close(session: Session) -> None:
     try:
         session.close()
     except Exception:  # a dead worker may not close cleanly; the pool reaps it

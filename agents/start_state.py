@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tools import Session
+
 
 class InfrastructureError(RuntimeError):
     """The tool runtime failed under the episode (not the policy's fault): retry elsewhere."""
@@ -35,7 +37,7 @@ class StartState:
     calls: tuple[dict, ...] = ()
     keep: bool = False
 
-    def __call__(self, session: Any) -> None:
+    def __call__(self, session: Session) -> None:
         for k, c in enumerate(self.calls):
             r = session.call(c["tool"], dict(c.get("args") or {}))
             if not r.ok:
@@ -47,7 +49,7 @@ class StartState:
         return cls(tuple(dict(c) for c in episode.setup or ()))
 
 
-def build_start_state(session: Any, setup: Callable[[Any], Any] | StartState | None) -> list[dict]:
+def build_start_state(session: Session, setup: Callable[[Any], Any] | StartState | None) -> list[dict]:
     """Reset, run `setup`; returns the calls it made as `[{"tool", "args"}]`. A kept
     `StartState` is the session's scene as it is: no reset, its calls returned as they are."""
     if isinstance(setup, StartState) and setup.keep:
@@ -81,7 +83,7 @@ def build_start_state(session: Any, setup: Callable[[Any], Any] | StartState | N
 class _SetupCapture:
     """The session as `setup` sees it: every call is noted so the store can replay it."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self._session = session
         self.calls: list[dict] = []
         self.results: list[Any] = []

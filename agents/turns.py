@@ -18,6 +18,7 @@ from typing import Any
 from agents.episode import CallOutcome, StepRecord
 from agents.policy import ToolCall
 from agents.start_state import StartState
+from tools import Session
 
 
 def record_turn(recorder: Any, step: StepRecord, turn: int, actor: str) -> None:
@@ -47,7 +48,7 @@ def record_turn(recorder: Any, step: StepRecord, turn: int, actor: str) -> None:
         )
 
 
-def observe_frame(session: Any, config: Any) -> tuple[bytes | None, str]:
+def observe_frame(session: Session, config: Any) -> tuple[bytes | None, str]:
     """The montage the loop shows the model (its views and size) and the scene hash."""
     result = session.render(views=config.views, size=config.render_size)
     png = result.images[0] if getattr(result, "ok", True) and result.images else None
@@ -71,7 +72,7 @@ class HumanTurns:
         self._n = 0
 
     @classmethod
-    def begin(cls, session: Any, recorder_factory: Callable[..., Any], goal: str,
+    def begin(cls, session: Session, recorder_factory: Callable[..., Any], goal: str,
               start: StartState, config: Any = None, catalogue: list[dict] | None = None
               ) -> HumanTurns:
         """Open the episode on the scene as it is (`start` says how to rebuild it)."""
@@ -88,14 +89,14 @@ class HumanTurns:
                                                    scene_hash))
         return cls(recorder, config, scene_hash)
 
-    def call(self, session: Any, tool: str, args: dict) -> Any:
+    def call(self, session: Session, tool: str, args: dict) -> Any:
         """Run one call of the person's and record it; returns the ToolResult."""
         start = time.perf_counter()
         result = session.call(tool, args)
         self.record(session, result, args, (time.perf_counter() - start) * 1e3)
         return result
 
-    def record(self, session: Any, result: Any, args: dict | None = None,
+    def record(self, session: Session, result: Any, args: dict | None = None,
                wall_ms: float = 0.0) -> None:
         """Record a call that already ran (its ToolResult) as one human turn; `args` as the
         person wrote them (default: the runtime's validated form, defaults filled in)."""

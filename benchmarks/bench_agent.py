@@ -13,6 +13,7 @@ Run: .venv/bin/python benchmarks/bench_agent.py [--episodes N] [--steps N]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def loop_overhead(pool, steps: int) -> dict:
     from agents.loop import LoopConfig, run_episode
     from agents.policies.simple import PlanPolicy, calls_from_plan
+    from tools import ToolSession
 
     plan = [
         {"tool": "add_primitive", "args": {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}}
@@ -34,7 +36,7 @@ def loop_overhead(pool, steps: int) -> dict:
         {"tool": "transform", "args": {"name": "A", "location": [0, 0, 0.01 * i]}}
         for i in range(steps)
     ]
-    with pool.session() as s:
+    with ToolSession(pool) as s:
         # baseline: the same calls straight on the session
         s.reset()
         start = time.perf_counter()
@@ -64,7 +66,7 @@ def loop_overhead(pool, steps: int) -> dict:
 def oracle_throughput(episodes: int) -> dict:
     import training.oracle  # noqa: F401
     from agents.policies import make_policy
-    from tools import WorkerPool
+    from tools import ToolSession, WorkerPool
     from training.evaluation import evaluate, task_spec, without_timing
     from training.tasks import split_ids
 
@@ -75,13 +77,13 @@ def oracle_throughput(episodes: int) -> dict:
     for workers in (1, 2):
         pool = WorkerPool(size=workers)
         # start-up (worker spawn, first-render shader compile) is not throughput
-        warm = [pool.session() for _ in range(workers)]
+        warm = [ToolSession(pool) for _ in range(workers)]
         for s in warm:
             s.render()
             s.close()
         start = time.perf_counter()
         reports[workers] = evaluate(
-            specs, lambda: make_policy("oracle"), workers=workers, session_factory=pool.session
+            specs, lambda: make_policy("oracle"), workers=workers, session_factory=functools.partial(ToolSession, pool)
         )
         minutes = (time.perf_counter() - start) / 60
         pool.close()
@@ -141,9 +143,10 @@ def episode_tokens(pool) -> dict:
     """Estimated prompt tokens per step over an oracle episode (full catalogue, renders)."""
     import training.oracle  # noqa: F401
     from agents.policies import make_policy
+    from tools import ToolSession
     from training.evaluation import run_spec, task_spec
 
-    with pool.session() as s:
+    with ToolSession(pool) as s:
         record = run_spec(task_spec("composition:3:110002"), make_policy("oracle"), s)
     steps = record["_result"].steps
     est = [st.prompt_tokens_est for st in steps]

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools import WorkerPool
+from tools import ToolSession, WorkerPool
 
 COLD_BLENDER = r"""
 import bpy, bmesh
@@ -55,7 +55,7 @@ def cold(code: str) -> None:
 
 def main() -> None:
     pool = WorkerPool(size=1)
-    s = pool.session()
+    s = ToolSession(pool)
     s.render(views=["iso"], size=256)  # first render compiles shaders: not a steady-state cost
     i = iter(range(10**6))
 
@@ -88,7 +88,7 @@ def main() -> None:
 
     first_call = {"kind": "cube", "name": "S", "dimensions": [1, 1, 1]}
     # before: the old session boundary, a `reset` of the same warm worker, then the first call
-    with pool.session() as t:
+    with ToolSession(pool) as t:
         t.call("add_primitive", first_call)
 
         def reused():
@@ -102,14 +102,14 @@ def main() -> None:
         while not pool._idle:  # the spare boots in the background between sessions
             time.sleep(0.1)
         t0 = time.perf_counter()
-        with pool.session() as t:
+        with ToolSession(pool) as t:
             starts.append(time.perf_counter() - t0)
             t1 = time.perf_counter()
             assert t.call("add_primitive", first_call).ok
             firsts.append(time.perf_counter() - t1)
     cold_pool = WorkerPool(size=0, prewarm=False)
     t0 = time.perf_counter()
-    with cold_pool.session() as t:
+    with ToolSession(cold_pool) as t:
         cold_start = time.perf_counter() - t0
     cold_pool.close()
     after = statistics.median(starts) + statistics.median(firsts)
@@ -144,7 +144,7 @@ def scene_scale(sizes: tuple[int, ...] = (10, 100, 1_000, 10_000)) -> None:
     pool = WorkerPool(size=1, max_sessions=10_000)
     rows = []
     for n in sizes:
-        with pool.session(deadline_s=600) as s:
+        with ToolSession(pool, deadline_s=600) as s:
             write_cubes(s.workspace / "scale.obj", n)
             t = time.perf_counter()
             assert s.call("import_file", {"path": "scale.obj"}).ok

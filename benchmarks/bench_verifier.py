@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools import WorkerPool  # noqa: E402
+from tools import ToolSession, WorkerPool  # noqa: E402
 from training.tasks import get_task, list_families  # noqa: E402
 from training.tasks.checks import evaluate_task  # noqa: E402
 from training.tasks.runner import run_calls  # noqa: E402
-from training.verifier import Verifier  # noqa: E402
+from training.tasks.verifier import Verifier  # noqa: E402
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     try:
         for fam in families:
             task = get_task(f"{fam}:1:{opts.seed}")
-            with pool.session() as s:
+            with ToolSession(pool) as s:
                 s.reset()
                 task.setup(s)
                 calls = run_calls(s, task.oracle)

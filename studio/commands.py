@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         if autorun and not (task or goal):
             raise typer.BadParameter("--autorun needs --task ID or --goal TEXT", param_hint="--autorun")
         if task:  # a bad id is one line now (exit 2), not a dialog after the window opens
-            from training.tasks import get_task
+            from training import get_task
 
             get_task(task)
         open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot, hand=hand, goal=goal,

@@ -17,7 +17,7 @@ from PySide6.QtGui import QUndoCommand, QUndoStack
 from studio.models.demonstration import Demonstration, SceneJournal
 from studio.models.scene import SceneModel
 from studio.runtime.worker import SessionWorker
-from tools import TOOLS, ToolError, validate_call
+from tools import TOOLS, Session, ToolError, validate_call
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class StudioController(QObject):
             return
         start = list(self.journal.calls)  # the scene the episode begins on, if it begins now
 
-        def run(session: Any) -> Any:
+        def run(session: Session) -> Any:
             result = self.demo.human_call(session, tool, args, start)
             self.worker.sig_call.emit(result, origin)
             return result
@@ -191,7 +191,7 @@ class StudioController(QObject):
             self.demo.set_task(None, None)
             self.sig_task.emit(None)
             return
-        from training.tasks import get_task
+        from training import get_task
 
         try:
             task = get_task(task_id)

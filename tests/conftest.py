@@ -37,7 +37,9 @@ def worker_pool():
 @pytest.fixture
 def session(worker_pool):
     """A fresh tool session (empty scene) on the shared pool; released after the test."""
-    s = worker_pool.session(deadline_s=30)
+    from tools import ToolSession
+
+    s = ToolSession(worker_pool, deadline_s=30)
     yield s
     s.close()
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
+from tools import ToolSession
+
 WAIT_MS = 120_000
 
 
@@ -18,7 +20,7 @@ def studio_window(worker_pool, root: Path, request) -> Iterator:
     from studio.app import StudioOptions, build
 
     options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"))
-    window, controller = build(options, session_factory=lambda: worker_pool.session(deadline_s=120))
+    window, controller = build(options, session_factory=lambda: ToolSession(worker_pool, deadline_s=120))
     window.show()
     QtBot(request).waitUntil(lambda: controller.ready, timeout=WAIT_MS)
     try:

@@ -8,6 +8,7 @@ from agents.loop import LoopConfig, run_episode
 from agents.policies.simple import PlanPolicy, calls_from_plan
 from agents.policy import PolicyError
 from agents.scheduler import Scheduler
+from tools import ToolSession
 
 BLIND = LoopConfig(observe="never")
 CUBE = {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}
@@ -28,7 +29,7 @@ def test_priorities_then_submission_order_and_fixed_seeds(worker_pool) -> None:
 
         return run
 
-    scheduler = Scheduler(1, lambda: worker_pool.session(), seed=7)
+    scheduler = Scheduler(1, lambda: ToolSession(worker_pool), seed=7)
     scheduler.submit("low", job("low"), priority=0)
     scheduler.submit("high", job("high"), priority=5)
     scheduler.submit("low2", job("low2"), priority=0)
@@ -37,7 +38,7 @@ def test_priorities_then_submission_order_and_fixed_seeds(worker_pool) -> None:
     assert ran == ["high", "fixed", "low", "low2"]
     assert [o.key for o in outcomes] == ["low", "high", "low2", "fixed"]  # submission order
     assert outcomes[3].result == 1234
-    again = Scheduler(1, lambda: worker_pool.session(), seed=7)
+    again = Scheduler(1, lambda: ToolSession(worker_pool), seed=7)
     for key in ("low", "high", "low2"):
         again.submit(key, job(key))
     assert [o.result for o in again.run()] == [o.result for o in outcomes[:3]]
@@ -55,7 +56,7 @@ def test_worker_death_in_setup_is_retried_on_a_fresh_worker(worker_pool) -> None
         policy = PlanPolicy(calls_from_plan([{"tool": "add_primitive", "args": CUBE}]))
         return run_episode(policy, session, "a cube", setup=setup, config=BLIND)
 
-    scheduler = Scheduler(1, lambda: worker_pool.session(), retry_backoff_s=0.0)
+    scheduler = Scheduler(1, lambda: ToolSession(worker_pool), retry_backoff_s=0.0)
     scheduler.submit("ep", episode)
     (outcome,) = scheduler.run()
     assert outcome.ok and outcome.attempts == 2 and scheduler.retries == 1
@@ -82,7 +83,7 @@ def test_policy_failures_are_not_retried(worker_pool) -> None:
     def raising(session, seed):
         raise ValueError("a bug in the job")
 
-    scheduler = Scheduler(1, lambda: worker_pool.session())
+    scheduler = Scheduler(1, lambda: ToolSession(worker_pool))
     for key, fn in (("fatal", failing), ("errors", bad_calls), ("bug", raising)):
         scheduler.submit(key, fn)
     fatal, errors, bug = scheduler.run()
@@ -99,7 +100,7 @@ def test_a_failing_pool_is_retried_then_reported(worker_pool) -> None:
         calls[0] += 1
         if calls[0] == 1:
             raise OSError("could not start a worker")
-        return worker_pool.session()
+        return ToolSession(worker_pool)
 
     scheduler = Scheduler(1, flaky_factory, retry_backoff_s=0.0)
     scheduler.submit("ep", cube_episode)
@@ -132,7 +133,7 @@ def test_two_workers_run_jobs_in_parallel(worker_pool) -> None:
             inside[0] -= 1
         return result
 
-    scheduler = Scheduler(2, lambda: worker_pool.session())
+    scheduler = Scheduler(2, lambda: ToolSession(worker_pool))
     scheduler.submit("a", job)
     scheduler.submit("b", job)
     outcomes = scheduler.run()
@@ -143,7 +144,7 @@ def test_two_workers_run_jobs_in_parallel(worker_pool) -> None:
 
 def test_pinned_jobs_run_on_their_slot_and_kept_sessions_outlive_a_run(worker_pool) -> None:
     """What GRPO rollouts rely on: state left on slot w is found there by the next run."""
-    scheduler = Scheduler(2, lambda: worker_pool.session(), keep_sessions=True)
+    scheduler = Scheduler(2, lambda: ToolSession(worker_pool), keep_sessions=True)
 
     def add(name):
         def run(session, seed):
@@ -168,7 +169,7 @@ def test_pinned_jobs_run_on_their_slot_and_kept_sessions_outlive_a_run(worker_po
     scheduler.close()
     assert fresh.closed and scheduler.session(0).closed is False  # reopened on demand
     scheduler.close()
-    with_bad_slot = Scheduler(2, lambda: worker_pool.session())
+    with_bad_slot = Scheduler(2, lambda: ToolSession(worker_pool))
     try:
         with_bad_slot.submit("x", add("Q"), worker=2)
     except ValueError as exc:

@@ -12,6 +12,8 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"
 import pytest  # noqa: E402
 from studio_support import send_ok, studio_window  # noqa: E402
 
+from tools import ToolSession  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def studio(qapp, worker_pool, tmp_path_factory, request):
@@ -114,7 +116,7 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     assert all(s.frame for s in steps if s.actor == "human")  # the renders the agent would see
     turns = [s.turn for s in steps]
     assert turns == sorted(turns) and len(set(turns)) == len(turns)  # one call per turn here
-    report = replay_episode(store, episode_id, session_factory=lambda: worker_pool.session(deadline_s=60))
+    report = replay_episode(store, episode_id, session_factory=lambda: ToolSession(worker_pool, deadline_s=60))
     assert report.matched, report.summary()
     assert report.steps_checked == len(steps)
     # replayed in the studio, the episode's end is the start the next run records

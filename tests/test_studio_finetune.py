@@ -17,6 +17,8 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 from studio_support import send_ok, studio_window  # noqa: E402
 
+from tools import ToolSession  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "assets" / "configs" / "sft-studio-demos.yaml"
 OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -94,7 +96,7 @@ def test_the_shipped_studio_config_runs_as_it_is_offline(tmp_path, worker_pool):
     from agents.store.export import export_parquet
     from agents.turns import HumanTurns
 
-    with Store(tmp_path / "data", durable=False) as store, worker_pool.session() as session:
+    with Store(tmp_path / "data", durable=False) as store, ToolSession(worker_pool) as session:
         session.reset()
 
         def begin(**meta):

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from studio.cli import build_app
-from training.benchmarks_ext import load_benchmark
+from training.tasks.benchmark import load_benchmark
 from training.tasks.runner import attempt
 
 runner = CliRunner()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tools import ToolSession
 from training.tasks import FAMILIES, get_task
 from training.tasks.perturb import PERTURBATIONS
 from training.tasks.runner import attempt
@@ -23,7 +24,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def task_session(worker_pool):
-    s = worker_pool.session(deadline_s=60)
+    s = ToolSession(worker_pool, deadline_s=60)
     yield s
     s.close()
 

@@ -71,9 +71,9 @@ def test_kill_9_from_outside_mid_call(session):
 
 SUPERVISOR = """
 import sys, time
-from tools import WorkerPool
+from tools import ToolSession, WorkerPool
 pool = WorkerPool(size=1, prewarm=False)
-s = pool.session()
+s = ToolSession(pool)
 print(" ".join(str(p) for p in s.worker.host_pids()), flush=True)
 time.sleep(600)
 """

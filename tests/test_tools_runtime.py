@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tools import ErrorKind
+from tools import ErrorKind, ToolSession
 
 PLATE = """
 import cadquery as cq
@@ -229,7 +229,7 @@ def test_scene_hash_is_the_same_in_another_worker_process(session):
         ok(session.call(tool, args))
     other_pool = WorkerPool(size=0, prewarm=False)
     try:
-        with other_pool.session() as other:
+        with ToolSession(other_pool) as other:
             for tool, args in calls:
                 ok(other.call(tool, args))
             assert other.scene_hash() == session.scene_hash()

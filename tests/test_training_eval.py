@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from agents.policies import make_policy
 from studio.cli import build_app
+from tools import ToolSession
 from training.evaluation import (
     aggregate,
     compare,
@@ -78,9 +79,9 @@ def test_run_none_fails_the_task(cli, tmp_path) -> None:
 
 def test_run_rejects_unknown_policies_and_tasks(cli) -> None:
     bad_policy = cli("run", "--task", TEST_IDS[0], "--policy", "magic", "--no-record")
-    assert bad_policy.exit_code == 1 and "unknown policy 'magic'" in bad_policy.output
+    assert bad_policy.exit_code == 2 and "unknown policy 'magic'" in bad_policy.output
     bad_task = cli("run", "--task", "nope:1:1", "--policy", "none", "--no-record")
-    assert bad_task.exit_code == 1 and "unknown task family" in bad_task.output
+    assert bad_task.exit_code == 2 and "unknown task family" in bad_task.output
 
 
 def test_eval_oracle_solves_the_test_split(oracle_report_2) -> None:
@@ -103,7 +104,7 @@ def test_workers_do_not_change_the_results(oracle_report_2, worker_pool) -> None
     report2, _ = oracle_report_2
     specs = [task_spec(i) for i in TEST_IDS]
     report1 = evaluate(
-        specs, lambda: make_policy("oracle"), workers=1, session_factory=worker_pool.session
+        specs, lambda: make_policy("oracle"), workers=1, session_factory=lambda: ToolSession(worker_pool)
     )
     assert without_timing(report1) == without_timing(report2)
 
@@ -115,7 +116,7 @@ def test_none_does_not_solve_the_split_and_compare_says_so(
     none = evaluate(
         [task_spec(i) for i in ids],
         lambda: make_policy("none"),
-        session_factory=worker_pool.session,
+        session_factory=lambda: ToolSession(worker_pool),
     )
     assert none["overall"]["success_rate"] == 0.0
     assert all(e["calls"] == 0 for e in none["episodes"])
@@ -187,5 +188,5 @@ def test_eval_benchmark_scores_references_and_skips_malformed_cases(
     from training.evaluation import benchmark_specs
 
     specs, _ = benchmark_specs(bench)
-    none = evaluate(specs, lambda: make_policy("none"), session_factory=worker_pool.session)
+    none = evaluate(specs, lambda: make_policy("none"), session_factory=lambda: ToolSession(worker_pool))
     assert none["overall"]["success_rate"] == 0.0

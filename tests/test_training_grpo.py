@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tools import ToolSession
 from training.curriculum import Curriculum
 from training.train_config import CurriculumSpec
 
@@ -189,7 +190,7 @@ def taught(tmp_path_factory, tiny_model_dir, worker_pool):
     from agents.loop import LoopConfig
 
     task = _task()
-    session = worker_pool.session(deadline_s=30)
+    session = ToolSession(worker_pool, deadline_s=300)
     try:
         prompts = _prompts(task, session, LoopConfig(max_steps=1, render_size=128), 1)
     finally:
@@ -231,7 +232,7 @@ def _pin_task(runtime, task_id: str, n: int = 8) -> None:
 def roomy_session(worker_pool):
     """A session whose calls may take long on a loaded machine: a call that timed out would
     show the model an error the other run did not see (parity is exact, deadlines are not)."""
-    s = worker_pool.session(deadline_s=300)
+    s = ToolSession(worker_pool, deadline_s=300)
     yield s
     s.close()
 

@@ -1,7 +1,8 @@
 """The tool runtime: typed tools over Blender and CadQuery in supervised, sandboxed workers.
 
-Public face (see docs/CONTRACTS.md): ToolSession, WorkerPool, ToolResult, ToolError,
-ErrorKind, catalogue, tool_names, openai_tools, validate_call, TOOLS.
+Public face (see docs/CONTRACTS.md): ToolSession, Session (the protocol every session
+satisfies), WorkerPool, ToolResult, ToolError, ErrorKind, catalogue, tool_names,
+openai_tools, validate_call, TOOLS.
 
 The names load on first use (PEP 562): `modelwright tasks list` imports `tools.cli`, and
 with it this package, without needing pydantic, the supervisor or the tool specs.
@@ -15,17 +16,19 @@ from typing import TYPE_CHECKING
 from tools.errors import ErrorKind, ToolError
 
 if TYPE_CHECKING:
+    from tools.interface import Session
+    from tools.results import ToolResult
     from tools.session import ToolSession
     from tools.specs import TOOLS, catalogue, openai_tools, tool_names, validate_call
-    from tools.supervisor import ToolResult, WorkerPool, default_pool
+    from tools.supervisor import WorkerPool, default_pool
 
-_LAZY = {"ToolSession": "tools.session", "TOOLS": "tools.specs", "catalogue": "tools.specs",
-         "openai_tools": "tools.specs", "tool_names": "tools.specs", "validate_call": "tools.specs",
-         "ToolResult": "tools.supervisor", "WorkerPool": "tools.supervisor",
+_LAZY = {"ToolSession": "tools.session", "Session": "tools.interface", "TOOLS": "tools.specs",
+         "catalogue": "tools.specs", "openai_tools": "tools.specs", "tool_names": "tools.specs", "validate_call": "tools.specs",
+         "ToolResult": "tools.results", "WorkerPool": "tools.supervisor",
          "default_pool": "tools.supervisor"}
 
-__all__ = ["TOOLS", "ErrorKind", "ToolError", "ToolResult", "ToolSession", "WorkerPool", "catalogue",
-           "default_pool", "openai_tools", "tool_names", "validate_call"]
+__all__ = ["TOOLS", "ErrorKind", "Session", "ToolError", "ToolResult", "ToolSession", "WorkerPool",
+           "catalogue", "default_pool", "openai_tools", "tool_names", "validate_call"]
 
 
 def __getattr__(name: str):

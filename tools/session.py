@@ -10,8 +10,9 @@ from pathlib import Path
 
 from tools import sandbox
 from tools.errors import ErrorKind, ToolError
+from tools.results import ToolResult, WorkerDied, WorkerTimedOut
 from tools.specs import validate_call
-from tools.supervisor import ToolResult, WorkerPool, WorkerProcess, _Died, _TimedOut, default_pool
+from tools.supervisor import WorkerPool, WorkerProcess, default_pool
 
 DEFAULT_DEADLINE_S = 30.0
 # tools whose input is code or a file someone else made: refused when no jail works here
@@ -128,11 +129,11 @@ class ToolSession:
             reply, blobs = w.request(payload, deadline_s)
             self._last_hash = reply.get("scene_hash", self._last_hash)
             return reply, blobs, None
-        except _TimedOut:
+        except WorkerTimedOut:
             w.kill()
             err = ToolError(ErrorKind.TIMEOUT, f"{what} ran past its {deadline_s:g} s deadline and was stopped; "
                             "the scene is as before the call. Simplify the operation or split it up.")
-        except _Died as died:
+        except WorkerDied as died:
             code = w.proc.poll()
             w.kill()
             why = f"was stopped: {died.reason}" if died.reason else f"died during {what} (exit {code})"

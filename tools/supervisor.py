@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 
 from tools import sandbox, scratch
 from tools.errors import ErrorKind, ToolError
@@ -33,52 +32,13 @@ from tools.protocol import (
     json_length,
     write_message,
 )
+from tools.results import WorkerDied, WorkerTimedOut
 
 log = logging.getLogger("modelwright.tools")
 STARTUP_DEADLINE_S = 120.0
 # Workers are started from one long-lived thread: PR_SET_PDEATHSIG (bubblewrap's
 # --die-with-parent) fires when the *thread* that forked the worker exits, not the process.
 _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-worker-keeper")
-
-
-class _Died(Exception):
-    """The worker is gone; `reason` says why when the supervisor killed it for a bad reply."""
-
-    def __init__(self, reason: str = ""):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _TimedOut(Exception):
-    pass
-
-
-@dataclass
-class ToolResult:
-    tool: str
-    args: dict
-    ok: bool
-    output: dict = field(default_factory=dict)
-    error: ToolError | None = None
-    images: list[bytes] = field(default_factory=list)
-    duration_ms: float = 0.0
-    scene_hash: str | None = None
-
-    def to_dict(self) -> dict:
-        """The JSON record of the call (images left out)."""
-        return {"tool": self.tool, "args": self.args, "ok": self.ok,
-                "error": self.error.to_dict() if self.error else None,
-                "duration_ms": round(self.duration_ms, 3), "scene_hash": self.scene_hash,
-                "output": self.output}
-
-    def to_text(self, limit: int = 4000) -> str:
-        """What a model reads back: the output as compact JSON, or the error and what to do."""
-        import json
-
-        if not self.ok and self.error is not None:
-            return f"ERROR ({self.error.kind.value}): {self.error.message}"
-        text = json.dumps(self.output, separators=(",", ":"))
-        return text if len(text) <= limit else text[: limit - 20] + "...(truncated)"
 
 
 class WorkerProcess:
@@ -118,7 +78,7 @@ class WorkerProcess:
                 os.close(fd)
         try:
             ready, _ = self._read(time.monotonic() + STARTUP_DEADLINE_S)
-        except (_Died, _TimedOut) as e:
+        except (WorkerDied, WorkerTimedOut) as e:
             self.kill()
             raise ToolError(ErrorKind.CRASH, f"the worker failed to start ({type(e).__name__}); see {scratch}/worker.log") from None
         if not ready.get("ready"):
@@ -147,12 +107,12 @@ class WorkerProcess:
 
     def request(self, payload: dict, deadline_s: float) -> tuple[dict, list[bytes]]:
         if not self.alive:
-            raise _Died()
+            raise WorkerDied()
         payload = dict(payload, id=secrets.randbits(62))  # not guessable ahead by the worker
         try:
             write_message(self.proc.stdin, payload)
         except (BrokenPipeError, OSError, ValueError):
-            raise _Died() from None
+            raise WorkerDied() from None
         reply, blobs = self._read(time.monotonic() + deadline_s, payload)
         if not isinstance(reply.get("scene_hash", ""), str):
             reply["scene_hash"] = None  # only ever recorded and compared: never trusted
@@ -172,7 +132,7 @@ class WorkerProcess:
         except ProtocolError as e:
             log.warning("worker %s killed: %s", self.scratch, e)
             self.kill()
-            raise _Died(f"it sent a bad reply ({e})") from None
+            raise WorkerDied(f"it sent a bad reply ({e})") from None
         return payload, [self._read_exact(fd, s, deadline) for s in sizes]
 
     def _read_exact(self, fd: int, n: int, deadline: float) -> bytes:
@@ -180,15 +140,15 @@ class WorkerProcess:
         while len(buf) < n:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise _TimedOut()
+                raise WorkerTimedOut()
             ready, _, _ = select.select([fd], [], [], min(left, 0.5))
             if not ready:
                 if not self.alive:
-                    raise _Died()
+                    raise WorkerDied()
                 continue
             chunk = os.read(fd, min(n - len(buf), 1 << 20))
             if not chunk:
-                raise _Died()
+                raise WorkerDied()
             buf += chunk
         return bytes(buf)
 
@@ -316,12 +276,6 @@ class WorkerPool:
         worker.kill()
         shutil.rmtree(worker.scratch, ignore_errors=True)
         self.warm()
-
-    def session(self, **kwargs):
-        """A ToolSession on this pool."""
-        from tools.session import ToolSession
-
-        return ToolSession(pool=self, **kwargs)
 
     def close(self) -> None:
         with self._lock:

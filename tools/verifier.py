@@ -26,6 +26,8 @@ from typing import Any
 from tools import confined
 from tools.confined import ConfinedPathError
 from tools.errors import ToolError
+from tools.interface import Session
+from tools.session import ToolSession
 from tools.supervisor import WorkerPool
 
 _COMMIT = re.compile(r"^\d{6,12}$")
@@ -104,12 +106,12 @@ class CleanRoom:
         self._lock = threading.Lock()
 
     @contextmanager
-    def session_from(self, session: Any, files: Iterable[str] = ()) -> Iterator[Any]:
+    def session_from(self, session: Session, files: Iterable[str] = ()) -> Iterator[Any]:
         """A clean ToolSession holding `session`'s committed scene, with the workspace files
         `files` copied in (regular files only; a missing or refused one is left out)."""
         scratch = os.fspath(session.scratch)
         src_ws = os.fspath(session.workspace)
-        clean = self.pool.session()
+        clean = ToolSession(self.pool)
         clean_scratch = os.fspath(clean.scratch)
         try:
             key = f"verify_{secrets.token_hex(6)}"

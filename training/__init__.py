@@ -1,13 +1,49 @@
-"""Modelwright training layer.
+"""Modelwright training layer: tasks and their rewards, evaluation, SFT and RL runs.
 
-`training.verify(task, session, calls) -> RewardBreakdown`: the one way a task is scored, in
-a clean worker that never ran the policy's code (training/verifier.py).
+Public face (see docs/CONTRACTS.md), for the layers above: `from training import get_task,
+...`. `training.verify(task, session, calls) -> RewardBreakdown` is the one way a task is
+scored, in a clean worker that never ran the policy's code (training/tasks/verifier.py).
+The names load on first use (PEP 562), so `import training` stays light (no torch, no
+transformers, no geometry kernels).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from training.evaluation import EpisodeSpec, evaluate, run_spec, task_spec
+    from training.rewards import RewardBreakdown
+    from training.runs import latest_checkpoint
+    from training.tasks import Task, TaskError, get_task, list_families, split_ids
+    from training.tasks.benchmark import load_benchmark
+    from training.tasks.verifier import verify
+    from training.train_config import ConfigError, load_config
+
+_LAZY = {
+    "EpisodeSpec": "training.evaluation", "evaluate": "training.evaluation",
+    "run_spec": "training.evaluation", "task_spec": "training.evaluation",
+    "RewardBreakdown": "training.rewards",
+    "latest_checkpoint": "training.runs",
+    "Task": "training.tasks", "TaskError": "training.tasks", "get_task": "training.tasks",
+    "list_families": "training.tasks", "split_ids": "training.tasks",
+    "load_benchmark": "training.tasks.benchmark",
+    "verify": "training.tasks.verifier",
+    "ConfigError": "training.train_config", "load_config": "training.train_config",
+}
+
+__all__ = [
+    "ConfigError", "EpisodeSpec", "RewardBreakdown", "Task", "TaskError", "evaluate", "get_task",
+    "latest_checkpoint", "list_families", "load_benchmark", "load_config", "run_spec",
+    "split_ids", "task_spec", "verify"
+]
 
 
 def __getattr__(name: str):
-    if name == "verify":  # lazily: importing `training` stays light
-        from training.verifier import verify
-
-        return verify
-    raise AttributeError(f"module 'training' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'training' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -21,7 +21,7 @@ ORACLE_POLICIES = ("oracle", "reference")
 def _check_model(policy: str, model: str | None) -> None:
     """The hf policy loads a local folder: say at once when it is not there."""
     if policy.partition(":")[0] == "hf" and model:
-        from agents.model_source import local_model_folder
+        from agents import local_model_folder
 
         local_model_folder(model)
 
@@ -102,9 +102,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run one episode of a task with a policy and print its summary."""
         import training.oracle  # noqa: F401  (registers oracle and reference)
-        from agents.loop import LoopConfig
-        from agents.policies import make_policy
-        from agents.policy import PolicyError
+        from agents import LoopConfig, PolicyError, make_policy
         from tools import ToolSession
         from training.evaluation import run_spec, task_spec
 
@@ -194,9 +192,7 @@ def register(app: typer.Typer) -> None:
 def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
               no_record, data_dir, json_out, seed) -> None:  # fmt: skip
     import training.oracle  # noqa: F401
-    from agents.loop import LoopConfig
-    from agents.policies import make_policy
-    from agents.policy import PolicyError
+    from agents import LoopConfig, PolicyError, make_policy
     from training.evaluation import evaluate, task_spec
     from training.tasks import split_ids
 

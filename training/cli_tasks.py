@@ -131,7 +131,7 @@ def try_cmd(
     if sum([oracle, calls is not None, none, reference]) != 1:
         fail("choose exactly one of --oracle, --calls FILE, --none, --reference")
     if benchmark is not None:  # a TaskError ends the command with one line (exit 2)
-        from training.benchmarks_ext import load_benchmark
+        from training.tasks.benchmark import load_benchmark
 
         task = load_benchmark(benchmark).case(target).task()
         if oracle:
@@ -144,8 +144,7 @@ def try_cmd(
         task = get_task(target)
     steps = task.oracle if (oracle or reference) else _load_calls(calls) if calls else []
 
-    from tools.session import ToolSession
-    from tools.supervisor import WorkerPool
+    from tools import ToolSession, WorkerPool
     from training.tasks.runner import attempt
 
     if out is not None:
@@ -190,8 +189,7 @@ def verify(
         fail(
             f"bad --families or --seeds ({exc}); seeds look like 0:5, families like cad_parts,materials"
         )
-    from tools.session import ToolSession
-    from tools.supervisor import WorkerPool
+    from tools import ToolSession, WorkerPool
 
     problems: list[str] = []
     pool = WorkerPool(size=0, prewarm=False)

@@ -19,7 +19,7 @@ def _load(config: Path, kind: str):
     if cfg.kind != kind:
         fail(f"{config} is a {cfg.kind!r} config; use `modelwright train {cfg.kind}`")
     if kind in ("sft", "grpo") and cfg.model.path:
-        from agents.model_source import resolve_model
+        from agents import resolve_model
 
         resolve_model(cfg.model.path)
     return cfg

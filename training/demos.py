@@ -20,7 +20,7 @@ import json
 import threading
 from typing import Any
 
-from agents.policy import PolicyReply
+from agents import PolicyReply
 from agents.store.conversation import IMAGE_PART, message, text_part
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import training.oracle  # noqa: F401  (registers the oracle and reference policies)
-from agents.loop import LoopConfig, run_episode
+from agents import LoopConfig, run_episode
+from tools import Session
 
 # Keys of an episode record that depend on the machine's speed, not on what happened.
 TIMING_KEYS = ("latency_ms", "wall_ms")
@@ -58,7 +59,7 @@ def task_spec(task_id: str) -> EpisodeSpec:
 def benchmark_specs(folder: str | Path) -> tuple[list[EpisodeSpec], list[dict]]:
     """One episode per case and prompt of an external benchmark folder, and the skipped
     (malformed) cases with their reasons."""
-    from training.benchmarks_ext import PART_NAME, load_benchmark
+    from training.tasks.benchmark import PART_NAME, load_benchmark
 
     bench = load_benchmark(folder)
     specs = []
@@ -88,7 +89,7 @@ def benchmark_specs(folder: str | Path) -> tuple[list[EpisodeSpec], list[dict]]:
 def run_spec(
     spec: EpisodeSpec,
     policy: Any,
-    session: Any,
+    session: Session,
     *,
     config: LoopConfig | None = None,
     store: Any = None,
@@ -144,10 +145,10 @@ def evaluate(
     seed: int = 0,
 ) -> dict:
     """Run every spec (one fresh policy each) on `workers` tool workers; returns the report."""
-    from agents.scheduler import Scheduler
+    from agents import Scheduler
 
     def job(spec: EpisodeSpec):
-        def run(session: Any, job_seed: int) -> dict:
+        def run(session: Session, job_seed: int) -> dict:
             return run_spec(
                 spec, policy_factory(), session, config=config, store=store, source=source
             )
@@ -160,7 +161,7 @@ def evaluate(
 
     spec_by_key = {s.key: s for s in specs}
     if any(s.checker is not None for s in specs):
-        from training.verifier import default_verifier
+        from training.tasks.verifier import default_verifier
 
         default_verifier().reserve(workers)  # checkers score in clean workers, one per episode
     with Scheduler(workers, session_factory, seed=seed) as scheduler:

@@ -13,9 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agents.policies import register_policy
+from agents import PolicyError, PolicyReply, register_policy
 from agents.policies.simple import PlanPolicy, calls_from_plan
-from agents.policy import PolicyError, PolicyReply
 
 
 class OraclePolicy:

@@ -50,7 +50,7 @@ def run_episodes(
     progress: Callable[[dict, int, int], None] | None = None,
 ) -> dict:
     """One episode per task id through the eval harness; returns its report."""
-    from agents.loop import LoopConfig
+    from agents import LoopConfig
     from training.evaluation import evaluate, task_spec
 
     return evaluate(

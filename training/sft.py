@@ -44,7 +44,8 @@ def base_model_path(spec: ModelSpec, run_dir: Path, path: str | Path | None = No
 
 def load_model(spec: ModelSpec, path: str | Path | None = None):
     """(model, processor) for training, from a local folder (or a hub id named as such)."""
-    from agents.model_source import loading, resolve_model
+    from agents import resolve_model
+    from agents.model_source import loading
 
     source = resolve_model(path or spec.path)  # before torch: a typo fails at once
     import torch

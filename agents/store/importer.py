@@ -22,9 +22,9 @@ from agents.store.atomic import TEMP_MARK, atomic_copy_file, atomic_write_bytes,
 from agents.store.errors import ImportSourceError, StoreError
 from agents.store.export import EXPORT_FORMAT
 from agents.store.frames import check_png, sha256
+from agents.store.layout import ARTIFACTS, FRAMES, dumps
 from agents.store.lease import Lease, holder_alive
 from agents.store.models import EPISODE_ID
-from agents.store.recorder import ARTIFACTS, FRAMES, dumps
 from agents.store.schema import INDEX_NAME
 from agents.store.store import STEP_COLUMNS, tools_version
 
@@ -121,7 +121,7 @@ def _step_values(st: dict[str, Any]) -> tuple:
 
 def _commit(store: Store, ep: dict, steps: list[dict], specs: list[dict] | None) -> None:
     _version, text = tools_version(specs)
-    with store._write() as db:
+    with store.transaction() as db:
         if ep["tools_version"] is not None and text is not None:
             db.execute(
                 "INSERT OR IGNORE INTO tool_specs VALUES (?, ?)", (ep["tools_version"], text)
@@ -141,8 +141,8 @@ def _commit(store: Store, ep: dict, steps: list[dict], specs: list[dict] | None)
     # The folder's own copy of the rows (what `data doctor` rebuilds an index from).
     if ep["tools_version"] is not None and text is not None:
         journal.write_specs(store.data_dir, ep["tools_version"], text, store.durable)
-    with store._write() as db:
-        store._journal_episode(db, ep["id"])
+    with store.transaction() as db:
+        store.journal_episode(db, ep["id"])
     folder = store.episode_dir(ep["id"])
     for st in steps:
         journal.append_step(folder, STEP_COLUMNS, _step_values(st))
@@ -211,9 +211,6 @@ def _check_episode(ep: dict, steps: list[dict]) -> None:
             raise ImportSourceError(f"episode {eid}: a step claims episode {st['episode_id']!r}")
 
 
-def _existing(store: Store) -> set[str]:
-    with store._lock:
-        return {r[0] for r in store._conn.execute("SELECT id FROM episodes")}
 
 
 def import_into(store: Store, source: Path) -> ImportReport:
@@ -240,7 +237,7 @@ def _from_store(store: Store, source: Path) -> ImportReport:
     if source.resolve() == store.data_dir.resolve():
         raise ImportSourceError(f"{source} is the store being imported into")
     report = ImportReport(str(source), "store")
-    have = _existing(store)
+    have = store.episode_ids()
     with StoreClass(source, create=False) as other:
         for ep in other.list_episodes():
             if ep.id in have or ep.status == "running":
@@ -275,7 +272,7 @@ def _from_export(store: Store, source: Path, manifest: dict) -> ImportReport:
     if manifest.get("format") != EXPORT_FORMAT:
         raise ImportSourceError(f"{source}/manifest.json is not a Modelwright export")
     report = ImportReport(str(source), "export")
-    have = _existing(store)
+    have = store.episode_ids()
     try:
         episodes = pq.read_table(
             source / "episodes.parquet", columns=["episode_id", "images", "meta"]

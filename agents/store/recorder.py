@@ -7,32 +7,23 @@ move in the same transaction as the step, so they always agree with the steps ta
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agents.store.atomic import atomic_copy_file, atomic_write_bytes
 from agents.store.errors import RecorderClosed, StoreError
 from agents.store.frames import check_png, sha256
+from agents.store.layout import ARTIFACTS, FRAMES, dumps
 from agents.store.lease import Lease
 from agents.store.models import Episode, Step
 
-if TYPE_CHECKING:
-    from agents.store.store import Store
-
-FRAMES = "frames"
-ARTIFACTS = "artifacts"
 # What one step's arguments, output, result text or model message may take in the store;
 # past it only a digest, the size and the first KB are kept (a 100 MB argument is abuse,
 # not data: get_scene of 5 000 objects is ~1.5 MB).
 MAX_RECORDED_BYTES = 2 << 20
 KEPT_HEAD = 1024
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _capped(value: Any) -> Any:
@@ -63,11 +54,24 @@ def _normalise_result(result: Any) -> tuple[Any, str | None]:
     return result, dumps(result)
 
 
+class EpisodeSink(Protocol):
+    """What a Recorder writes through: `agents.store.Store` (kept as a protocol so that the
+    recorder does not import the store that creates it)."""
+
+    durable: bool
+
+    def commit_step(self, step: Step) -> None: ...
+
+    def close_episode(self, episode_id: str, status: str, **outcome: Any) -> None: ...
+
+    def episode(self, episode_id: str) -> Episode: ...
+
+
 class Recorder:
     """The handle `Store.begin_episode` returns; not shared between threads without care
     (calls are serialised by a lock, but step order is then the order calls arrive)."""
 
-    def __init__(self, store: Store, episode_id: str, folder: Path, lease: Lease,
+    def __init__(self, store: EpisodeSink, episode_id: str, folder: Path, lease: Lease,
                  actor: str = "agent"):
         self._store = store
         self.actor = actor  # who makes a step unless add_step says otherwise
@@ -165,7 +169,7 @@ class Recorder:
                 logprobs=None if logprobs is None else [float(p) for p in logprobs],
                 actor=actor or self.actor,
             )
-            self._store._commit_step(step)
+            self._store.commit_step(step)
             self._next_index = index + 1
             self._last_turn = turn
             return step
@@ -194,7 +198,7 @@ class Recorder:
                 else:
                     atomic_copy_file(Path(content), target)
                 names.append(name)
-            self._store._close_episode(
+            self._store.close_episode(
                 self.episode_id,
                 "finished",
                 reward=reward,
@@ -204,14 +208,14 @@ class Recorder:
                 final_message=final_message,
             )
             self._release()
-        return self._store._read_episode(self.episode_id)
+        return self._store.episode(self.episode_id)
 
     def abort(self, reason: str = "") -> None:
         """Close the episode as `interrupted` (an exception, a user stop without outcome)."""
         with self._lock:
             if self._lease is None:
                 return
-            self._store._close_episode(self.episode_id, "interrupted", note=reason)
+            self._store.close_episode(self.episode_id, "interrupted", note=reason)
             self._release()
 
     def _release(self) -> None:

@@ -35,10 +35,11 @@ from agents.store.errors import (
     StoreError,
 )
 from agents.store.frames import check_png, read_frame, sha256
+from agents.store.layout import FRAMES, dumps
 from agents.store.lease import Lease, writer_identity
 from agents.store.location import resolve_data_dir
 from agents.store.models import EPISODE_ID, SOURCES, Episode, EpisodeFilter, Step
-from agents.store.recorder import FRAMES, Recorder, dumps
+from agents.store.recorder import Recorder
 from agents.store.schema import INDEX_NAME, connect, migrate
 from agents.store.upkeep import Upkeep, hidden_folder_name
 
@@ -130,7 +131,7 @@ class Store(Upkeep):
         self.close()
 
     @contextmanager
-    def _write(self) -> Iterator[Any]:
+    def transaction(self) -> Iterator[Any]:
         """One write transaction, taking SQLite's write lock up front (no upgrade deadlocks)."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -194,7 +195,7 @@ class Store(Upkeep):
                 atomic_write_bytes(folder / frame_rel, initial_frame, durable=self.durable)
             family, level, seed = parse_task_id(task_id)
             version, specs = tools_version(tools)
-            with self._write() as db:
+            with self.transaction() as db:
                 if version is not None:
                     db.execute("INSERT OR IGNORE INTO tool_specs VALUES (?, ?)", (version, specs))
                 db.execute(
@@ -233,20 +234,21 @@ class Store(Upkeep):
                     journal.write_specs(self.data_dir, version, specs, self.durable)
                 # In the transaction: a writer killed while writing the copy leaves its temp
                 # file in a 'running' episode, which the reaper sweeps.
-                self._journal_episode(db, episode_id)
+                self.journal_episode(db, episode_id)
         except BaseException:
             lease.release()
             shutil.rmtree(folder, ignore_errors=True)
             raise
         return Recorder(self, episode_id, folder, lease, actor="human" if source == "human" else "agent")
 
-    def _journal_episode(self, db: Any, episode_id: str) -> None:
+    def journal_episode(self, db: Any, episode_id: str) -> None:
         """Write the episode's row, as `db` sees it now, into its folder (episode.json)."""
         row = db.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
         journal.write_episode(self.episode_dir(episode_id), row, self.durable)
 
-    def _commit_step(self, step: Step) -> None:
-        with self._write() as db:
+    def commit_step(self, step: Step) -> None:
+        """Append one step to its open episode (the Recorder's write path)."""
+        with self.transaction() as db:
             db.execute(
                 f"""INSERT INTO steps ({', '.join(STEP_COLUMNS)})
                 VALUES ({', '.join('?' * len(STEP_COLUMNS))})""",
@@ -289,7 +291,7 @@ class Store(Upkeep):
             )
         journal.append_step(self.episode_dir(step.episode_id), STEP_COLUMNS, values)
 
-    def _close_episode(
+    def close_episode(
         self,
         episode_id: str,
         status: str,
@@ -301,7 +303,8 @@ class Store(Upkeep):
         final_message: str | None = None,
         note: str = "",
     ) -> None:
-        with self._write() as db:
+        """Close an open episode with its status and outcome (the Recorder's close path)."""
+        with self.transaction() as db:
             db.execute(
                 """UPDATE episodes SET status = ?, finished_at = ?, reward = ?, components = ?,
                 success = ?, artifacts = ?, final_message = ?,
@@ -322,7 +325,7 @@ class Store(Upkeep):
                     episode_id,
                 ),
             )
-            self._journal_episode(db, episode_id)
+            self.journal_episode(db, episode_id)
 
     # ---- reading ---------------------------------------------------------------------
     def resolve(self, episode_id: str) -> str:
@@ -356,6 +359,11 @@ class Store(Upkeep):
         with self._lock:
             row = self._conn.execute("SELECT * FROM episodes WHERE id = ?", (full,)).fetchone()
         return Episode.from_row(row)
+
+    def episode_ids(self) -> set[str]:
+        """The full id of every episode in the index."""
+        with self._lock:
+            return {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
 
     def list_episodes(self, where: EpisodeFilter | None = None) -> list[Episode]:
         self.reap()
@@ -431,7 +439,7 @@ class Store(Upkeep):
                     f"{ep.writer.get('pid')}); stop it first"
                 )
         for eid in full:
-            with self._write() as db:
+            with self.transaction() as db:
                 db.execute("DELETE FROM steps WHERE episode_id = ?", (eid,))
                 db.execute("DELETE FROM episodes WHERE id = ?", (eid,))
             shutil.rmtree(self.episode_dir(eid), ignore_errors=True)

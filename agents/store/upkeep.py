@@ -13,8 +13,8 @@ from pathlib import Path
 
 from agents.store.atomic import TEMP_MARK, is_temp_name, sweep_temp_files
 from agents.store.journal import EPISODE_FILE
+from agents.store.layout import FRAMES
 from agents.store.lease import holder_alive, try_take
-from agents.store.recorder import FRAMES
 
 # A hidden folder whose name carries no creator pid (made by an older version) is left alone
 # this long after its last change: its lease may not be taken yet.
@@ -57,7 +57,7 @@ def _hidden_in_setup(path: Path, now: float) -> bool:
 
 
 class Upkeep:
-    """Needs from its host: episodes_dir, episode_dir(), _lock, _conn, _write()."""
+    """Needs from its host: episodes_dir, episode_dir(), _lock, _conn, transaction()."""
 
     def reap(self) -> list[str]:
         """Mark episodes whose recording process died as `interrupted`, and clear what the
@@ -78,7 +78,7 @@ class Upkeep:
                 # Sweep first, mark second: a reaper killed in between leaves the episode
                 # 'running' with a free lease, so the next reader redoes both.
                 self._sweep_episode(row["id"])
-                with self._write() as db:
+                with self.transaction() as db:
                     changed = db.execute(
                         "UPDATE episodes SET status = 'interrupted' "
                         "WHERE id = ? AND status = 'running'",

@@ -122,8 +122,7 @@ class AgentRunner(QThread):
 
     def _run(self) -> dict:
         import training.oracle  # noqa: F401  (registers the oracle and reference policies)
-        from agents.loop import EpisodeLoop, LoopConfig, StartState
-        from agents.policies import make_policy
+        from agents import EpisodeLoop, LoopConfig, StartState, make_policy
 
         r = self.request
         why = refusal(r)
@@ -135,7 +134,7 @@ class AgentRunner(QThread):
         policy = NotedPolicy(policy, self.session)
         goal, checker, task_info, budget, setup = r.goal, None, None, 20, None
         if r.task_id:
-            from training.evaluation import task_spec
+            from training import task_spec
 
             spec = task_spec(r.task_id)
             goal = r.goal or spec.goal

@@ -24,13 +24,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tools import Session
+
 COLUMNS = ("id", "when", "source", "task", "status", "steps", "reward", "success")
 
 
 class _Unclosed:
     """The studio's session lent to `replay_episode`, which opens and closes its own."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self._s = session
 
     def __enter__(self):

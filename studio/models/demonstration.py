@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studio.models.evented import Emitter
+from tools import Session
 
 log = logging.getLogger(__name__)
 DONE_TEXT = "Done."  # what a person's Finish says in the agent's words (the oracle's too)
@@ -71,19 +72,18 @@ class Demonstration:
     def adopt(self, recorder: Any) -> Any:
         """The agent opened the episode (its loop made the recorder): the person's later
         calls join it. Returns the recorder (so this can wrap a recorder factory)."""
-        from agents.turns import HumanTurns
+        from agents import HumanTurns
 
         self.turns = HumanTurns(recorder, _loop_config(), None)
         self.episode_id, self.calls, self.final_message = recorder.episode_id, [], None
         return recorder
 
     # -- on the session thread ----------------------------------------------------------
-    def human_call(self, session: Any, tool: str, args: dict, start: list[dict]) -> Any:
+    def human_call(self, session: Session, tool: str, args: dict, start: list[dict]) -> Any:
         """Run a person's call and record it as a human turn (the episode begins on the scene
         as it is, `start` being the calls that built it). Returns the ToolResult; a failure
         to record is kept in `record_error`, never lost with the call."""
-        from agents.start_state import StartState
-        from agents.turns import HumanTurns
+        from agents import HumanTurns, StartState
         from tools.specs import without_defaults
 
         self.record_error = None
@@ -142,6 +142,6 @@ class Demonstration:
 
 
 def _loop_config() -> Any:
-    from agents.loop import LoopConfig
+    from agents import LoopConfig
 
     return LoopConfig()

@@ -19,6 +19,8 @@ from typing import Any
 
 from PySide6.QtCore import QThread, Signal
 
+from tools import Session
+
 log = logging.getLogger(__name__)
 
 
@@ -72,7 +74,7 @@ class SessionWorker(QThread):
 
     def call(self, tool: str, args: dict, origin: str = "human", on_done=None) -> concurrent.futures.Future:
         """One tool call; every result is also broadcast as `sig_call` for the studio to follow."""
-        def run(session: Any) -> Any:
+        def run(session: Session) -> Any:
             result = session.call(tool, args)
             self.sig_call.emit(result, origin)
             return result

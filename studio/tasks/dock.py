@@ -85,7 +85,7 @@ class TaskDock(QWidget):
 
     def _load_families(self) -> None:
         try:
-            from training.tasks import list_families
+            from training import list_families
 
             self.sig_families.emit([f["family"] for f in list_families()])
         except Exception as exc:  # the picker still works with a typed id

@@ -304,7 +304,7 @@ class TrainingDock(QWidget):
         self.controller.sig_error.emit(f"No report in {out} yet.")
 
     def adapter_path(self) -> Path | None:
-        from training.runs import latest_checkpoint
+        from training import latest_checkpoint
 
         out = Path(self.out.text().strip())
         if (out / "adapter").is_dir():

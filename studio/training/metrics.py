@@ -81,7 +81,7 @@ class RunMetrics:
 def planned_steps(config_path: str | Path, kind: str) -> int | None:
     """The optimiser steps a config asks for (the progress bar's 100 %), when it says."""
     try:
-        from training.train_config import load_config
+        from training import load_config
 
         cfg = load_config(config_path)
     except Exception:

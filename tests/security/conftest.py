@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from tools import ToolSession
+
 # Each stage one ends with `imp`, the worker's real importlib.import_module.
 BYPASSES = {
     "dataclasses.sys": "import dataclasses\nimp = dataclasses.sys.modules['importlib'].import_module\n",
@@ -86,7 +88,7 @@ def run_probe(session, probe: str, params: dict | None = None, bypass: str = "da
 @pytest.fixture
 def fresh_session(worker_pool):
     """A session of its own (for attacks that may break the worker)."""
-    s = worker_pool.session(deadline_s=60)
+    s = ToolSession(worker_pool, deadline_s=60)
     yield s
     s.close()
 

@@ -11,7 +11,7 @@ import socket
 import sys
 import tempfile
 
-from tools import seccomp
+from tools import ToolSession, seccomp
 from tools.sandbox import PROJECT_ROOT
 
 from .conftest import run_probe
@@ -85,7 +85,7 @@ def run_attempts(pool, host_tmp: str) -> dict:
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
-    s = pool.session(deadline_s=120)
+    s = ToolSession(pool, deadline_s=120)
     params = {
         "write": [os.path.join(PROJECT_ROOT, "tools", "escape.py"), os.path.join(PROJECT_ROOT, ".git", "x"),
                   os.path.join(home, "mw-escape"), os.path.join(host_tmp, "escape"), "/etc/mw-escape",

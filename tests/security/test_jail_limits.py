@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tools import ToolSession
+
 from .conftest import run_probe
 
 FORK_BOMB = r'''
@@ -57,18 +59,18 @@ HONEST = "import cadquery as cq\nresult = cq.Workplane().box(2, 2, 2)\n"
 
 
 def test_a_monkeypatch_does_not_reach_the_next_session(worker_pool):
-    with worker_pool.session() as a:
+    with ToolSession(worker_pool) as a:
         assert a.call("cadquery_script", {"code": PATCH, "name": "p"}).ok
         patched = a.call("cadquery_script", {"code": HONEST, "name": "q"})
         assert patched.output["volume"] < 1  # the patch holds within its own session
-    with worker_pool.session() as b:
+    with ToolSession(worker_pool) as b:
         r = b.call("cadquery_script", {"code": HONEST, "name": "q"})
         assert r.ok and abs(r.output["volume"] - 8.0) < 1e-6
 
 
 def test_a_worker_never_serves_a_second_session(worker_pool):
-    with worker_pool.session() as a:
+    with ToolSession(worker_pool) as a:
         first = a._w()
-    with worker_pool.session() as b:
+    with ToolSession(worker_pool) as b:
         assert b._w() is not first
     assert not first.alive

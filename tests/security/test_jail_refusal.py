@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from tools import ErrorKind, sandbox, seccomp
+from tools import ErrorKind, ToolSession, sandbox, seccomp
 
 SCRIPT = {"code": "import cadquery as cq\nresult = cq.Workplane().box(1, 1, 1)", "name": "p"}
 CUBE = {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}
@@ -30,7 +30,7 @@ def test_untrusted_tools_are_refused_without_a_jail(session, no_jail):
 
 
 def test_mcp_sessions_refuse_every_call_without_a_jail(worker_pool, no_jail):
-    with worker_pool.session(untrusted=True) as s:
+    with ToolSession(worker_pool, untrusted=True) as s:
         r = s.call("add_primitive", CUBE)
         assert not r.ok and r.error.kind == ErrorKind.SANDBOX
 

@@ -12,6 +12,7 @@ import struct
 
 import pytest
 
+from tools import ToolSession
 from tools.errors import ErrorKind
 
 
@@ -144,33 +145,33 @@ def _count(session, path: str | None) -> dict:
 
 
 def test_scripted_drivers_on_every_id_type_are_stripped_and_not_exported(fresh_hostile):
-    with fresh_hostile.session() as a:
+    with ToolSession(fresh_hostile) as a:
         _exec(a, PLANT)
         evil = (a.workspace / "evil.blend").read_bytes()
-    with fresh_hostile.session() as c:  # control: the file really carries the code
+    with ToolSession(fresh_hostile) as c:  # control: the file really carries the code
         (c.workspace / "evil.blend").write_bytes(evil)
         planted = _count(c, str(c.workspace / "evil.blend"))
     assert planted["scripted"] >= 4 and planted["texts"] >= 1, planted
-    with fresh_hostile.session() as b:
+    with ToolSession(fresh_hostile) as b:
         (b.workspace / "evil.blend").write_bytes(evil)
         r = b.call("import_file", {"path": "evil.blend"})
         assert r.ok, r.error
         assert _count(b, None) == {"scripted": 0, "texts": 0}
         assert b.call("export", {"format": "blend", "path": "again.blend"}).ok
         again = (b.workspace / "again.blend").read_bytes()
-    with fresh_hostile.session() as d:
+    with ToolSession(fresh_hostile) as d:
         (d.workspace / "again.blend").write_bytes(again)
         assert _count(d, str(d.workspace / "again.blend")) == {"scripted": 0, "texts": 0}
 
 
 def test_drivers_planted_after_load_are_not_exported(fresh_hostile):
     """Code that plants drivers at run time (a policy past the lint) cannot ship them out."""
-    with fresh_hostile.session() as a:
+    with ToolSession(fresh_hostile) as a:
         _exec(a, PLANT.replace("bpy.data.libraries.write", "mo.users_collection or "
                                "bpy.context.scene.collection.objects.link(mo); "
                                "bpy.context.scene.collection.objects.link(co); (lambda *a, **k: 0)"))
         assert a.call("export", {"format": "blend", "path": "out.blend"}).ok
         data = (a.workspace / "out.blend").read_bytes()
-    with fresh_hostile.session() as d:
+    with ToolSession(fresh_hostile) as d:
         (d.workspace / "out.blend").write_bytes(data)
         assert _count(d, str(d.workspace / "out.blend")) == {"scripted": 0, "texts": 0}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tools import ToolSession
 from tools.errors import ErrorKind
 
 FIND_STREAM = """
@@ -26,7 +27,7 @@ def hostile_session():
     from tools import WorkerPool
 
     pool = WorkerPool(size=0, max_sessions=1, test_hooks=True, prewarm=False)
-    s = pool.session(deadline_s=60)
+    s = ToolSession(pool, deadline_s=60)
     yield s
     s.close()
     pool.close()

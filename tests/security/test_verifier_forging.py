@@ -11,12 +11,13 @@ import json
 
 import pytest
 
+from tools import ToolSession
 from tools.errors import ToolError
 from training.rewards import INVALID_TOTAL
 from training.tasks import get_task
 from training.tasks.checks import evaluate_task
 from training.tasks.runner import run_calls
-from training.verifier import verify
+from training.tasks.verifier import verify
 
 TASK = "primitive_placement:1:42"
 CAD_TASK = "cad_parts:1:7"
@@ -44,7 +45,7 @@ def _exec(session, code: str) -> None:
 
 def _solved(worker_pool, task) -> tuple[dict, bytes]:
     """The oracle's scene and its GLB export, made in a separate session."""
-    with worker_pool.session() as s:
+    with ToolSession(worker_pool) as s:
         s.reset()
         task.setup(s)
         run_calls(s, task.oracle)
@@ -86,7 +87,7 @@ def _forge(session, scene: dict, glb: bytes) -> None:
 
 
 def _honest(worker_pool, task, steps):
-    with worker_pool.session() as s:
+    with ToolSession(worker_pool) as s:
         s.reset()
         task.setup(s)
         calls = run_calls(s, steps)
@@ -102,7 +103,7 @@ def test_verifier_ignores_patched_scene_and_exporters(worker_pool, hostile_pool)
     scene, glb = _solved(worker_pool, task)
     honest = _honest(worker_pool, task, [])
     assert not honest.success
-    with hostile_pool.session() as s:
+    with ToolSession(hostile_pool) as s:
         s.reset()
         task.setup(s)
         _forge(s, scene, glb)
@@ -120,7 +121,7 @@ def test_verifier_honest_for_a_half_solved_patched_scene(worker_pool, hostile_po
     if "location" in first:
         first["location"] = [v + 3.0 for v in first["location"]]
     honest = _honest(worker_pool, task, wrong)
-    with hostile_pool.session() as s:
+    with ToolSession(hostile_pool) as s:
         s.reset()
         task.setup(s)
         calls = run_calls(s, wrong)
@@ -133,7 +134,7 @@ def test_verifier_measures_cad_parts_from_breps_not_the_patched_kernel(worker_po
     task = get_task(CAD_TASK)
     honest_solved = _honest(worker_pool, task, task.oracle)
     assert honest_solved.success
-    with hostile_pool.session() as s:
+    with ToolSession(hostile_pool) as s:
         s.reset()
         task.setup(s)
         calls = run_calls(s, task.oracle)
@@ -161,7 +162,7 @@ def test_forging_through_cadquery_script_lint_escape_gets_honest_reward(worker_p
         "show_object(result)\n"
     )
     benign = "result = cq.Workplane().box(0.01, 0.01, 0.01)\nshow_object(result)\n"
-    with hostile_pool.session() as s:
+    with ToolSession(hostile_pool) as s:
         s.reset()
         task.setup(s)
         r = s.call("cadquery_script", {"code": script, "name": "Dust"})
@@ -172,7 +173,7 @@ def test_forging_through_cadquery_script_lint_escape_gets_honest_reward(worker_p
         forged = verify(task, s, calls)
     assert not forged.success
     if r.ok:
-        with worker_pool.session() as s:
+        with ToolSession(worker_pool) as s:
             s.reset()
             task.setup(s)
             assert s.call("cadquery_script", {"code": benign, "name": "Dust"}).ok
@@ -198,7 +199,7 @@ def test_verifier_refuses_tampered_commit_files(hostile_pool, tamper):
         "garbage_blend": "import glob\np = sorted(glob.glob(runtime.scratch + "
                          "'/state/commits/[0-9]*'))[-1]\nopen(p + '/scene.blend', 'wb').write(b'BLENDER' * 99)",
     }[tamper]
-    with hostile_pool.session() as s:
+    with ToolSession(hostile_pool) as s:
         s.reset()
         task.setup(s)
         _exec(s, code)
@@ -214,7 +215,7 @@ def test_deliverable_planted_as_link_or_fifo_is_not_delivered(hostile_pool, tmp_
     task = get_task("deliverables:1:7")
     rel = task.spec.deliverables[0]["path"]
     outside = tmp_path / "good_copy"
-    with hostile_pool.session() as s:
+    with ToolSession(hostile_pool) as s:
         s.reset()
         task.setup(s)
         calls = run_calls(s, task.oracle)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools import Session
 from training.rewards import RewardBreakdown
 from training.tasks.config import HELD_OUT_FAMILY, REWARD_WEIGHTS, split_of
 
@@ -104,7 +105,7 @@ class Task:
     def weights(self) -> dict[str, float]:
         return REWARD_WEIGHTS[self.family]
 
-    def setup(self, session: Any) -> None:
+    def setup(self, session: Session) -> None:
         """Build the start state: write the task's files, then run its start calls."""
         from tools import confined
 
@@ -125,10 +126,10 @@ class Task:
             if not result.ok:
                 raise TaskError(f"{self.id}: start call {step['tool']} failed: {result.error}")
 
-    def evaluate(self, session: Any, calls: list[dict[str, Any]]) -> RewardBreakdown:
+    def evaluate(self, session: Session, calls: list[dict[str, Any]]) -> RewardBreakdown:
         """The reward of `session`'s committed scene, measured by the verifier in a clean
-        worker that never ran the policy's code (training/verifier.py)."""
-        from training.verifier import verify
+        worker that never ran the policy's code (training/tasks/verifier.py)."""
+        from training.tasks.verifier import verify
 
         return verify(self, session, calls)
 
@@ -144,7 +145,7 @@ class Task:
                 self._target_image = self.render_target(session)
         return self._target_image
 
-    def render_target(self, session: Any) -> bytes:
+    def render_target(self, session: Session) -> bytes:
         """Solve the task in `session` (reset first) and return the montage PNG."""
         session.reset()
         self.setup(session)

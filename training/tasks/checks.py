@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tools import Session
 from training import rewards
 from training.tasks.context import EvalContext
 from training.tasks.shapes import evaluate_geometry
@@ -289,7 +290,7 @@ def check(ctx: EvalContext, constraint: dict[str, Any]) -> Measured:
 # ---------------------------------------------------------------- the whole verdict
 
 
-def evaluate_task(task: Any, session: Any, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
+def evaluate_task(task: Any, session: Session, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
     ctx = EvalContext(session, calls)
     try:
         return _verdict(task, ctx, calls)

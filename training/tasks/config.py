@@ -54,7 +54,7 @@ REWARD_WEIGHTS: dict[str, dict[str, float]] = {
         "validity": 0.1,
         "efficiency": 0.1,
     },
-    # External benchmark cases (training/benchmarks_ext.py): geometry against their mesh.
+    # External benchmark cases (training/tasks/benchmark.py): geometry against their mesh.
     "benchmark": {"geometry": 0.8, "validity": 0.1, "efficiency": 0.05, "recovery": 0.05},
 }
 

@@ -11,11 +11,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tools import Session
+
 
 class EvalContext:
     """Lazy, cached views of the final state of one session."""
 
-    def __init__(self, session: Any, calls: list[dict[str, Any]]):
+    def __init__(self, session: Session, calls: list[dict[str, Any]]):
         self.session = session
         self.calls = calls
         self.workspace = Path(session.workspace)

@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tools import Session
+
 Plan = list[dict[str, Any]]
 
 QUERIES = {"get_scene", "cad_query", "cad_pattern", "measure", "render"}
@@ -66,7 +68,7 @@ def recolour(plan: Plan) -> Plan | None:
     return None
 
 
-def verify_task(task: Any, session: Any, perturb: bool = True) -> list[str]:
+def verify_task(task: Any, session: Session, perturb: bool = True) -> list[str]:
     """Problems with a task's checker: an oracle that fails, idleness or a perturbation that passes."""
     from training.tasks.runner import attempt
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tools import Session
 from training.rewards import RewardBreakdown
 from training.tasks.base import Task
 
@@ -28,7 +29,7 @@ class Attempt:
         }
 
 
-def run_calls(session: Any, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_calls(session: Session, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run `{tool, args}` steps; return the records the checkers read."""
     records = []
     for step in steps:
@@ -46,7 +47,7 @@ def run_calls(session: Any, steps: list[dict[str, Any]]) -> list[dict[str, Any]]
     return records
 
 
-def attempt(task: Task, session: Any, steps: list[dict[str, Any]]) -> Attempt:
+def attempt(task: Task, session: Session, steps: list[dict[str, Any]]) -> Attempt:
     """Reset the session, build the start state, run the steps, check."""
     session.reset()
     task.setup(session)

@@ -114,10 +114,26 @@ def evaluate_geometry(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
         valid = any(p["valid"] for p in parts)
         return {"score": round(iou, 6), "iou": round(iou, 6), "valid": valid, "parts": parts}
     if kind == "mesh_file":
-        from training.benchmarks_ext import score_mesh_file
-
         return score_mesh_file(ctx, spec)
     raise ValueError(f"unknown geometry spec kind {kind!r}")
+
+
+def score_mesh_file(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Geometry of the whole final scene against a ground-truth mesh, normalised protocol."""
+    from training.geometry import ShapeLoadError, compare_meshes, load_mesh
+
+    if not ctx.objects:
+        return {"score": 0.0, "iou": 0.0, "valid": False}
+    rel = f"{ctx.check_dir}/result.stl"
+    result = ctx.session.call("export", {"format": "stl", "path": rel})
+    if not result.ok:
+        return {"score": 0.0, "iou": 0.0, "valid": False, "error": str(result.error)}
+    try:
+        metrics = compare_meshes(load_mesh(spec["path"]), load_mesh(ctx.workspace / rel))
+    except (ShapeLoadError, ValueError) as exc:
+        return {"score": 0.0, "iou": 0.0, "valid": False, "error": str(exc)}
+    iou = metrics.voxel_iou
+    return {"score": round(iou, 6), "iou": round(iou, 6), "valid": True, **metrics.to_dict()}
 
 
 def check_deliverable(ctx: Any, d: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tools import Session
 from training.rewards import RewardBreakdown
 
 
@@ -42,7 +43,7 @@ class Verifier:
         self.stats = VerifierStats()
         self._lock = threading.Lock()
 
-    def verify(self, task: Any, session: Any, calls: list[dict[str, Any]]) -> RewardBreakdown:
+    def verify(self, task: Any, session: Session, calls: list[dict[str, Any]]) -> RewardBreakdown:
         """The reward of `session`'s committed scene. A commit the trusted side refuses to
         read (a link, a name or size out of bounds: the policy tampered with it) scores as
         an invalid result, with the reason in `details["verifier"]`."""
@@ -92,6 +93,6 @@ def default_verifier() -> Verifier:
         return _default
 
 
-def verify(task: Any, session: Any, calls: list[dict[str, Any]]) -> RewardBreakdown:
+def verify(task: Any, session: Session, calls: list[dict[str, Any]]) -> RewardBreakdown:
     """The task's reward for `session`'s committed scene, measured in a clean worker."""
     return default_verifier().verify(task, session, calls)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from training.tasks.base import Task, TaskError, TaskSpec, call
 
@@ -109,21 +108,3 @@ def load_benchmark(folder: str | Path) -> Benchmark:
         except (ValueError, OSError) as exc:
             bench.skipped.append({"case": sub.name, "reason": str(exc)})
     return bench
-
-
-def score_mesh_file(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    """Geometry of the whole final scene against a ground-truth mesh, normalised protocol."""
-    from training.geometry import ShapeLoadError, compare_meshes, load_mesh
-
-    if not ctx.objects:
-        return {"score": 0.0, "iou": 0.0, "valid": False}
-    rel = f"{ctx.check_dir}/result.stl"
-    result = ctx.session.call("export", {"format": "stl", "path": rel})
-    if not result.ok:
-        return {"score": 0.0, "iou": 0.0, "valid": False, "error": str(result.error)}
-    try:
-        metrics = compare_meshes(load_mesh(spec["path"]), load_mesh(ctx.workspace / rel))
-    except (ShapeLoadError, ValueError) as exc:
-        return {"score": 0.0, "iou": 0.0, "valid": False, "error": str(exc)}
-    iou = metrics.voxel_iou
-    return {"score": round(iou, 6), "iou": round(iou, 6), "valid": True, **metrics.to_dict()}
