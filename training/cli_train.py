@@ -10,9 +10,10 @@ import typer
 from tools.exits import fail
 
 
-def _load(config: Path, kind: str):
+def _load(config: Path, kind: str, probe: bool = True):
     """The config, its model checked before anything slow starts (workers, datasets).
-    A ConfigError or a missing model ends the command with one line (exit 2)."""
+    A ConfigError or a missing model ends the command with one line (exit 2). `probe=False`
+    (dry runs) checks a local folder but never asks the hub about a hub id."""
     from training.train_config import load_config
 
     cfg = load_config(config)
@@ -21,7 +22,7 @@ def _load(config: Path, kind: str):
     if kind in ("sft", "grpo") and cfg.model.path:
         from agents import resolve_model
 
-        resolve_model(cfg.model.path)
+        resolve_model(cfg.model.path, probe=probe)
     return cfg
 
 
@@ -84,7 +85,7 @@ def register(app: typer.Typer) -> None:
         """Multi-turn GRPO: rollouts are episodes of the agent loop, rewards the tasks' checks."""
         from training.grpo import run_grpo
 
-        cfg = _load(config, "grpo")
+        cfg = _load(config, "grpo", probe=not dry_run)
         if adapter is not None and not (adapter / "adapter_config.json").is_file():
             fail(f"{adapter} is not a LoRA adapter folder (no adapter_config.json); point at "
                  "the adapter a `modelwright train sft` run saved (RUN/adapter)")
