@@ -192,10 +192,11 @@ def _readable_code(user: OrdinaryUser, root: str) -> tuple[str, list[str]]:
 @pytest.fixture(scope="session")
 def ordinary_user():
     """The `mwtest` user, set up to run this checkout's workers (only when the suite is root)."""
-    if os.geteuid() != 0:
-        pytest.skip("not root: the suite itself runs as an ordinary user")
-    if not shutil.which("runuser") or not shutil.which("useradd"):
-        pytest.skip("runuser/useradd missing: cannot run the jail as an ordinary user")
+    # Requested only by a suite run as root (as an ordinary user the suite itself is the
+    # unprivileged run). The tools come with util-linux and passwd, which setup installs.
+    assert os.geteuid() == 0, "ordinary_user is for a suite run as root"
+    missing = [t for t in ("runuser", "useradd") if not shutil.which(t)]
+    assert not missing, f"{', '.join(missing)} missing: install util-linux and passwd (make setup does)"
     pw = _user()
     exe = _readable_python(os.path.join(tempfile.gettempdir(), "modelwright-secure-python"))
     base = tempfile.mkdtemp(prefix="modelwright-mwtest-")  # /tmp/pytest-of-root is 0700
