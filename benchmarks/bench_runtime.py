@@ -19,9 +19,9 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from tools import ToolSession, WorkerPool
+from tools.fuzz import write_cubes
 
 COLD_BLENDER = r"""
 import bpy, bmesh
@@ -118,22 +118,6 @@ def main() -> None:
           f"{statistics.median(firsts) * 1e3:.1f} ms = {after * 1e3:.1f} ms (ratio {after / before:.2f}) | "
           f"with no spare ready: {cold_start:.1f} s to boot a jailed worker")
     pool.close()
-
-
-def write_cubes(path: Path, n: int, size: float = 0.4) -> None:
-    """An OBJ file of `n` cubes on a unit grid, named cube_00000...: a big scene in one call."""
-    lines, base = [], 0
-    for i in range(n):
-        x, y = (i % 100) * 1.0, (i // 100) * 1.0
-        lines.append(f"o cube_{i:05d}")
-        for dz in (0, size):
-            for dx, dy in ((0, 0), (size, 0), (size, size), (0, size)):
-                lines.append(f"v {x + dx} {y + dy} {dz}")
-        for f in ((1, 4, 3, 2), (5, 6, 7, 8), (1, 2, 6, 5), (2, 3, 7, 6), (3, 4, 8, 7), (4, 1, 5, 8)):
-            lines.append("f " + " ".join(str(base + k) for k in f))
-        base += 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
 
 
 def scene_scale(sizes: tuple[int, ...] = (10, 100, 1_000, 10_000)) -> None:

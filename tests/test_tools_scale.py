@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from agents.context import compact_scene
+from tools.fuzz import write_cubes
 
 OBJECT_NAMES = [f"obj{i}" for i in range(8)]
 
@@ -22,22 +23,6 @@ def ok(r):
 def hash_check(session, **opts) -> dict:
     """The worker's incremental hash against a full walk (a test hook)."""
     return session._send_test_op({"op": "hash_check", **opts})
-
-
-def write_cubes(path, n: int, size: float = 0.4) -> None:
-    """An OBJ file of `n` unit-spaced cubes named cube_00000...: a big scene in one import."""
-    lines, base = [], 0
-    for i in range(n):
-        x, y = (i % 100) * 1.0, (i // 100) * 1.0
-        lines.append(f"o cube_{i:05d}")
-        for dz in (0, size):
-            for dx, dy in ((0, 0), (size, 0), (size, size), (0, size)):
-                lines.append(f"v {x + dx} {y + dy} {dz}")
-        for f in ((1, 4, 3, 2), (5, 6, 7, 8), (1, 2, 6, 5), (2, 3, 7, 6), (3, 4, 8, 7), (4, 1, 5, 8)):
-            lines.append("f " + " ".join(str(base + k) for k in f))
-        base += 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
 
 
 @pytest.fixture

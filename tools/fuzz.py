@@ -1,4 +1,5 @@
-"""Schema-driven fuzzing of the tool runtime (`modelwright tools stress`).
+"""Generated input for exercising the tool runtime: schema-driven fuzzing (`modelwright tools
+stress`) and big scenes made in one call (`write_cubes`, for the scale tests and benchmark).
 
 Arguments are generated from each tool's JSON schema, then half of them are mutated (huge
 strings, NaN and infinities, deep nesting, wrong types, unknown keys). The supervisor must
@@ -11,6 +12,7 @@ import json
 import math
 import random
 import time
+from pathlib import Path
 
 from tools.errors import ErrorKind
 from tools.specs import TOOLS
@@ -115,3 +117,20 @@ def run_fuzz(n: int, seed: int = 0, progress: bool = False, session=None, reset_
     return {"calls": n, "seconds": round(time.perf_counter() - t0, 2), "outcomes": counts,
             "supervisor_errors": supervisor_errors, "alive_after": alive,
             "worker_failures": counts.get(ErrorKind.CRASH.value, 0) + counts.get(ErrorKind.TIMEOUT.value, 0)}
+
+
+def write_cubes(path: Path, n: int, size: float = 0.4) -> None:
+    """An OBJ file of `n` cubes on a unit grid (100 a row), named cube_00000...: a big scene
+    in one `import_file` call."""
+    lines, base = [], 0
+    for i in range(n):
+        x, y = (i % 100) * 1.0, (i // 100) * 1.0
+        lines.append(f"o cube_{i:05d}")
+        for dz in (0, size):
+            for dx, dy in ((0, 0), (size, 0), (size, size), (0, size)):
+                lines.append(f"v {x + dx} {y + dy} {dz}")
+        for f in ((1, 4, 3, 2), (5, 6, 7, 8), (1, 2, 6, 5), (2, 3, 7, 6), (3, 4, 8, 7), (4, 1, 5, 8)):
+            lines.append("f " + " ".join(str(base + k) for k in f))
+        base += 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
