@@ -7,8 +7,9 @@ Public face (see docs/CONTRACTS.md), for the layers above: `from agents import E
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from tools.lazy_face import lazy_face
 
 if TYPE_CHECKING:
     from agents.episode import CallOutcome, EpisodeResult, StepRecord, Verdict
@@ -45,10 +46,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agents' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_face(globals(), _LAZY)

@@ -23,6 +23,7 @@ NOT_YET = {"training/grpo.py", "training/pipeline.py"}
 def test_every_listed_name_resolves(face: str) -> None:
     module = importlib.import_module(face)
     assert set(module._LAZY) <= set(module.__all__), "a lazily loaded name is not listed"
+    assert set(module.__all__) <= set(dir(module)), "dir() hides a name of the face"
     for name in module.__all__:
         assert getattr(module, name) is not None, f"{face}.{name}"
     with pytest.raises(AttributeError, match="no attribute"):

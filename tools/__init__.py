@@ -10,10 +10,10 @@ with it this package, without needing pydantic, the supervisor or the tool specs
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from tools.errors import ErrorKind, ToolError
+from tools.lazy_face import lazy_face
 
 if TYPE_CHECKING:
     from tools.interface import Session
@@ -31,10 +31,4 @@ __all__ = ["TOOLS", "ErrorKind", "Session", "ToolError", "ToolResult", "ToolSess
            "catalogue", "default_pool", "openai_tools", "tool_names", "validate_call"]
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tools' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_face(globals(), _LAZY)

@@ -9,8 +9,9 @@ transformers, no geometry kernels).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from tools.lazy_face import lazy_face
 
 if TYPE_CHECKING:
     from training.evaluation import EpisodeSpec, evaluate, run_spec, task_spec
@@ -40,10 +41,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'training' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_face(globals(), _LAZY)
