@@ -77,10 +77,5 @@ def main() -> None:
             request, blobs = read_message(proto_in)
         except ProtocolError:
             return  # supervisor gone
-        if request.get("op") == "confinement":  # what `tools doctor` reports, measured in here
-            from tools.worker.confinement import report
-
-            reply, out_blobs = {"ok": True, "output": report(opts.scratch)}, []
-        else:
-            reply, out_blobs = runtime.handle(request, blobs)
+        reply, out_blobs = runtime.handle(request, blobs)
         write_message(proto_out, {**reply, "id": request.get("id")}, out_blobs)  # echoed: replies pair with requests

@@ -68,6 +68,10 @@ class WorkerRuntime:
                 return self._ok({})
             if op == "status":
                 return self._ok({"rss_mb": _rss_mb(), "undo_depth": self.state.depth})
+            if op == "confinement":  # what `tools doctor` reports, measured in here
+                from tools.worker.confinement import report
+
+                return self._ok(report(self.scratch))
             if op == "fault" and self.test_hooks:
                 _fault(request["kind"])
             if op == "probe" and self.test_hooks:
