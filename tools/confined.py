@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -180,3 +181,31 @@ def remove_file(root: str | os.PathLike, rel: str | os.PathLike) -> None:
         pass
     except IsADirectoryError:
         raise ConfinedPathError(f"{os.fspath(rel)!r} is a folder") from None
+
+
+def open_append(root: str | os.PathLike, rel: str | os.PathLike) -> BinaryIO:
+    """The regular file `rel` inside `root` opened to append (a log), created if missing.
+    Whatever else was planted at that name (a link, a FIFO, a folder) is replaced by a new
+    empty file, never followed and never waited on (O_NONBLOCK: opening a FIFO to write
+    would block until a reader comes, which may be never)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    with parent_dir(root, rel) as (dfd, name):
+        try:
+            fd: int | None = os.open(name, flags, 0o600, dir_fd=dfd)
+        except OSError:  # ELOOP: a link; ENXIO: a FIFO nobody reads; EISDIR: a folder
+            fd = None
+        if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            fd = None
+        if fd is None:
+            try:
+                if stat.S_ISDIR(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
+                    shutil.rmtree(name, dir_fd=dfd)
+                else:
+                    os.unlink(name, dir_fd=dfd)
+                fd = os.open(name, flags | os.O_EXCL, 0o600, dir_fd=dfd)
+            except OSError as e:
+                raise ConfinedPathError(f"cannot open {os.fspath(rel)!r} to append: "
+                                        f"{e.strerror}") from None
+    os.set_blocking(fd, True)  # a regular file: the flag only mattered for the open
+    return os.fdopen(fd, "ab")

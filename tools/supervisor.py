@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from tools import sandbox, scratch
+from tools import confined, sandbox, scratch
 from tools.errors import ErrorKind, ToolError
 from tools.protocol import (
     HEADER,
@@ -64,9 +64,11 @@ class WorkerProcess:
         os.chmod(scratch, 0o700)  # the session's files: for the jail and the supervisor only
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
             sandbox.give_to_jail(d)
+        # never through a link or a FIFO: a restored worker's scratch was the dead worker's to
+        # write, and what it planted there must neither aim nor block the supervisor's writes
+        self._log = confined.open_append(scratch, "worker.log")
         fd = sandbox.seccomp_fd()
         cmd = sandbox.wrap(argv, scratch, writable, fd)
-        self._log = _open_log(os.path.join(scratch, "worker.log"))
         try:
             self.proc: subprocess.Popen = _KEEPER.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
@@ -169,21 +171,6 @@ class WorkerProcess:
             except OSError:
                 pass
         self._log.close()
-
-
-def _open_log(path: str):
-    """The worker's stderr log, never through a link: a restored worker's scratch was the
-    dead worker's to write, and a planted symlink must not aim the supervisor's writes."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError:  # a link or something else planted there: replace it
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            os.unlink(path)
-        fd = os.open(path, flags | os.O_EXCL, 0o600)
-    return os.fdopen(fd, "ab")
 
 
 class WorkerPool:

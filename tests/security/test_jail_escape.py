@@ -147,3 +147,17 @@ def test_a_restart_after_a_crash_follows_no_planted_link(fresh_session, tmp_path
     assert fresh_session.call("add_primitive", {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}).ok
     assert victim.read_text() == "orig"
     assert fresh_session.restarts == 1
+
+
+@pytest.mark.timeout(300)  # the bug this guards against is a supervisor blocked for good
+def test_a_restart_after_a_crash_is_not_blocked_by_a_planted_fifo(fresh_session):
+    """A FIFO planted at the dead worker's log must not block the supervisor opening it for
+    the restored worker (opening a FIFO to write waits for a reader that never comes)."""
+    scratch = str(fresh_session._w().scratch)
+    probe = ("log = os.path.join(PARAMS['scratch'], 'worker.log')\n"
+             "import stat\nos.unlink(log)\nos.mkfifo(log)\nout['planted'] = stat.S_ISFIFO(os.lstat(log).st_mode)\n")
+    assert run_probe(fresh_session, probe, {"scratch": scratch})["planted"]
+    assert fresh_session._fault("abort").error.kind.value == "crash"
+    assert fresh_session.call("add_primitive", {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}).ok
+    assert fresh_session.restarts == 1
+    assert os.path.isfile(os.path.join(scratch, "worker.log"))  # a plain log again

@@ -85,6 +85,27 @@ def test_fifo_and_device_in_place_of_a_file_are_refused_without_blocking(tmp_pat
     assert confined.read_file(ws, "final.glb") == b"glb"
 
 
+@pytest.mark.timeout(120)  # a FIFO opened to write blocks until a reader comes: never, here
+def test_a_log_opened_to_append_replaces_a_planted_link_fifo_or_folder(tmp_path):
+    victim = _victim(tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "kept.log").write_bytes(b"before\n")
+    with confined.open_append(ws, "kept.log") as f:  # a plain log is appended to, not replaced
+        f.write(b"after\n")
+    assert (ws / "kept.log").read_bytes() == b"before\nafter\n"
+    os.symlink(victim, ws / "link.log")
+    os.mkfifo(ws / "fifo.log")
+    (ws / "dir.log").mkdir()
+    os.symlink(victim, ws / "dir.log" / "inner")
+    for name in ("link.log", "fifo.log", "dir.log"):
+        with confined.open_append(ws, name) as f:
+            f.write(b"log\n")
+        assert not (ws / name).is_symlink() and (ws / name).is_file(), name
+        assert (ws / name).read_bytes() == b"log\n", name
+    assert victim.read_text() == "precious"
+
+
 def test_size_cap_on_files_taken_out(tmp_path):
     (tmp_path / "big.bin").write_bytes(b"x" * 2048)
     with pytest.raises(ConfinedPathError, match="cap"):
