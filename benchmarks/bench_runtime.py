@@ -125,7 +125,7 @@ def scene_scale(sizes: tuple[int, ...] = (10, 100, 1_000, 10_000)) -> None:
     within 10x of the call at 10, and the model-facing scene text under a fixed budget."""
     from agents.context import compact_scene
 
-    pool = WorkerPool(size=1, max_sessions=10_000)
+    pool = WorkerPool(size=1)
     rows = []
     for n in sizes:
         with ToolSession(pool, deadline_s=600) as s:

@@ -151,9 +151,7 @@ class ToolSession:
 
         def spawn() -> None:
             try:
-                w = self.pool.spawn(workspace=ws, restore_from=dead.scratch)
-                w.sessions_served = dead.sessions_served
-                fut.set_result(w)
+                fut.set_result(self.pool.spawn(workspace=ws, restore_from=dead.scratch))
             except BaseException as e:  # handed to the next caller
                 fut.set_exception(e)
 

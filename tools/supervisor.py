@@ -50,7 +50,6 @@ class WorkerProcess:
         self.workspace = workspace or os.path.join(scratch, "workspace")
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
             os.makedirs(d, exist_ok=True)
-        self.sessions_served = 0
         self.rss_mb = 0.0
         self.versions: dict = {}
         # -s -P: no user site and no cwd on sys.path, for scratch is the session's to write into
@@ -179,14 +178,11 @@ class WorkerPool:
     No state crosses a session boundary: whatever a session's code did to the interpreter
     (monkeypatched kernels, threads, files in scratch) dies with its worker. The warm start is
     kept by spares booted in the background, so a session starts as soon as one is ready.
-    (`max_sessions`/`max_rss_mb` are kept for callers; a worker now always retires after one.)
     """
 
-    def __init__(self, size: int = 1, max_sessions: int = 1, max_rss_mb: float = 2500.0,
-                 root: str | None = None, test_hooks: bool | None = None, prewarm: bool = True):
+    def __init__(self, size: int = 1, root: str | None = None, test_hooks: bool | None = None,
+                 prewarm: bool = True):
         self.size = size
-        self.max_sessions = 1
-        self.max_rss_mb = max_rss_mb
         self._root_lock: int | None = None
         if root is None:  # ours: held by a lock, and the roots of dead supervisors swept
             scratch.sweep_dead()
@@ -199,7 +195,6 @@ class WorkerPool:
         self._counter = 0
         self._closed = False
         self._warming = 0
-        self.recycled = 0
         if prewarm:
             self.warm()
         atexit.register(self.close)
@@ -258,8 +253,6 @@ class WorkerPool:
 
     def release(self, worker: WorkerProcess) -> None:
         """End a worker's session: kill it and its scratch, and boot a fresh spare."""
-        worker.sessions_served += 1
-        self.recycled += 1
         worker.kill()
         shutil.rmtree(worker.scratch, ignore_errors=True)
         self.warm()

@@ -127,7 +127,7 @@ def fresh_hostile():
     """Sessions each on a fresh worker, killed afterwards (planted code must not outlive them)."""
     from tools import WorkerPool
 
-    pool = WorkerPool(size=0, max_sessions=1, test_hooks=True, prewarm=False)
+    pool = WorkerPool(size=0, test_hooks=True, prewarm=False)
     yield pool
     pool.close()
 

@@ -26,7 +26,7 @@ def hostile_session():
     """A session on its own worker, killed afterwards (the planted code must not outlive it)."""
     from tools import WorkerPool
 
-    pool = WorkerPool(size=0, max_sessions=1, test_hooks=True, prewarm=False)
+    pool = WorkerPool(size=0, test_hooks=True, prewarm=False)
     s = ToolSession(pool, deadline_s=60)
     yield s
     s.close()

@@ -29,7 +29,7 @@ def hostile_pool():
     one must not leak into another test's session (until every session forks a clean worker)."""
     from tools import WorkerPool
 
-    pool = WorkerPool(size=1, max_sessions=1, test_hooks=True)
+    pool = WorkerPool(size=1, test_hooks=True)
     yield pool
     pool.close()
 
