@@ -142,6 +142,17 @@ class ToolSession:
         self._recover(w)
         return {"scene_hash": self._last_hash}, [], err
 
+    def _op(self, request: dict, deadline_s: float, what: str) -> tuple[dict, list[bytes]]:
+        """A worker op other than a tool call: its reply and blobs; raises the ToolError it
+        failed with (a crash or timeout included: the worker is being restarted then)."""
+        with self._lock:
+            reply, blobs, err = self._send(request, deadline_s, what)
+        if err is not None:
+            raise err
+        if not reply.get("ok"):
+            raise ToolError.from_dict(reply["error"])
+        return reply, blobs
+
     def _recover(self, dead: WorkerProcess) -> None:
         """Start a fresh worker restored from the session's last commit, in the background:
         the failed call returns at once, and the next call waits for the replacement."""
@@ -185,13 +196,8 @@ class ToolSession:
     def meshes(self, known: dict[str, str] | None = None) -> tuple[dict, list[bytes]]:
         """The visible meshes as viewport buffers (`tools.worker.meshes`); geometry whose key
         is in `known` (name -> key) is not sent again."""
-        with self._lock:
-            reply, blobs, err = self._send({"op": "meshes", "known": dict(known or {})},
-                                           self.deadline_s, "meshes")
-        if err is not None:
-            raise err
-        if not reply.get("ok"):
-            raise ToolError.from_dict(reply["error"])
+        reply, blobs = self._op({"op": "meshes", "known": dict(known or {})}, self.deadline_s,
+                                "meshes")
         return reply["output"], blobs
 
     def scene_hash(self) -> str:
@@ -212,13 +218,8 @@ class ToolSession:
         it) and make the state stashed under `take` live (copied if `fork`; None: an empty
         scene). Returns the new scene hash; raises ToolError if `take` is missing (nothing
         changed then) or the worker failed. A reset or session release drops every stash."""
-        with self._lock:
-            reply, _, err = self._send({"op": "switch", "park": park, "take": take, "fork": fork},
-                                       60, "switch")
-        if err is not None:
-            raise err
-        if not reply.get("ok"):
-            raise ToolError.from_dict(reply["error"])
+        reply, _ = self._op({"op": "switch", "park": park, "take": take, "fork": fork}, 60,
+                            "switch")
         return reply.get("scene_hash", "")
 
     def status(self) -> dict:
@@ -239,20 +240,8 @@ class ToolSession:
 
     def _send_test_op(self, request: dict) -> dict:
         """Test-only: a raw worker op such as `hash_check` (needs test hooks)."""
-        with self._lock:
-            reply, _, err = self._send(request, self.deadline_s, str(request.get("op")))
-        if err is not None:
-            raise err
-        if not reply.get("ok"):
-            raise ToolError.from_dict(reply["error"])
-        return reply["output"]
+        return self._op(request, self.deadline_s, str(request.get("op")))[0]["output"]
 
     def _probe(self, **what) -> dict:
         """Test-only: ask the worker to try connecting, reading and writing (needs test hooks)."""
-        with self._lock:
-            reply, _, err = self._send({"op": "probe", **what}, self.deadline_s, "probe")
-        if err is not None:
-            raise err
-        if not reply.get("ok"):
-            raise ToolError.from_dict(reply["error"])
-        return reply["output"]
+        return self._op({"op": "probe", **what}, self.deadline_s, "probe")[0]["output"]
