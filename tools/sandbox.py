@@ -60,8 +60,10 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
-def python_paths() -> tuple[list[str], list[str]]:
-    """(read-only dirs/files to bind, site-packages dirs the worker must put on sys.path)."""
+@functools.cache
+def python_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(read-only dirs/files to bind, site-packages dirs the worker must put on sys.path);
+    computed once: every worker start needs them twice (its binds and its PYTHONPATH)."""
     paths = sysconfig.get_paths()
     binds = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"],
              os.path.join(paths["stdlib"], "lib-dynload"), PACKAGE_DIR,
@@ -81,7 +83,7 @@ def python_paths() -> tuple[list[str], list[str]]:
             continue
         out.add(os.path.abspath(p))
         out.add(os.path.realpath(p))
-    return sorted(p for p in out if not _under_system(p)), site
+    return tuple(sorted(p for p in out if not _under_system(p))), tuple(site)
 
 
 def _loaded_libpython() -> set[str]:
@@ -202,11 +204,17 @@ def traversable(root: str) -> None:
 
 def seccomp_fd() -> int | None:
     """A fresh fd holding the compiled filter, for `bwrap --seccomp FD`; the caller closes it."""
-    if mode() != "bwrap":
-        return None
+    return _filter_fd() if mode() == "bwrap" else None
+
+
+def _filter_fd() -> int:
     fd = os.memfd_create("mw-seccomp")  # close-on-exec; Popen pass_fds hands it on
-    os.write(fd, _program())
-    os.lseek(fd, 0, os.SEEK_SET)
+    try:
+        os.write(fd, _program())
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
     return fd
 
 
@@ -241,10 +249,11 @@ def why_unjailed() -> str | None:
     with tempfile.TemporaryDirectory(prefix="modelwright-probe-") as d:
         traversable(d)
         give_to_jail(d)
-        fd = os.memfd_create("mw-seccomp")  # close-on-exec; Popen pass_fds hands it on
         try:
-            os.write(fd, _program())
-            os.lseek(fd, 0, os.SEEK_SET)
+            fd = _filter_fd()
+        except OSError as e:
+            return f"cannot hand bubblewrap a seccomp filter: {e}"
+        try:
             cmd = _command(["true"], d, [], fd)
             r = subprocess.run(cmd, capture_output=True, timeout=30, pass_fds=(fd,))
         except (subprocess.SubprocessError, OSError) as e:
