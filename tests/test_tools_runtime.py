@@ -290,3 +290,17 @@ def test_switch_parks_and_takes_whole_session_states(session):
     session.switch(park=None, take="B")  # moved, not copied: B can be taken once
     with pytest.raises(Exception, match="no stashed state"):
         session.switch(park=None, take="B")
+
+
+def test_resets_keep_one_script_stripping_load_hook(session):
+    """Each reset hardens Blender again (factory settings restore the preferences), but the
+    load hook that strips scripts is persistent: it stays one, or every later load (undo,
+    restore, recovery) would strip the whole scene once per reset so far."""
+    for _ in range(3):
+        session.reset()
+    code = ("import bpy, os\nfrom tools.worker import safety\n"
+            "n = sum(h is safety._after_load for h in bpy.app.handlers.load_post)\n"
+            "open(os.path.join(runtime.workspace, 'hooks.txt'), 'w').write(str(n))\n")
+    session._send_test_op({"op": "exec", "code": code})
+    assert (session.workspace / "hooks.txt").read_text() == "1"
+    assert not session.call("get_scene", {}).output["objects"]

@@ -12,13 +12,16 @@ ALLOWED_OPERATORS = frozenset({
 
 
 def harden_blender() -> None:
+    """Run again after every factory reset (it restores the preferences); the load hook is
+    persistent, so it survives resets and is added once, not once per reset."""
     prefs = bpy.context.preferences
     prefs.filepaths.use_scripts_auto_execute = False
     try:
         prefs.system.use_online_access = False  # type: ignore[attr-defined]
     except AttributeError:
         pass
-    bpy.app.handlers.load_post.append(_after_load)
+    if _after_load not in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.append(_after_load)
 
 
 def run_operator(idname: str, **kwargs):
