@@ -40,7 +40,7 @@ from agents.context import (
 from agents.episode import CallOutcome, EpisodeResult, StepRecord, Verdict
 from agents.policy import Policy, PolicyError, PolicyReply, ToolCall
 from agents.start_state import InfrastructureError, StartState, build_start_state
-from agents.turns import episode_meta, record_turn
+from agents.turns import episode_meta, observe_frame, record_turn
 from tools import Session
 
 __all__ = [
@@ -383,16 +383,16 @@ class EpisodeLoop:
         if mode == "never" or not (force or mode == "always" or self._scene_changed):
             return None, None
         self._scene_changed = False
-        from tools.errors import ToolError
+        png, self._last_hash = observe_frame(self.session, self.config)
+        return png, self._scene_page()
 
-        result = self.session.render(views=self.config.views, size=self.config.render_size)
-        png = result.images[0] if getattr(result, "ok", True) and result.images else None
-        try:
-            scene = self.session.scene()
-        except ToolError:  # a failed listing only costs the model this observation's JSON
-            scene = None
-        self._last_hash = self.session.scene_hash()
-        return png, scene
+    def _scene_page(self) -> dict | None:
+        """The scene's first page: the objects the model is shown, the totals and what the
+        last change touched, all that `compact_scene` reads. Never the whole scene, which
+        costs a read of every object each turn on a large model. A failed listing only costs
+        the model this observation's JSON."""
+        result = self.session.call("get_scene", {"limit": max(1, self.config.context.scene_objects)})
+        return dict(result.output) if result.ok else None
 
     def _observe_after(self, step: StepRecord) -> None:
         start = time.perf_counter()
