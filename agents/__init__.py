@@ -13,7 +13,8 @@ from tools.lazy_face import lazy_face
 
 if TYPE_CHECKING:
     from agents.episode import CallOutcome, EpisodeResult, StepRecord, Verdict
-    from agents.loop import DEFAULT_SYSTEM, EpisodeLoop, LoopConfig, run_episode
+    from agents.loop import EpisodeLoop, run_episode
+    from agents.loop_config import DEFAULT_SYSTEM, LoopConfig
     from agents.model_source import ModelNotFound, local_model_folder, resolve_model
     from agents.policies import UnknownPolicyError, make_policy, policy_names, register_policy
     from agents.policy import Policy, PolicyError, PolicyReply, ToolCall
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "CallOutcome": "agents.episode", "EpisodeResult": "agents.episode",
     "StepRecord": "agents.episode", "Verdict": "agents.episode",
-    "DEFAULT_SYSTEM": "agents.loop", "EpisodeLoop": "agents.loop", "LoopConfig": "agents.loop",
+    "DEFAULT_SYSTEM": "agents.loop_config", "EpisodeLoop": "agents.loop",
+    "LoopConfig": "agents.loop_config",
     "run_episode": "agents.loop",
     "ModelNotFound": "agents.model_source", "local_model_folder": "agents.model_source",
     "resolve_model": "agents.model_source",

@@ -12,10 +12,10 @@ the start state and an optional `checker(session, calls)` that scores the final 
 session's scene as it is ("continue from here"); its calls are recorded as the episode's
 setup so replay and eval rebuild it. An open `recorder` owned by the caller (the studio's
 session episode, where a person and the agent take turns) gets the loop's turns appended
-and is left open; so is one the factory makes when `keep_recording` is set. Errors from tools go back to the
-model as tool results it can act on; an infrastructure failure (the worker died while the
-start state was being built, or the pool failed) raises `InfrastructureError` so that a
-scheduler can retry the episode on a fresh worker.
+and is left open; so is one the factory makes when `keep_recording` is set. Errors from
+tools go back to the model as tool results it can act on; an infrastructure failure (the
+worker died while the start state was being built, or the pool failed) raises
+`InfrastructureError` so that a scheduler can retry the episode on a fresh worker.
 """
 
 from __future__ import annotations
@@ -23,14 +23,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from agents import events as ev
 from agents.context import (
     RECALL_SPEC,
     RECALL_TOOL,
-    ContextConfig,
     ContextWindow,
     estimate_tokens,
     observation,
@@ -38,9 +36,10 @@ from agents.context import (
     wire_call,
 )
 from agents.episode import CallOutcome, EpisodeResult, StepRecord, Verdict
+from agents.loop_config import DEFAULT_SYSTEM, LoopConfig
 from agents.policy import Policy, PolicyError, PolicyReply, ToolCall
 from agents.start_state import InfrastructureError, StartState, build_start_state
-from agents.turns import episode_meta, record_turn
+from agents.turns import episode_meta, observe_frame, record_turn
 from tools import Session
 
 __all__ = [
@@ -53,32 +52,8 @@ __all__ = [
     "run_episode",
 ]
 
-DEFAULT_SYSTEM = (
-    "You build 3D models by calling tools that drive Blender and CadQuery. The scene is in "
-    "metres and degrees, +Z up; CAD tools (cad_*, cadquery_script) author parts in "
-    "millimetres, shown in the scene at 1 mm = 0.001 m. After each step you see a render montage (iso, front, top, right) "
-    "and the scene as JSON. Tool errors come back as tool results: read them and fix the call. "
-    "When the model matches the request, answer without calling any tool."
-)
-
-
-@dataclass
-class LoopConfig:
-    max_steps: int = 20  # policy turns
-    max_calls_per_step: int = 8  # more calls in one reply are refused with an error
-    render_size: int = 256
-    views: list[str] | None = None  # None: the renderer's default montage
-    observe: str = "changed"  # "changed": render only when the scene changed; "always"; "never"
-    repeat_warning: int = 2  # an identical failing call seen this often gets a warning
-    stuck_after: int = 4  # ... and this often ends the episode as `stuck`
-    check_every_step: bool = False  # run the checker after each step and stop on success
-    record_artifacts: bool = True  # the final scene as .glb/.blend/.step beside the recorded episode
-    system_prompt: str = DEFAULT_SYSTEM
-    context: ContextConfig = field(default_factory=ContextConfig)
-
-
 Checker = Callable[[Session, list[dict]], Verdict]  # (session, calls) -> RewardBreakdown
-Setup = Callable[[Any], Any] | StartState
+Setup = Callable[[Session], Any] | StartState
 
 
 class EpisodeLoop:
@@ -87,7 +62,7 @@ class EpisodeLoop:
     def __init__(
         self,
         policy: Policy,
-        session: Any,
+        session: Session,
         goal: str,
         *,
         setup: Setup | None = None,
@@ -123,6 +98,7 @@ class EpisodeLoop:
         self.result = EpisodeResult(goal=goal, policy=getattr(policy, "name", "?"))
         self._failures: dict[str, int] = {}
         self._last_hash: str | None = None
+        self._scene_changed = False  # a call changed the scene since the last observation
         self._used_ids: set[str] = set()
         self._recorder: Any = recorder  # given: the caller's open episode, never closed here
         self._owns_recorder = recorder is None and not keep_recording
@@ -376,23 +352,24 @@ class EpisodeLoop:
 
     # -- observation -----------------------------------------------------------------------
 
-    _scene_changed = False
-
     def _observe_scene(self, force: bool = False) -> tuple[bytes | None, dict | None]:
-        mode = self.config.observe
-        if mode == "never" or not (force or mode == "always" or self._scene_changed):
+        """The montage and the scene page, when `config.observe` wants them (`force`: the
+        start, unless observing is off)."""
+        config = self.config
+        if config.observe == "never" or not (force or config.observes(self._scene_changed)):
             return None, None
         self._scene_changed = False
-        from tools.errors import ToolError
+        png, self._last_hash = observe_frame(self.session, self.config)
+        return png, self._scene_page()
 
-        result = self.session.render(views=self.config.views, size=self.config.render_size)
-        png = result.images[0] if getattr(result, "ok", True) and result.images else None
-        try:
-            scene = self.session.scene()
-        except ToolError:  # a failed listing only costs the model this observation's JSON
-            scene = None
-        self._last_hash = self.session.scene_hash()
-        return png, scene
+    def _scene_page(self) -> dict | None:
+        """The scene's first page: the objects the model is shown, the totals and what the
+        last change touched, all that `compact_scene` reads. Never the whole scene, which
+        costs a read of every object each turn on a large model. A failed listing only costs
+        the model this observation's JSON."""
+        limit = max(1, self.config.context.scene_objects)
+        result = self.session.call("get_scene", {"limit": limit})
+        return dict(result.output) if result.ok else None
 
     def _observe_after(self, step: StepRecord) -> None:
         start = time.perf_counter()
@@ -483,6 +460,6 @@ class EpisodeLoop:
         record_turn(self._recorder, step, self._turn_base + step.index, "agent")
 
 
-def run_episode(policy: Policy, session: Any, goal: str, **options: Any) -> EpisodeResult:
+def run_episode(policy: Policy, session: Session, goal: str, **options: Any) -> EpisodeResult:
     """Run one episode; see `EpisodeLoop` for the options."""
     return EpisodeLoop(policy, session, goal, **options).run()

@@ -3,9 +3,10 @@
 `transformers` treats any string it cannot find on disk as a hub id and goes to the network,
 retrying for minutes before it says `Repo id must be in the form ...` about a typo'd folder.
 Here a name is a local folder when it exists; a hub id only when it has the `org/name` shape
-and is not a path on disk; anything else is a missing folder, said at once. Local folders
-load with `local_files_only` (nothing reaches for the hub); hub ids get short timeouts and a
-one-line error. Light: no torch or transformers at import.
+and is not a path on disk (`is_hub_id`, which a training config's `model.path` is checked
+with too); anything else is a missing folder, said at once. Local folders load with
+`local_files_only` (nothing reaches for the hub); hub ids get short timeouts and a one-line
+error. Light: no torch or transformers at import.
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ class ModelSource:
         return {"local_files_only": True} if self.local else {}
 
 
+def is_hub_id(name: str) -> bool:
+    """`name` is a hub id (`org/name`), not a local path: nothing on disk has that name, and
+    `org` is no folder here (`runs/model` under an existing `runs/` is a missing folder)."""
+    if not HUB_ID.fullmatch(name) or Path(name).exists():
+        return False
+    return not Path(name.split("/", 1)[0]).is_dir()
+
+
 def resolve_model(name: str | os.PathLike[str] | None, what: str = "model",
                   probe: bool = True) -> ModelSource:
     """A local model folder or a hub id; `ModelNotFound` (one line, what to do) otherwise.
@@ -49,7 +58,7 @@ def resolve_model(name: str | os.PathLike[str] | None, what: str = "model",
     path = Path(text).expanduser()
     if path.exists():
         return ModelSource(str(local_model_folder(path, what)), True)
-    if HUB_ID.fullmatch(text) and not text.startswith("."):
+    if is_hub_id(text):
         _short_hub_timeouts()
         if probe and not _on_hub(text):
             if _cached(text):

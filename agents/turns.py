@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agents.episode import CallOutcome, StepRecord
+from agents.loop_config import LoopConfig
 from agents.policy import ToolCall
 from agents.start_state import StartState
 from tools import Session
@@ -48,14 +49,14 @@ def record_turn(recorder: Any, step: StepRecord, turn: int, actor: str) -> None:
         )
 
 
-def observe_frame(session: Session, config: Any) -> tuple[bytes | None, str]:
+def observe_frame(session: Session, config: LoopConfig) -> tuple[bytes | None, str]:
     """The montage the loop shows the model (its views and size) and the scene hash."""
     result = session.render(views=config.views, size=config.render_size)
     png = result.images[0] if getattr(result, "ok", True) and result.images else None
     return png, session.scene_hash()
 
 
-def episode_meta(policy: str, goal: str, catalogue: list[dict], config: Any,
+def episode_meta(policy: str, goal: str, catalogue: list[dict], config: LoopConfig,
                  initial_frame: bytes | None, setup: list[dict], scene_hash: str | None) -> dict:
     """What an episode begins with, as `Store.begin_episode` takes it (the loop's own)."""
     return {"policy": policy, "tools": catalogue, "system": config.system_prompt, "prompt": goal,
@@ -66,24 +67,25 @@ class HumanTurns:
     """A person's calls in an episode, recorded as agent turns. Use from the thread that owns
     the session (it renders after calls that change the scene)."""
 
-    def __init__(self, recorder: Any, config: Any, scene_hash: str | None) -> None:
+    def __init__(self, recorder: Any, config: LoopConfig, scene_hash: str | None) -> None:
         self.recorder, self.config = recorder, config
         self.last_hash = scene_hash
         self._n = 0
 
     @classmethod
     def begin(cls, session: Session, recorder_factory: Callable[..., Any], goal: str,
-              start: StartState, config: Any = None, catalogue: list[dict] | None = None
-              ) -> HumanTurns:
+              start: StartState, config: LoopConfig | None = None,
+              catalogue: list[dict] | None = None) -> HumanTurns:
         """Open the episode on the scene as it is (`start` says how to rebuild it)."""
-        from agents.loop import LoopConfig
-
         config = config or LoopConfig()
         if catalogue is None:
             from tools import catalogue as tool_catalogue
 
             catalogue = tool_catalogue()
-        png, scene_hash = observe_frame(session, config)
+        if config.observe == "never":  # as the loop starts: no montage, only the hash
+            png, scene_hash = None, session.scene_hash()
+        else:
+            png, scene_hash = observe_frame(session, config)
         setup = [{"tool": c["tool"], "args": dict(c.get("args") or {})} for c in start.calls]
         recorder = recorder_factory(**episode_meta("human", goal, catalogue, config, png, setup,
                                                    scene_hash))
@@ -105,7 +107,7 @@ class HumanTurns:
         self._n += 1
         outcome = CallOutcome.from_result(call, result, wall_ms)
         step = StepRecord(index=self.recorder.next_turn, text=None, calls=[outcome])
-        changed = outcome.ok and outcome.scene_hash and outcome.scene_hash != self.last_hash
-        if changed and self.config.observe != "never" or self.config.observe == "always":
+        changed = bool(outcome.ok and outcome.scene_hash and outcome.scene_hash != self.last_hash)
+        if self.config.observes(changed):
             step.frame, self.last_hash = observe_frame(session, self.config)
         record_turn(self.recorder, step, self.recorder.next_turn, "human")

@@ -298,3 +298,47 @@ def test_script_policy_file(session, tmp_path) -> None:
     result = run_episode(make_policy(f"script:{script}"), session, "a cube at x=1", config=BLIND)
     assert result.status == "done" and result.tool_errors == 0 and result.n_calls == 2
     assert session.scene()["objects"][0]["location"] == pytest.approx([1, 0, 0])
+
+
+class PageCounter:
+    """The real session, noting the `get_scene` calls; reading the whole scene is a failure
+    (at 10 000 objects it costs ~1 s a turn; the model is shown one page)."""
+
+    def __init__(self, session) -> None:
+        self.session, self.pages = session, []
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+    def call(self, tool, args=None):
+        if tool == "get_scene":
+            self.pages.append(dict(args or {}))
+        return self.session.call(tool, args)
+
+    def scene(self):
+        raise AssertionError("the loop read every page of the scene for an observation")
+
+
+def test_an_observation_reads_one_page_of_a_large_scene(session) -> None:
+    lines = []
+    for i in range(60):  # 60 flat quads named q00..q59, one import
+        lines += [f"o q{i:02d}"] + [f"v {i + dx} {dy} 0" for dx, dy in ((0, 0), (1, 0), (1, 1))]
+        lines.append(f"f {3 * i + 1} {3 * i + 2} {3 * i + 3}")
+    (session.workspace / "many.obj").write_text("\n".join(lines) + "\n")
+    seen: list[list[dict]] = []
+
+    class Spy(PlanPolicy):
+        def act(self, messages, tools):
+            seen.append(messages)
+            return super().act(messages, tools)
+
+    spy = Spy(calls_from_plan([{"tool": "transform", "args": {"name": "q05", "location": [0, 0, 2]}}]))
+    counted = PageCounter(session)
+    config = LoopConfig(context=ContextConfig(scene_objects=40))
+    result = run_episode(spy, counted, "lift q05",
+                         setup=lambda s: s.call("import_file", {"path": "many.obj"}), config=config)
+    assert result.status == "done" and result.steps[0].calls[0].ok
+    assert counted.pages == [{"limit": 40}, {"limit": 40}]  # the start, then after the change
+    scene = json.loads(seen[1][-1]["content"][-1]["text"].removeprefix("Scene: "))
+    assert len(scene["objects"]) == 40 and scene["more_objects"] == 20
+    assert scene["changed"] == ["q05"]

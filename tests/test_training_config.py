@@ -131,3 +131,20 @@ def test_pipeline_refuses_a_tool_list_that_hides_an_oracle_tool():
     hidden = cfg.model_copy(update={"tools": [t for t in cfg.tools if t != "transform"]})
     with pytest.raises(ConfigError, match=r"transform \(for scene_editing\)"):
         check_shown_tools(hidden)
+
+
+def test_model_path_is_a_hub_id_or_a_folder_by_the_one_rule_resolve_model_uses(
+        tmp_path, monkeypatch):
+    """`org/name` is a hub id (nothing asked of the network while parsing); `runs/model`
+    under an existing `runs/` is a missing folder, in the config as when the model loads."""
+    from agents.model_source import ModelNotFound, resolve_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    sft = "kind: sft\nmodel: {{path: {}}}\nsft: {{data: [a.parquet]}}\n"
+    assert load_config(_write(tmp_path, sft.format("Qwen/Qwen3-VL-2B-Instruct"))).model.path
+    assert not resolve_model("Qwen/Qwen3-VL-2B-Instruct", probe=False).local
+    with pytest.raises(ConfigError, match=r"model\.path:.*no model folder at 'runs/model'"):
+        load_config(_write(tmp_path, sft.format("runs/model")))
+    with pytest.raises(ModelNotFound, match="no model folder at runs/model"):
+        resolve_model("runs/model", probe=False)

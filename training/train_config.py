@@ -20,6 +20,8 @@ from pydantic import (
     model_validator,
 )
 
+from agents.model_source import EXAMPLE_HUB_ID, is_hub_id
+
 
 class ConfigError(ValueError):
     """A training config that cannot be used; the message names the file and the field."""
@@ -45,23 +47,14 @@ class ModelSpec(Strict):
     @field_validator("path")
     @classmethod
     def _path_exists(cls, path: str | None, info: ValidationInfo) -> str | None:
-        if (path and not info.data.get("build_tiny") and looks_local(path)
+        if (path and not info.data.get("build_tiny") and not is_hub_id(path)
                 and not Path(path).expanduser().is_dir()):
             raise ValueError(
                 f"no model folder at {path!r} (a folder holding config.json; or set "
                 "model.build_tiny: true for the tiny CPU model, or `modelwright dev tiny-model "
-                "DIR` to build one, or name a hub id such as Qwen/Qwen3-VL-2B-Instruct)"
+                f"DIR` to build one, or name a hub id such as {EXAMPLE_HUB_ID})"
             )
         return path
-
-
-def looks_local(path: str) -> bool:
-    """A filesystem path rather than a hub id (`org/name`): absolute, relative with ./ or ~,
-    more than one `/`, or under a folder that exists here."""
-    if path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path:
-        return True
-    head = path.split("/", 1)[0]
-    return "/" not in path or Path(head).is_dir()
 
 
 class LoraSpec(Strict):

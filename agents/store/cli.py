@@ -8,7 +8,6 @@ replay that diverges exits 1.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from datetime import UTC, datetime
@@ -37,27 +36,6 @@ Model = Annotated[str | None, typer.Option("--model", help="Model id.")]
 Tag = Annotated[str | None, typer.Option("--tag", help="Episodes carrying this tag.")]
 Limit = Annotated[int | None, typer.Option("--limit", help="At most this many episodes.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-
-
-def _store_errors(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        import sqlite3
-
-        from agents.store.errors import StoreError
-
-        try:
-            return fn(*args, **kwargs)
-        except StoreError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-        except sqlite3.DatabaseError as exc:  # corruption found after the store opened
-            typer.echo(f"error: the store index is corrupt ({exc}); run `modelwright data "
-                       f"doctor` (with the same --data-dir) to rebuild it from the episode "
-                       f"folders", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 def _filter(source, family, success, status, model, tag, limit):
@@ -255,7 +233,6 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"deleted {len(deleted)} episode(s)")
 
     @data.command("doctor")
-    @_store_errors
     def doctor_cmd(
         data_dir: DataDir = None,
         rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild even a healthy index.")] = False,
@@ -263,10 +240,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check the store's index; rebuild a corrupt one from the episode folders (the old
         file is kept beside it as index.sqlite3.corrupt-TIME)."""
-        import sqlite3
         from dataclasses import asdict
 
-        from agents.store.errors import StoreError
+        from agents.store.errors import CorruptIndex, StoreError
         from agents.store.journal import rebuild_index
         from agents.store.location import resolve_data_dir
         from agents.store.schema import INDEX_NAME
@@ -284,7 +260,7 @@ def register(app: typer.Typer) -> None:
                     problem = verdict
                 elif missing:
                     problem = f"{len(missing)} episode folder(s) are missing from the index"
-        except (StoreError, sqlite3.DatabaseError) as exc:
+        except CorruptIndex as exc:  # any other store error (a newer schema...) is the user's
             problem = str(exc)
         if problem is None and not rebuild:
             out = {"index": str(root / INDEX_NAME), "healthy": True}

@@ -112,10 +112,7 @@ class Store(Upkeep):
             self._conn = connect(self.index_path, durable)
             migrate(self._conn)
         except sqlite3.DatabaseError as exc:
-            raise CorruptIndex(
-                f"the store index {self.index_path} is corrupt ({exc}); run `modelwright data "
-                f"doctor --data-dir {self.data_dir}` to rebuild it from the episode folders"
-            ) from None
+            raise self._corrupt(exc) from None
         if create:
             self.remove_orphan_folders()
 
@@ -130,17 +127,37 @@ class Store(Upkeep):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _corrupt(self, exc: sqlite3.DatabaseError) -> CorruptIndex:
+        return CorruptIndex(
+            f"the store index {self.index_path} is corrupt ({exc}); run `modelwright data "
+            f"doctor --data-dir {self.data_dir}` to rebuild it from the episode folders"
+        )
+
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
-        """One write transaction, taking SQLite's write lock up front (no upgrade deadlocks)."""
+    def index(self) -> Iterator[sqlite3.Connection]:
+        """The index's connection under the store's lock (for reads; writes use
+        `transaction`). A damaged page found on the way, after the store opened, raises
+        CorruptIndex: every command says the same one line, with how to rebuild."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
+            except sqlite3.DatabaseError as exc:
+                code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+                if code not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+                    raise  # a constraint or a lock: not the file's fault
+                raise self._corrupt(exc) from None
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taking SQLite's write lock up front (no upgrade deadlocks)."""
+        with self.index() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
+            db.execute("COMMIT")
 
     def episode_dir(self, episode_id: str) -> Path:
         """The episode's folder; an id that is not an episode id (`../x`: a corrupt or
@@ -330,8 +347,8 @@ class Store(Upkeep):
     # ---- reading ---------------------------------------------------------------------
     def resolve(self, episode_id: str) -> str:
         """The full id for an id or a unique prefix of one."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self.index() as db:
+            rows = db.execute(
                 "SELECT id FROM episodes WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 2",
                 (
                     episode_id,
@@ -356,14 +373,14 @@ class Store(Upkeep):
         return self._read_episode(self.resolve(episode_id))
 
     def _read_episode(self, full: str) -> Episode:
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM episodes WHERE id = ?", (full,)).fetchone()
+        with self.index() as db:
+            row = db.execute("SELECT * FROM episodes WHERE id = ?", (full,)).fetchone()
         return Episode.from_row(row)
 
     def episode_ids(self) -> set[str]:
         """The full id of every episode in the index."""
-        with self._lock:
-            return {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
+        with self.index() as db:
+            return {r[0] for r in db.execute("SELECT id FROM episodes")}
 
     def list_episodes(self, where: EpisodeFilter | None = None) -> list[Episode]:
         self.reap()
@@ -371,13 +388,13 @@ class Store(Upkeep):
         sql = f"SELECT * FROM episodes{clause} ORDER BY created_at, id"
         if where is not None and where.limit is not None:
             sql += f" LIMIT {int(where.limit)}"
-        with self._lock:
-            return [Episode.from_row(r) for r in self._conn.execute(sql, params)]
+        with self.index() as db:
+            return [Episode.from_row(r) for r in db.execute(sql, params)]
 
     def steps(self, episode_id: str) -> list[Step]:
         full = self.resolve(episode_id)
-        with self._lock:
-            rows = self._conn.execute(
+        with self.index() as db:
+            rows = db.execute(
                 "SELECT * FROM steps WHERE episode_id = ? ORDER BY idx", (full,)
             ).fetchall()
         return [Step.from_row(r) for r in rows]
@@ -403,15 +420,15 @@ class Store(Upkeep):
     def tool_specs(self, version: str | None) -> list[dict] | None:
         if version is None:
             return None
-        with self._lock:
-            row = self._conn.execute(
+        with self.index() as db:
+            row = db.execute(
                 "SELECT specs FROM tool_specs WHERE version = ?", (version,)
             ).fetchone()
         return None if row is None else json.loads(row[0])
 
     def integrity_check(self) -> str:
-        with self._lock:
-            return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
+        with self.index() as db:
+            return db.execute("PRAGMA integrity_check").fetchone()[0]
 
     def unindexed_episodes(self) -> list[str]:
         """Episode folders that hold their own episode.json but have no row in the index (a
@@ -419,8 +436,7 @@ class Store(Upkeep):
         from agents.store.atomic import is_temp_name
         from agents.store.journal import EPISODE_FILE
 
-        with self._lock:
-            known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
+        known = self.episode_ids()
         return sorted(p.name for p in self.episodes_dir.iterdir()
                       if p.is_dir() and not is_temp_name(p.name) and p.name not in known
                       and (p / EPISODE_FILE).is_file())

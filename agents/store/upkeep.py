@@ -57,13 +57,13 @@ def _hidden_in_setup(path: Path, now: float) -> bool:
 
 
 class Upkeep:
-    """Needs from its host: episodes_dir, episode_dir(), _lock, _conn, transaction()."""
+    """Needs from its host: episodes_dir, episode_dir(), episode_ids(), index(), transaction()."""
 
     def reap(self) -> list[str]:
         """Mark episodes whose recording process died as `interrupted`, and clear what the
         dead writer left half-done (temp files, a frame whose step never committed)."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self.index() as db:
+            rows = db.execute(
                 "SELECT id, writer FROM episodes WHERE status = 'running'"
             ).fetchall()
         reaped = []
@@ -93,10 +93,10 @@ class Upkeep:
     def _sweep_episode(self, episode_id: str) -> None:
         folder = self.episode_dir(episode_id)
         sweep_temp_files(folder)
-        with self._lock:
+        with self.index() as db:
             known = {
                 r[0]
-                for r in self._conn.execute(
+                for r in db.execute(
                     "SELECT frame FROM steps WHERE episode_id = ? AND frame IS NOT NULL "
                     "UNION SELECT initial_frame FROM episodes WHERE id = ? "
                     "AND initial_frame IS NOT NULL",
@@ -119,8 +119,7 @@ class Upkeep:
             p for p in self.episodes_dir.iterdir()
             if p.is_dir() and not (is_temp_name(p.name) and _hidden_in_setup(p, now))
         ]  # listed before the ids are read: a folder listed here whose row commits later
-        with self._lock:  # is still leased by its writer when holder_alive looks
-            known = {r[0] for r in self._conn.execute("SELECT id FROM episodes")}
+        known = self.episode_ids()  # is still leased by its writer when holder_alive looks
         # A folder holding its own episode.json had a committed row once: with the row gone
         # (a lost or rebuilt index) it is an episode for `data doctor` to restore, never an
         # orphan to delete.
@@ -134,8 +133,8 @@ class Upkeep:
             if lease is None:
                 continue
             try:
-                with self._lock:  # under the lease nobody writes it: is it still rowless?
-                    owned = self._conn.execute(
+                with self.index() as db:  # under the lease nobody writes it: still rowless?
+                    owned = db.execute(
                         "SELECT 1 FROM episodes WHERE id = ?", (p.name,)).fetchone()
                 if not owned:
                     shutil.rmtree(p, ignore_errors=True)

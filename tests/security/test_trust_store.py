@@ -156,6 +156,31 @@ def test_corrupt_index_says_so_in_one_line_and_doctor_rebuilds_it(tmp_path):
     assert "healthy" in _cli("doctor", "--data-dir", str(root)).output
 
 
+def test_a_damaged_page_found_after_the_store_opened_says_so_in_one_line(tmp_path):
+    """The index opens (its header and schema read fine) but the steps table's page is
+    garbage: every command that reads it says the same one line as a corrupt file."""
+    root = tmp_path / "s"
+    ids = _record(root)
+    with sqlite3.connect(root / "index.sqlite3") as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        page = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'steps'").fetchone()[0]
+    with open(root / "index.sqlite3", "r+b") as f:
+        f.seek((page - 1) * page_size)
+        f.write(b"\xff" * page_size)
+    with Store(root, create=False) as store:
+        with pytest.raises(StoreError, match="corrupt.*data doctor"):
+            store.steps(ids[0])
+    out = _cli("show", ids[0], "--data-dir", str(root))
+    assert out.exit_code == 2, out.output
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and "corrupt" in lines[0] and "data doctor" in lines[0], out.output
+    out = _cli("doctor", "--data-dir", str(root))
+    assert out.exit_code == 0 and "2 episode(s), 4 step(s)" in out.output, out.output
+    with Store(root) as store:
+        assert len(store.steps(ids[0])) == 2
+
+
 def test_a_lost_index_deletes_no_episode_and_doctor_brings_them_back(tmp_path):
     """A store opened on a missing index (deleted, or a fresh disk copy without it) must not
     take the rowless episode folders for orphans of a killed writer and delete them."""
