@@ -49,6 +49,22 @@ def test_no_private_trl_member_is_used_anywhere():
     assert offenders == []
 
 
+def test_grpo_starts_from_the_model_sft_would_with_build_tiny(tmp_path):
+    """`model.build_tiny` means for GRPO what it means for SFT (`base_model_path`): the tiny
+    model, built once into RUN/base-model, under a fresh LoRA; nothing asks for a hub id."""
+    from training.grpo import load_policy_model
+    from training.train_config import load_config
+
+    cfg = tmp_path / "grpo.yaml"
+    cfg.write_text("kind: grpo\nmodel: {build_tiny: true}\n"
+                   "grpo: {per_device_train_batch_size: 2, num_generations: 2, max_turns: 1}\n")
+    run = tmp_path / "run"
+    model, processor, lora = load_policy_model(load_config(cfg), run, None, None)
+    assert (run / "base-model" / "config.json").is_file()
+    assert Path(model.name_or_path) == run / "base-model"
+    assert lora is not None and processor is not None
+
+
 def test_curriculum_is_reproducible_and_prefers_tasks_solved_sometimes():
     spec = CurriculumSpec(floor=0.01, window=10)
     a = Curriculum(["primitive_placement", "materials"], [1, 2], seed=7, spec=spec)

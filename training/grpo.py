@@ -249,12 +249,13 @@ def stats_callback(runtime: RLRuntime):
 
 
 def load_policy_model(
-    config: TrainConfig, model_path: str | Path | None, adapter: str | Path | None
+    config: TrainConfig, run_dir: Path, model_path: str | Path | None, adapter: str | Path | None
 ):
-    """(model, processor, peft_config): a trainable adapter to continue, or a fresh LoRA config."""
+    """(model, processor, peft_config): a trainable adapter to continue, or a fresh LoRA config,
+    on the model SFT would start from (`model_path`, `model.path` or `model.build_tiny`)."""
     from training.sft import load_model, peft_config
 
-    model, processor = load_model(config.model, model_path)
+    model, processor = load_model(config.model, run_dir, model_path)
     if adapter:
         from peft import PeftModel
 
@@ -297,12 +298,12 @@ def run_grpo(
                                        rollout_store(spec, out_dir))  # fmt: skip
     restore_extra_state(ckpt, runtime.curriculum)
     try:
-        model, processor, lora = load_policy_model(config, model_path, adapter)
+        model, processor, lora = load_policy_model(config, out_dir, model_path, adapter)
         args = grpo_args(spec, run, out_dir, use_cpu=not torch.cuda.is_available())
         tensorboard_dir(out_dir)
         rows = spec.max_steps * spec.per_device_train_batch_size * spec.gradient_accumulation_steps
         vision = VisionRows(image_token_id(processor))
-        label = Path(str(model_path or config.model.path or "model")).name
+        label = Path(str(model.name_or_path or "model")).name  # the folder or hub id loaded
         server = ServerSync(spec, out_dir) if spec.generation == "server" else None
         trainer = GRPOTrainer(
             model=model,

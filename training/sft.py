@@ -42,12 +42,14 @@ def base_model_path(spec: ModelSpec, run_dir: Path, path: str | Path | None = No
     return str(folder)
 
 
-def load_model(spec: ModelSpec, path: str | Path | None = None):
-    """(model, processor) for training, from a local folder (or a hub id named as such)."""
+def load_model(spec: ModelSpec, run_dir: Path, path: str | Path | None = None):
+    """(model, processor) a run in `run_dir` trains, from the model `base_model_path` picks
+    (the one decision of where a run's model comes from, for SFT, GRPO and the pipeline)."""
     from agents import resolve_model
     from agents.model_source import loading
 
-    source = resolve_model(path or spec.path)  # before torch: a typo fails at once
+    # before torch: a typo fails at once
+    source = resolve_model(base_model_path(spec, run_dir, path))
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -159,7 +161,7 @@ def run_sft(
     where = DataFilter(**spec.filter.model_dump())
     data = load_conversations(spec.data, where)
     id_column = next((c for c in ("episode_id", "id") if c in data.column_names), None)
-    model, processor = load_model(config.model, base_model_path(config.model, out_dir, model_path))
+    model, processor = load_model(config.model, out_dir, model_path)
     collator = _IdCollator(ConversationCollator(processor, spec.max_length), id_column)
     args = sft_args(spec, run, out_dir, use_cpu=not torch.cuda.is_available())
     tensorboard_dir(out_dir)
