@@ -97,6 +97,24 @@ def test_grpo_dry_run_prints_the_server_mode_plan():
     assert plan["rows_per_step"] == 2 * 8 * 12
 
 
+def test_build_tiny_with_a_path_is_where_the_model_will_be_built(tmp_path):
+    """`model: {build_tiny: true, path: DIR}` builds the tiny model into DIR on first use
+    (training/sft.py base_model_path), so the CLI's model check must not ask for DIR first."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from studio.cli import build_app
+
+    cfg = tmp_path / "grpo.yaml"
+    cfg.write_text(f"kind: grpo\nmodel: {{build_tiny: true, path: {tmp_path / 'tiny'}}}\n"
+                   "grpo: {per_device_train_batch_size: 2, num_generations: 2, max_turns: 1}\n")
+    result = CliRunner().invoke(build_app(), ["train", "grpo", "--dry-run", "--config", str(cfg)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.strip().splitlines()[-1])["rows_per_step"] == 2
+    assert not (tmp_path / "tiny").exists()  # a dry run builds nothing
+
+
 def test_rows_per_step_must_hold_whole_groups_of_turns(tmp_path):
     body = BASE + "  per_device_train_batch_size: 8\n  num_generations: 4\n  max_turns: 3\n"
     with pytest.raises(ConfigError, match="num_generations x max_turns"):

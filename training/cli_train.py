@@ -19,8 +19,8 @@ def _load(config: Path, kind: str, probe: bool = True):
     cfg = load_config(config)
     if cfg.kind != kind:
         fail(f"{config} is a {cfg.kind!r} config; use `modelwright train {cfg.kind}`")
-    if kind in ("sft", "grpo") and cfg.model.path:
-        from agents import resolve_model
+    if kind in ("sft", "grpo") and cfg.model.path and not cfg.model.build_tiny:
+        from agents import resolve_model  # with build_tiny, model.path is where it is built
 
         resolve_model(cfg.model.path, probe=probe)
     return cfg
