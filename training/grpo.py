@@ -116,10 +116,11 @@ def episode_reward(prompts=None, completions=None, episode_reward=None, **_: Any
 def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
                   store: Any = None) -> RLRuntime:  # fmt: skip
     """Rollout workers are the eval scheduler's: `rollout_workers` sandboxed sessions kept
-    for the whole run; the episodes of a batch run on them concurrently."""
-    from agents.scheduler import Scheduler
+    for the whole run; the episodes of a batch run on them concurrently (and are scored in
+    as many warm clean workers, as eval's are)."""
     from tools import catalogue
     from training.curriculum import Curriculum
+    from training.evaluation import episode_scheduler
 
     if shown:
         unknown = sorted(set(shown) - {t["name"] for t in catalogue()} - {"recall_step"})
@@ -128,7 +129,7 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
     curriculum = Curriculum(
         spec.tasks.families, spec.tasks.levels, spec.tasks.split, seed, spec.curriculum
     )
-    scheduler = Scheduler(
+    scheduler = episode_scheduler(
         spec.rollout_workers, seed=seed, keep_sessions=True, deadline_s=spec.tool_deadline_s
     )
     return RLRuntime(scheduler=scheduler, curriculum=curriculum, shown=shown, store=store)
