@@ -26,6 +26,7 @@ from training.runs import (
     restore_extra_state,
     set_cpu_threads,
     tensorboard_dir,
+    trainer_options,
 )
 from training.train_config import GRPOSpec, RunSpec, TrainConfig
 
@@ -70,11 +71,7 @@ def grpo_args(spec: GRPOSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=str(out_dir),
-        max_steps=spec.max_steps,
-        learning_rate=spec.learning_rate,
-        per_device_train_batch_size=spec.per_device_train_batch_size,
-        gradient_accumulation_steps=spec.gradient_accumulation_steps,
+        **trainer_options(spec, run, out_dir, use_cpu),
         num_generations=spec.num_generations,
         max_completion_length=spec.max_completion_length,
         temperature=spec.temperature,
@@ -86,17 +83,6 @@ def grpo_args(spec: GRPOSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
         scale_rewards=spec.scale_rewards,
         num_iterations=spec.num_iterations,
         mask_truncated_completions=spec.mask_truncated_completions,
-        activation_checkpointing=spec.gradient_checkpointing,
-        logging_steps=run.logging_steps,
-        save_steps=run.save_steps,
-        save_total_limit=run.save_total_limit,
-        save_strategy="steps",
-        seed=run.seed,
-        data_seed=run.seed,
-        report_to=run.report_to,
-        use_cpu=use_cpu,
-        disable_tqdm=False,
-        bf16=False,
     )
 
 

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training.runs import make_callbacks, prepare_run_dir, set_cpu_threads, tensorboard_dir
+from training.runs import (
+    make_callbacks,
+    prepare_run_dir,
+    set_cpu_threads,
+    tensorboard_dir,
+    trainer_options,
+)
 from training.sft_data import ConversationCollator, DataFilter, load_conversations
 from training.train_config import LoraSpec, ModelSpec, RunSpec, SFTSpec, TrainConfig
 
@@ -85,29 +91,14 @@ def sft_args(spec: SFTSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
     from trl import SFTConfig
 
     return SFTConfig(
-        output_dir=str(out_dir),
-        max_steps=spec.max_steps,
-        learning_rate=spec.learning_rate,
-        per_device_train_batch_size=spec.per_device_train_batch_size,
-        gradient_accumulation_steps=spec.gradient_accumulation_steps,
+        **trainer_options(spec, run, out_dir, use_cpu),
         warmup_steps=spec.warmup_steps,
         weight_decay=spec.weight_decay,
-        activation_checkpointing=spec.gradient_checkpointing,
         assistant_only_loss=True,
         remove_unused_columns=False,  # the collator needs `images` and `tools`
         dataset_kwargs={"skip_prepare_dataset": True},
         max_length=spec.max_length,
-        logging_steps=run.logging_steps,
-        save_steps=run.save_steps,
-        save_total_limit=run.save_total_limit,
-        save_strategy="steps",
-        seed=run.seed,
-        data_seed=run.seed,
-        report_to=run.report_to,
-        use_cpu=use_cpu,
         dataloader_num_workers=0,
-        disable_tqdm=False,  # the progress bar with ETA
-        bf16=False,
     )
 
 
