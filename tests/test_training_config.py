@@ -78,6 +78,14 @@ def test_gpu_grpo_config_renders_the_rollout_server_and_accelerate_lines():
     assert (CONFIGS.parent / cfg.accelerate.config_file).is_file()
 
 
+def test_a_tensor_parallel_rollout_server_is_refused_not_dropped():
+    """`modelwright serve` has no tensor-parallel option: asking for one is an error that
+    says so, never a line that silently runs vLLM on one GPU."""
+    cfg = load_config(CONFIGS / "grpo-qwen3-vl-8b-vllm.yaml")
+    with pytest.raises(ValueError, match="--tensor-parallel 2: .*no tensor-parallel option"):
+        vllm_server_command(cfg, tensor_parallel=2, gpus="6,7")
+
+
 def test_grpo_dry_run_prints_the_server_mode_plan():
     """`train grpo --dry-run` validates the GPU config on this CPU machine, starts nothing."""
     import json

@@ -123,7 +123,9 @@ def register(app: typer.Typer) -> None:
         out: Path | None = OUT,
         machine_rank: int = typer.Option(0, help="This machine's rank (0 on the main node)."),
         vllm_gpus: str | None = typer.Option(None, help="GPUs for `trl vllm-serve`, e.g. 7."),
-        tensor_parallel: int = typer.Option(1, help="vLLM tensor parallel size."),
+        tensor_parallel: int = typer.Option(
+            1, help="vLLM tensor parallel size (1: `modelwright serve` has no other yet)."
+        ),
     ) -> None:
         """Print the command lines for a multi-GPU / multi-node run of CONFIG (nothing is started)."""
         from training.launch import render, train_command, vllm_server_command
