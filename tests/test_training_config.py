@@ -78,6 +78,14 @@ def test_gpu_grpo_config_renders_the_rollout_server_and_accelerate_lines():
     assert (CONFIGS.parent / cfg.accelerate.config_file).is_file()
 
 
+def test_a_tensor_parallel_rollout_server_is_refused_not_dropped():
+    """`modelwright serve` has no tensor-parallel option: asking for one is an error that
+    says so, never a line that silently runs vLLM on one GPU."""
+    cfg = load_config(CONFIGS / "grpo-qwen3-vl-8b-vllm.yaml")
+    with pytest.raises(ValueError, match="--tensor-parallel 2: .*no tensor-parallel option"):
+        vllm_server_command(cfg, tensor_parallel=2, gpus="6,7")
+
+
 def test_grpo_dry_run_prints_the_server_mode_plan():
     """`train grpo --dry-run` validates the GPU config on this CPU machine, starts nothing."""
     import json
@@ -95,6 +103,24 @@ def test_grpo_dry_run_prints_the_server_mode_plan():
     assert plan["generation"] == "server" and plan["server_url"].endswith(":8000/v1")
     assert (plan["groups_per_step"], plan["groups_run_per_step"], plan["max_staleness"]) == (2, 4, 1)
     assert plan["rows_per_step"] == 2 * 8 * 12
+
+
+def test_build_tiny_with_a_path_is_where_the_model_will_be_built(tmp_path):
+    """`model: {build_tiny: true, path: DIR}` builds the tiny model into DIR on first use
+    (training/sft.py base_model_path), so the CLI's model check must not ask for DIR first."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from studio.cli import build_app
+
+    cfg = tmp_path / "grpo.yaml"
+    cfg.write_text(f"kind: grpo\nmodel: {{build_tiny: true, path: {tmp_path / 'tiny'}}}\n"
+                   "grpo: {per_device_train_batch_size: 2, num_generations: 2, max_turns: 1}\n")
+    result = CliRunner().invoke(build_app(), ["train", "grpo", "--dry-run", "--config", str(cfg)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.strip().splitlines()[-1])["rows_per_step"] == 2
+    assert not (tmp_path / "tiny").exists()  # a dry run builds nothing
 
 
 def test_rows_per_step_must_hold_whole_groups_of_turns(tmp_path):

@@ -49,6 +49,56 @@ def test_no_private_trl_member_is_used_anywhere():
     assert offenders == []
 
 
+def test_grpo_starts_from_the_model_sft_would_with_build_tiny(tmp_path):
+    """`model.build_tiny` means for GRPO what it means for SFT (`base_model_path`): the tiny
+    model, built once into RUN/base-model, under a fresh LoRA; nothing asks for a hub id."""
+    from training.grpo import load_policy_model
+    from training.train_config import load_config
+
+    cfg = tmp_path / "grpo.yaml"
+    cfg.write_text("kind: grpo\nmodel: {build_tiny: true}\n"
+                   "grpo: {per_device_train_batch_size: 2, num_generations: 2, max_turns: 1}\n")
+    run = tmp_path / "run"
+    model, processor, lora = load_policy_model(load_config(cfg), run, None, None)
+    assert (run / "base-model" / "config.json").is_file()
+    assert Path(model.name_or_path) == run / "base-model"
+    assert lora is not None and processor is not None
+
+
+def test_server_mode_rollouts_are_shown_only_the_configs_tools(tmp_path):
+    """`tools:` limits what a server-mode rollout's model is shown, as it does in-process and
+    in the SFT rows (a real loopback server records the request the policy sent)."""
+    import http.server
+    import threading
+
+    from test_agents_openai_policy import Scripted, completion, first_prompt
+
+    from agents.loop import openai_tools
+    from tools import catalogue
+    from training.grpo_server import ServerSync
+    from training.train_config import GRPOSpec
+
+    body = completion("")
+    body["prompt_token_ids"], body["choices"][0]["token_ids"] = [5, 6], [7]
+    body["choices"][0]["logprobs"] = {"content": [{"token": "a", "logprob": -0.5,
+                                                   "bytes": None, "top_logprobs": []}]}
+    Scripted.plan, Scripted.seen = [(200, body)], []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        spec = GRPOSpec(generation="server", server_url=url, num_generations=2, max_turns=1,
+                        per_device_train_batch_size=2)  # fmt: skip
+        sync = ServerSync(spec, tmp_path)
+        sync.served = "rl-v1"  # as after the first step's adapter sync
+        reply = sync.policy(0, 32, 1.0, TOOLS).act(first_prompt("x"), openai_tools(catalogue()))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [t["function"]["name"] for t in Scripted.seen[0]["tools"]] == TOOLS
+    assert Scripted.seen[0]["model"] == "rl-v1" and reply.tokens.completion_ids == [7]
+
+
 def test_curriculum_is_reproducible_and_prefers_tasks_solved_sometimes():
     spec = CurriculumSpec(floor=0.01, window=10)
     a = Curriculum(["primitive_placement", "materials"], [1, 2], seed=7, spec=spec)

@@ -19,8 +19,8 @@ def _load(config: Path, kind: str, probe: bool = True):
     cfg = load_config(config)
     if cfg.kind != kind:
         fail(f"{config} is a {cfg.kind!r} config; use `modelwright train {cfg.kind}`")
-    if kind in ("sft", "grpo") and cfg.model.path:
-        from agents import resolve_model
+    if kind in ("sft", "grpo") and cfg.model.path and not cfg.model.build_tiny:
+        from agents import resolve_model  # with build_tiny, model.path is where it is built
 
         resolve_model(cfg.model.path, probe=probe)
     return cfg
@@ -123,7 +123,9 @@ def register(app: typer.Typer) -> None:
         out: Path | None = OUT,
         machine_rank: int = typer.Option(0, help="This machine's rank (0 on the main node)."),
         vllm_gpus: str | None = typer.Option(None, help="GPUs for `trl vllm-serve`, e.g. 7."),
-        tensor_parallel: int = typer.Option(1, help="vLLM tensor parallel size."),
+        tensor_parallel: int = typer.Option(
+            1, help="vLLM tensor parallel size (1: `modelwright serve` has no other yet)."
+        ),
     ) -> None:
         """Print the command lines for a multi-GPU / multi-node run of CONFIG (nothing is started)."""
         from training.launch import render, train_command, vllm_server_command

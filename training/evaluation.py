@@ -145,7 +145,6 @@ def evaluate(
     seed: int = 0,
 ) -> dict:
     """Run every spec (one fresh policy each) on `workers` tool workers; returns the report."""
-    from agents import Scheduler
 
     def job(spec: EpisodeSpec):
         def run(session: Session, job_seed: int) -> dict:
@@ -160,11 +159,8 @@ def evaluate(
             progress(_record(outcome, spec_by_key[outcome.key]), done, total)
 
     spec_by_key = {s.key: s for s in specs}
-    if any(s.checker is not None for s in specs):
-        from training.tasks.verifier import default_verifier
-
-        default_verifier().reserve(workers)  # checkers score in clean workers, one per episode
-    with Scheduler(workers, session_factory, seed=seed) as scheduler:
+    scored = any(s.checker is not None for s in specs)
+    with episode_scheduler(workers, session_factory, scored=scored, seed=seed) as scheduler:
         for spec in specs:
             scheduler.submit(spec.key, job(spec))
         outcomes = scheduler.run(progress=on_done)
@@ -173,6 +169,21 @@ def evaluate(
     report = aggregate(records)
     report["retries"] = retries
     return report
+
+
+def episode_scheduler(workers: int, session_factory: Callable[[], Any] | None = None, *,
+                      scored: bool = True, **options: Any) -> Any:  # fmt: skip
+    """The scheduler that runs `workers` episodes at once (eval's, and GRPO's rollouts).
+    With `scored`, the verifier keeps as many clean workers warm: each episode's checker
+    scores in one when it ends, and episodes that end together must not queue on cold
+    starts. `options` go to `agents.Scheduler` (seed, keep_sessions, deadline_s)."""
+    from agents import Scheduler
+
+    if scored:
+        from training.tasks.verifier import default_verifier
+
+        default_verifier().reserve(workers)
+    return Scheduler(workers, session_factory, **options)
 
 
 def _record(outcome: Any, spec: EpisodeSpec) -> dict:

@@ -26,6 +26,7 @@ from training.runs import (
     restore_extra_state,
     set_cpu_threads,
     tensorboard_dir,
+    trainer_options,
 )
 from training.train_config import GRPOSpec, RunSpec, TrainConfig
 
@@ -70,11 +71,7 @@ def grpo_args(spec: GRPOSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=str(out_dir),
-        max_steps=spec.max_steps,
-        learning_rate=spec.learning_rate,
-        per_device_train_batch_size=spec.per_device_train_batch_size,
-        gradient_accumulation_steps=spec.gradient_accumulation_steps,
+        **trainer_options(spec, run, out_dir, use_cpu),
         num_generations=spec.num_generations,
         max_completion_length=spec.max_completion_length,
         temperature=spec.temperature,
@@ -86,17 +83,6 @@ def grpo_args(spec: GRPOSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
         scale_rewards=spec.scale_rewards,
         num_iterations=spec.num_iterations,
         mask_truncated_completions=spec.mask_truncated_completions,
-        activation_checkpointing=spec.gradient_checkpointing,
-        logging_steps=run.logging_steps,
-        save_steps=run.save_steps,
-        save_total_limit=run.save_total_limit,
-        save_strategy="steps",
-        seed=run.seed,
-        data_seed=run.seed,
-        report_to=run.report_to,
-        use_cpu=use_cpu,
-        disable_tqdm=False,
-        bf16=False,
     )
 
 
@@ -116,10 +102,11 @@ def episode_reward(prompts=None, completions=None, episode_reward=None, **_: Any
 def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
                   store: Any = None) -> RLRuntime:  # fmt: skip
     """Rollout workers are the eval scheduler's: `rollout_workers` sandboxed sessions kept
-    for the whole run; the episodes of a batch run on them concurrently."""
-    from agents.scheduler import Scheduler
+    for the whole run; the episodes of a batch run on them concurrently (and are scored in
+    as many warm clean workers, as eval's are)."""
     from tools import catalogue
     from training.curriculum import Curriculum
+    from training.evaluation import episode_scheduler
 
     if shown:
         unknown = sorted(set(shown) - {t["name"] for t in catalogue()} - {"recall_step"})
@@ -128,7 +115,7 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
     curriculum = Curriculum(
         spec.tasks.families, spec.tasks.levels, spec.tasks.split, seed, spec.curriculum
     )
-    scheduler = Scheduler(
+    scheduler = episode_scheduler(
         spec.rollout_workers, seed=seed, keep_sessions=True, deadline_s=spec.tool_deadline_s
     )
     return RLRuntime(scheduler=scheduler, curriculum=curriculum, shown=shown, store=store)
@@ -249,12 +236,13 @@ def stats_callback(runtime: RLRuntime):
 
 
 def load_policy_model(
-    config: TrainConfig, model_path: str | Path | None, adapter: str | Path | None
+    config: TrainConfig, run_dir: Path, model_path: str | Path | None, adapter: str | Path | None
 ):
-    """(model, processor, peft_config): a trainable adapter to continue, or a fresh LoRA config."""
+    """(model, processor, peft_config): a trainable adapter to continue, or a fresh LoRA config,
+    on the model SFT would start from (`model_path`, `model.path` or `model.build_tiny`)."""
     from training.sft import load_model, peft_config
 
-    model, processor = load_model(config.model, model_path)
+    model, processor = load_model(config.model, run_dir, model_path)
     if adapter:
         from peft import PeftModel
 
@@ -297,12 +285,12 @@ def run_grpo(
                                        rollout_store(spec, out_dir))  # fmt: skip
     restore_extra_state(ckpt, runtime.curriculum)
     try:
-        model, processor, lora = load_policy_model(config, model_path, adapter)
+        model, processor, lora = load_policy_model(config, out_dir, model_path, adapter)
         args = grpo_args(spec, run, out_dir, use_cpu=not torch.cuda.is_available())
         tensorboard_dir(out_dir)
         rows = spec.max_steps * spec.per_device_train_batch_size * spec.gradient_accumulation_steps
         vision = VisionRows(image_token_id(processor))
-        label = Path(str(model_path or config.model.path or "model")).name
+        label = Path(str(model.name_or_path or "model")).name  # the folder or hub id loaded
         server = ServerSync(spec, out_dir) if spec.generation == "server" else None
         trainer = GRPOTrainer(
             model=model,

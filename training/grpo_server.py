@@ -56,7 +56,7 @@ class ServerSync:
 
         return OpenAIPolicy(OpenAIPolicyConfig(
             base_url=self.spec.server_url, model=self.served, temperature=temperature,
-            max_tokens=max_tokens, seed=seed, token_ids=True,
+            max_tokens=max_tokens, seed=seed, token_ids=True, tools=tools,
         ))  # fmt: skip
 
     def sync(self, model: Any, step: int) -> None:

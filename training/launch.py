@@ -27,13 +27,19 @@ def vllm_server_command(
     spec = config.grpo
     if config.kind != "grpo" or spec.generation != "server":
         return []
+    if tensor_parallel != 1:  # said, not dropped: vLLM would run on one of the GPUs given
+        raise ValueError(
+            f"--tensor-parallel {tensor_parallel}: `modelwright serve` has no tensor-parallel "
+            "option yet (vLLM runs on one GPU); use one GPU for the rollout server, or start "
+            "`vllm serve ... --tensor-parallel-size N` yourself at grpo.server_url"
+        )
     cmd = []
     if gpus:
         cmd += ["env", f"CUDA_VISIBLE_DEVICES={gpus}"]
     port = urlparse(spec.server_url).port or 8000
     cmd += ["modelwright", "serve", "--model", config.model.path or "", "--host", "0.0.0.0",
             "--port", str(port), "--lora", "--max-lora-rank", str(config.lora.r)]  # fmt: skip
-    return cmd  # tensor parallelism: `modelwright serve` picks it from the profile
+    return cmd
 
 
 def train_command(

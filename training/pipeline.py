@@ -69,7 +69,7 @@ def evaluate_model(
     """Greedy episodes of the (adapted) model on the `eval:` tasks; writes eval-NAME.json."""
     from training.sft import load_model
 
-    model, processor = load_model(config.model, model_dir)
+    model, processor = load_model(config.model, out, model_dir)
     if adapter is not None:
         from peft import PeftModel
 

@@ -28,6 +28,29 @@ from typing import Any
 COMPLETE = "COMPLETE"
 
 
+def trainer_options(spec: Any, run: Any, out_dir: Path, use_cpu: bool) -> dict[str, Any]:
+    """The TRL config fields SFT and GRPO runs share: the stage's (`spec`) steps, rate and
+    batch, and the run folder's logging, checkpoints, seed and device (`run`)."""
+    return {
+        "output_dir": str(out_dir),
+        "max_steps": spec.max_steps,
+        "learning_rate": spec.learning_rate,
+        "per_device_train_batch_size": spec.per_device_train_batch_size,
+        "gradient_accumulation_steps": spec.gradient_accumulation_steps,
+        "activation_checkpointing": spec.gradient_checkpointing,
+        "logging_steps": run.logging_steps,
+        "save_steps": run.save_steps,
+        "save_total_limit": run.save_total_limit,
+        "save_strategy": "steps",
+        "seed": run.seed,
+        "data_seed": run.seed,
+        "report_to": run.report_to,
+        "use_cpu": use_cpu,
+        "disable_tqdm": False,  # the progress bar with ETA
+        "bf16": False,
+    }
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The newest fully written checkpoint in `run_dir`, or None."""
     run_dir = Path(run_dir)

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training.runs import make_callbacks, prepare_run_dir, set_cpu_threads, tensorboard_dir
+from training.runs import (
+    make_callbacks,
+    prepare_run_dir,
+    set_cpu_threads,
+    tensorboard_dir,
+    trainer_options,
+)
 from training.sft_data import ConversationCollator, DataFilter, load_conversations
 from training.train_config import LoraSpec, ModelSpec, RunSpec, SFTSpec, TrainConfig
 
@@ -42,12 +48,14 @@ def base_model_path(spec: ModelSpec, run_dir: Path, path: str | Path | None = No
     return str(folder)
 
 
-def load_model(spec: ModelSpec, path: str | Path | None = None):
-    """(model, processor) for training, from a local folder (or a hub id named as such)."""
+def load_model(spec: ModelSpec, run_dir: Path, path: str | Path | None = None):
+    """(model, processor) a run in `run_dir` trains, from the model `base_model_path` picks
+    (the one decision of where a run's model comes from, for SFT, GRPO and the pipeline)."""
     from agents import resolve_model
     from agents.model_source import loading
 
-    source = resolve_model(path or spec.path)  # before torch: a typo fails at once
+    # before torch: a typo fails at once
+    source = resolve_model(base_model_path(spec, run_dir, path))
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -83,29 +91,14 @@ def sft_args(spec: SFTSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
     from trl import SFTConfig
 
     return SFTConfig(
-        output_dir=str(out_dir),
-        max_steps=spec.max_steps,
-        learning_rate=spec.learning_rate,
-        per_device_train_batch_size=spec.per_device_train_batch_size,
-        gradient_accumulation_steps=spec.gradient_accumulation_steps,
+        **trainer_options(spec, run, out_dir, use_cpu),
         warmup_steps=spec.warmup_steps,
         weight_decay=spec.weight_decay,
-        activation_checkpointing=spec.gradient_checkpointing,
         assistant_only_loss=True,
         remove_unused_columns=False,  # the collator needs `images` and `tools`
         dataset_kwargs={"skip_prepare_dataset": True},
         max_length=spec.max_length,
-        logging_steps=run.logging_steps,
-        save_steps=run.save_steps,
-        save_total_limit=run.save_total_limit,
-        save_strategy="steps",
-        seed=run.seed,
-        data_seed=run.seed,
-        report_to=run.report_to,
-        use_cpu=use_cpu,
         dataloader_num_workers=0,
-        disable_tqdm=False,  # the progress bar with ETA
-        bf16=False,
     )
 
 
@@ -159,7 +152,7 @@ def run_sft(
     where = DataFilter(**spec.filter.model_dump())
     data = load_conversations(spec.data, where)
     id_column = next((c for c in ("episode_id", "id") if c in data.column_names), None)
-    model, processor = load_model(config.model, base_model_path(config.model, out_dir, model_path))
+    model, processor = load_model(config.model, out_dir, model_path)
     collator = _IdCollator(ConversationCollator(processor, spec.max_length), id_column)
     args = sft_args(spec, run, out_dir, use_cpu=not torch.cuda.is_available())
     tensorboard_dir(out_dir)

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agents.policies.hf_policy import shown_tools  # torch loads inside its functions only
 from agents.policy import PolicyError, PolicyReply, ToolCall, TurnTokens
 from agents.toolcall_parser import parse_tool_calls
 
@@ -38,6 +39,9 @@ class OpenAIPolicyConfig:
     # RL: ask the server for the prompt and completion token ids and the sampled tokens'
     # log-probs (vLLM's `return_token_ids` + `logprobs`), kept as the reply's TurnTokens.
     token_ids: bool = False
+    # Show the model only these tools (as the hf policy's `tools`): GRPO's server-mode
+    # rollouts must see the subset its SFT rows and in-process rollouts were rendered with.
+    tools: list[str] | None = None
 
 
 class OpenAIPolicy:
@@ -73,6 +77,7 @@ class OpenAIPolicy:
         return self._model
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
+        tools = shown_tools(tools, self.config.tools)
         request: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools and self.config.native_tools:
             request["tools"] = tools

@@ -27,9 +27,9 @@ FILL_RATIO = {
 
 
 def primitive_mesh(item: Mapping[str, Any]) -> trimesh.Trimesh:
+    """The primitive at unit size scaled to its bounding `dimensions`, rotated, placed."""
     import trimesh
 
-    """The primitive at unit size scaled to its bounding `dimensions`, rotated, placed."""
     kind = item["kind"]
     if kind == "cube":
         mesh = trimesh.creation.box(extents=(1.0, 1.0, 1.0))

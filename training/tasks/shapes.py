@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -18,13 +19,19 @@ PART_IOU_MIN = 0.97  # a deliverable STEP must match its reference this well
 SCENE_IOU_MIN = 0.8
 
 
+# Eval scores episodes in threads, and CadQuery's selector parser (pyparsing) is not
+# thread-safe: two first parses at once fail with "atom_callback() missing ... 'res'".
+_CADQUERY_LOCK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=256)
 def build_reference(script: str) -> Any:
     """Run a task's CadQuery script and return its `result` as one shape."""
     import cadquery as cq
 
     namespace: dict[str, Any] = {"cq": cq, "math": math}
-    exec(compile(script, "<reference part>", "exec"), namespace)  # our own generated code
+    with _CADQUERY_LOCK:
+        exec(compile(script, "<reference part>", "exec"), namespace)  # our own generated code
     result = namespace["result"]
     if isinstance(result, cq.Workplane):
         vals = [v for v in result.vals() if isinstance(v, cq.Shape)]
