@@ -127,7 +127,7 @@ out["esc_drag_calls"] = len(calls) - n_calls
 out["esc_keeps_selection"] = c.scene.selected
 
 # rotate ring about Z, Ctrl held: one transform with a rotation snapped to 15°, one undo step
-from studio.viewport.gl import RING_RADIUS
+from studio.viewport.gizmo import RING_RADIUS
 vm = live.view_math()
 origin, length, _ = live.gizmo(vm)
 def ring(deg):
