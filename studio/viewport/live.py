@@ -309,10 +309,7 @@ class LiveView(QOpenGLWindow):
 
     def drag_by(self, dx: float, dy: float, pan: bool = False) -> None:
         self.view_name = "orbit"
-        if pan:
-            self.camera.pan(dx, dy, max(1, min(self.width(), self.height())))
-        else:
-            self.camera.orbit(dx, dy)
+        self.camera.drag(dx, dy, pan, max(1, min(self.width(), self.height())))
         self.update()
 
     def _hover_pick(self) -> None:
