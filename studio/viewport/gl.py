@@ -103,6 +103,7 @@ class SceneRenderer:
         self._lines_buf: moderngl.Buffer | None = None
         self._pick_fbo: moderngl.Framebuffer | None = None
         self.triangles = 0
+        self.grid_step = 1.0  # the grid's spacing in the last frame drawn
 
     def _handle(self, pos: np.ndarray, tris: np.ndarray) -> tuple[moderngl.VertexArray, moderngl.VertexArray]:
         """A gizmo handle's shaded and id vertex arrays (drawn unlit: its normals are zero)."""

@@ -20,7 +20,7 @@ from PySide6.QtGui import QKeySequence, QSurfaceFormat
 from PySide6.QtOpenGL import QOpenGLWindow
 
 from studio.models.orbit import OrbitCamera
-from studio.viewport.camera import VIEWS, ViewMath
+from studio.viewport.camera import VIEWS, ViewMath, format_length
 from studio.viewport.gizmo import GIZMO_PX, drag_amount, dragged_model, rotated_euler
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,7 @@ class LiveView(QOpenGLWindow):
         self._snap = False
         self.changed_at: float | None = None  # when the scene last changed (for the benchmark)
         self.scene_to_frame_s: float | None = None
+        self._frame_after_change = False  # the next frame shows a changed scene: time it
         self._hover_at: QPointF | None = None
         self._hover_timer = QTimer(self)
         self._hover_timer.setSingleShot(True)
@@ -152,17 +153,12 @@ class LiveView(QOpenGLWindow):
         self.ctx.viewport = (0, 0, vm.width, vm.height)
         self.renderer.draw(vm, self.controller.scene.selected, self.hovered, self.gizmo(vm))
         self.frames += 1
-        if getattr(self, "_frame_after_change", False):
+        if self._frame_after_change:
             self.ctx.finish()
             self.scene_to_frame_s = time.perf_counter() - self.changed_at
             self.changed_at, self._frame_after_change = None, False
-        self.sig_status.emit(f"grid {self._grid_label()}  ·  {self.view_name}")
+        self.sig_status.emit(f"grid {format_length(self.renderer.grid_step)}  ·  {self.view_name}")
         self.sig_frame.emit()
-
-    def _grid_label(self) -> str:
-        from studio.viewport.camera import format_length
-
-        return format_length(getattr(self.renderer, "grid_step", 1.0))
 
     # -- selection and gizmo -----------------------------------------------------------------
     def selected_mesh(self):
