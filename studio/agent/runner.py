@@ -36,7 +36,8 @@ class AgentRequest:
 
 
 def needs_task(policy: str) -> bool:
-    return policy.partition(":")[0] in ORACLE_POLICIES and ":" not in policy
+    """`oracle` and `reference` with no argument play the chosen task's own solution."""
+    return policy in ORACLE_POLICIES
 
 
 def refusal(request: AgentRequest) -> str | None:
