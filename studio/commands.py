@@ -22,21 +22,23 @@ def _no_display() -> bool:
 def open_studio(**kw) -> None:
     """Open the studio window (what `modelwright` with no command does). With no display an
     interactive window would be invisible and never end: like `make run`, run one session
-    offscreen (the given task, or a default one, with the oracle), save a screenshot, exit."""
+    offscreen (the given goal or task, else a default task with the oracle), save a
+    screenshot, exit."""
     from studio.app import StudioOptions
 
     if _no_display():
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
         if not kw.get("exit_when_done"):
-            kw.setdefault("task", None)
-            kw["task"] = kw["task"] or DEFAULT_TASK
-            kw.update(autorun=True, exit_when_done=True,
+            if not (kw.get("goal") or kw.get("hand")):  # nothing of the person's: a default task
+                kw["task"] = kw.get("task") or DEFAULT_TASK
+                if kw.get("policy") in (None, "none"):
+                    kw["policy"] = "oracle"
+            kw.update(autorun=bool(kw.get("task") or kw.get("goal")), exit_when_done=True,
                       screenshot=kw.get("screenshot") or OFFSCREEN_OUT / "screenshot.png",
                       data_dir=kw.get("data_dir") or str(OFFSCREEN_OUT / "data"))
-            if kw.get("policy") in (None, "none"):
-                kw["policy"] = "oracle"
             Path(kw["screenshot"]).parent.mkdir(parents=True, exist_ok=True)
-            typer.echo(f"No display found: running task {kw['task']} offscreen with the {kw.get('policy', 'oracle')} "
+            what = f"task {kw['task']}" if kw.get("task") else "your goal" if kw.get("goal") else "your calls"
+            typer.echo(f"No display found: running {what} offscreen with the {kw.get('policy') or 'oracle'} "
                        f"policy, then exiting (screenshot: {kw['screenshot']}). For the window, run on a desktop, "
                        "over `ssh -X`, or under a virtual display: `xvfb-run -a modelwright`.", err=True)
         else:
@@ -72,6 +74,12 @@ def register(app: typer.Typer) -> None:
             from training import get_task
 
             get_task(task)
+        if autorun:  # a run the Agent dock would refuse: one line now, not a window that waits
+            from studio.agent.runner import AgentRequest, refusal
+
+            why = refusal(AgentRequest(policy=policy, task_id=task, goal=goal or ""))
+            if why:
+                raise typer.BadParameter(why, param_hint="--policy")
         open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot, hand=hand, goal=goal,
                     exit_when_done=exit_when_done, theme=theme,
                     data_dir=str(data_dir) if data_dir else None,

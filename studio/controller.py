@@ -159,12 +159,12 @@ class StudioController(QObject):
         self.agent_running, self._agent_calls, self._agent_label = True, [], label
         self.undo_stack.beginMacro(f"agent: {label}")
 
-    def agent_finished(self, summary: dict, label: str | None = None) -> None:
+    def agent_finished(self, summary: dict) -> None:
         """The run ended: its changes become one undo step; its last words stay with the
         episode until the person acts again."""
         self.agent_running = False
         calls, self._agent_calls = self._agent_calls, []
-        command = AgentRunCommand(self, calls, label or self._agent_label) if calls else None
+        command = AgentRunCommand(self, calls, self._agent_label) if calls else None
         if command is not None:
             self.undo_stack.push(command)
         self.undo_stack.endMacro()

@@ -12,7 +12,7 @@ import threading  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 
 import pytest  # noqa: E402
-from studio_support import send, studio_window  # noqa: E402
+from studio_support import fresh_scene, send, studio_window  # noqa: E402
 
 TASK = "primitive_placement:1:42"
 
@@ -46,11 +46,7 @@ def gui_thread_round_trips(monkeypatch):
 @pytest.fixture
 def fresh(studio, qtbot):
     """An empty scene, no task, no demonstration in progress."""
-    c = studio.controller
-    c.load_task(None)
-    c.new_scene()
-    qtbot.waitUntil(lambda: not c.scene.objects and not c.undo_stack.count(), timeout=120_000)
-    return studio
+    return fresh_scene(studio, qtbot)
 
 
 def test_agent_run_streams_steps_records_and_keeps_the_gui_responsive(fresh, qtbot,

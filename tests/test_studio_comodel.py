@@ -10,7 +10,7 @@ import os
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
 
 import pytest  # noqa: E402
-from studio_support import send_ok, studio_window  # noqa: E402
+from studio_support import fresh_scene, send_ok, studio_window  # noqa: E402
 
 from tools import ToolSession  # noqa: E402
 
@@ -23,10 +23,7 @@ def studio(qapp, worker_pool, tmp_path_factory, request):
 
 @pytest.fixture
 def fresh(studio, qtbot):
-    c = studio.controller
-    c.load_task(None)
-    c.new_scene()
-    qtbot.waitUntil(lambda: not c.scene.objects and not c.undo_stack.count(), timeout=20_000)
+    fresh_scene(studio, qtbot)
     studio.agent.approval.setChecked(False)
     studio.agent.new_scene.setChecked(False)
     return studio

@@ -3,13 +3,17 @@ colour fields have a picker, hints are visible, and switching tools keeps typed 
 
 from __future__ import annotations
 
-import pytest
-from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QLabel
+import os
 
-from studio.palette.editors import CodeEditor, ColorField
-from studio.palette.forms import ToolForm
-from tools import TOOLS
+os.environ["QT_QPA_PLATFORM"] = "offscreen"  # these tests never need a display
+
+import pytest  # noqa: E402
+from PySide6.QtGui import QColor  # noqa: E402
+from PySide6.QtWidgets import QLabel  # noqa: E402
+
+from studio.palette.editors import CodeEditor, ColorField  # noqa: E402
+from studio.palette.forms import ToolForm  # noqa: E402
+from tools import TOOLS  # noqa: E402
 
 
 def test_script_field_is_a_code_editor_with_highlighting(qtbot):

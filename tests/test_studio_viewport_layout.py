@@ -3,9 +3,13 @@ tree headers, combo box items), and docks keep their size when a long message ar
 
 from __future__ import annotations
 
-import pytest
-from PySide6.QtCore import QSettings
-from PySide6.QtWidgets import (
+import os
+
+os.environ["QT_QPA_PLATFORM"] = "offscreen"  # these tests never need a display
+
+import pytest  # noqa: E402
+from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtWidgets import (  # noqa: E402
     QComboBox,
     QDockWidget,
     QHeaderView,
@@ -14,9 +18,9 @@ from PySide6.QtWidgets import (
     QStyleOptionComboBox,
 )
 
-from studio.controller import StudioController
-from studio.theme import apply_theme
-from studio.window import MainWindow
+from studio.controller import StudioController  # noqa: E402
+from studio.theme import apply_theme  # noqa: E402
+from studio.window import MainWindow  # noqa: E402
 
 
 @pytest.fixture

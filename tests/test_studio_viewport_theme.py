@@ -3,12 +3,16 @@ style sheet gives text against the background it sits on."""
 
 from __future__ import annotations
 
-import re
+import os
 
-import pytest
-from PySide6.QtGui import QColor, QPalette
+os.environ["QT_QPA_PLATFORM"] = "offscreen"  # these tests never need a display
 
-from studio.theme import ASSETS, TEXT_PAIRS, apply_theme, contrast
+import re  # noqa: E402
+
+import pytest  # noqa: E402
+from PySide6.QtGui import QColor, QPalette  # noqa: E402
+
+from studio.theme import ASSETS, TEXT_PAIRS, apply_theme, contrast  # noqa: E402
 
 AA = 4.5
 

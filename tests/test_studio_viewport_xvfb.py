@@ -5,13 +5,7 @@ listed shortcut does what the list says."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-from test_studio_xvfb import xvfb_display  # noqa: F401  (the fixture)
+from studio_support import run_on_display, xvfb_display  # noqa: F401  (the fixture)
 
 CHILD = r"""
 import json, math, sys, time
@@ -127,7 +121,7 @@ out["esc_drag_calls"] = len(calls) - n_calls
 out["esc_keeps_selection"] = c.scene.selected
 
 # rotate ring about Z, Ctrl held: one transform with a rotation snapped to 15°, one undo step
-from studio.viewport.gl import RING_RADIUS
+from studio.viewport.gizmo import RING_RADIUS
 vm = live.view_math()
 origin, length, _ = live.gizmo(vm)
 def ring(deg):
@@ -187,12 +181,7 @@ app.quit()
 
 
 def test_live_viewport_select_gizmo_shortcuts(xvfb_display, tmp_path):  # noqa: F811
-    env = {**os.environ, "DISPLAY": xvfb_display, "QT_QPA_PLATFORM": "xcb"}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=Path(__file__).parent.parent)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert lines, proc.stderr[-3000:]
-    out = json.loads(lines[-1])
+    _, out = run_on_display(CHILD, xvfb_display, str(tmp_path))
     assert out["live"] is True
     assert out["click_box"] == "Box" and out["outliner"] == "Box" and out["palette_name"] == "Box"
     assert out["click_empty"] is None
@@ -238,11 +227,6 @@ w.close()
 
 
 def test_without_opengl_the_worker_rendered_view_takes_over(xvfb_display, tmp_path):  # noqa: F811
-    env = {**os.environ, "DISPLAY": xvfb_display, "QT_QPA_PLATFORM": "xcb"}
-    proc = subprocess.run([sys.executable, "-c", FALLBACK_CHILD, str(tmp_path)], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=Path(__file__).parent.parent)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert lines, proc.stderr[-3000:]
-    out = json.loads(lines[-1])
+    _, out = run_on_display(FALLBACK_CHILD, xvfb_display, str(tmp_path))
     assert out["worker_view"] is True and "moderngl" in out["failed"]
     assert out["frames"] >= 1 and out["png"] > 1000

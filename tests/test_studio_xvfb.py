@@ -4,15 +4,7 @@ size as its own framebuffer)."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
-
-import pytest
+from studio_support import run_on_display, xvfb_display  # noqa: F401  (the fixture)
 
 # Runs in a child process: Qt picks its platform once per process and the other studio
 # tests run offscreen.
@@ -53,34 +45,11 @@ sys.exit(app.exec())
 """
 
 
-@pytest.fixture
-def xvfb_display():
-    """A fresh Xvfb on a free display number; DISPLAY for the child; stopped afterwards."""
-    binary = shutil.which("Xvfb")
-    assert binary, "Xvfb is not installed (apt-get install xvfb; see VERIFIED.md)"
-    number = next(n for n in range(90, 200) if not Path(f"/tmp/.X{n}-lock").exists()
-                  and not Path(f"/tmp/.X11-unix/X{n}").exists())
-    proc = subprocess.Popen([binary, f":{number}", "-screen", "0", "1920x1200x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    socket = Path(f"/tmp/.X11-unix/X{number}")
-    deadline = time.monotonic() + 120
-    while not socket.exists():
-        assert proc.poll() is None, "Xvfb exited at start"
-        assert time.monotonic() < deadline, "Xvfb did not come up"
-        time.sleep(0.05)  # waiting for an external process, not timing the code under test
-    yield f":{number}"
-    proc.terminate()
-    proc.wait(10)
-
-
-def test_real_window_viewport_capture_matches_what_it_shows(xvfb_display, tmp_path):
-    env = {**os.environ, "DISPLAY": xvfb_display, "QT_QPA_PLATFORM": "xcb"}
+def test_real_window_viewport_capture_matches_what_it_shows(xvfb_display, tmp_path):  # noqa: F811
     shot = tmp_path / "viewport-screen.png"
-    proc = subprocess.run([sys.executable, "-c", CHILD, "primitive_placement:1:42", str(tmp_path), str(shot)],
-                          env=env, capture_output=True, text=True, timeout=240, cwd=Path(__file__).parent.parent)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    out = json.loads(lines[-1])
+    proc, out = run_on_display(CHILD, xvfb_display, "primitive_placement:1:42", str(tmp_path), str(shot),
+                               timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     assert out["status"] == "done" and out["success"] is True
     assert out["real_display"] is True
     assert out["screen_size"] == out["widget_size"]

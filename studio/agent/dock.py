@@ -144,8 +144,7 @@ class AgentDock(QWidget):
         return AgentRequest(policy=policy, task_id=task.id if task else None,
                             goal=self.goal.toPlainText().strip(), options=options,
                             max_steps=self.max_steps.value() or None, record=self.record.isChecked(),
-                            attachment=self.attachment, new_scene=self.new_scene.isChecked(),
-                            start=list(self.controller.journal.calls))
+                            attachment=self.attachment, new_scene=self.new_scene.isChecked())
 
     def run(self, request: AgentRequest | None = None) -> None:
         if self.runner is not None and self.runner.isRunning():
@@ -156,7 +155,7 @@ class AgentDock(QWidget):
             self.status.setText(why)
             self.controller.sig_error.emit(why)
             return
-        if not request.start and not request.new_scene:
+        if not request.start and not request.new_scene:  # continue from the scene as it is
             request.start = list(self.controller.journal.calls)
         self.settings.setValue("agent/policy", self.policy.currentText())
         self.settings.setValue("agent/base_url", self.base_url.text())
@@ -167,8 +166,7 @@ class AgentDock(QWidget):
             self.controller.finish_demonstration(check=False)
         self.steps.clear()
         self.steps_seen = 0
-        store = self.controller.store() if request.record else None
-        self.runner = AgentRunner(self.controller.worker, request, store=store,
+        self.runner = AgentRunner(self.controller.worker, request,
                                   approval=self.approval.isChecked(), parent=self,
                                   episode=self.controller.demo if request.record else None)
         self.controller.agent_started((request.goal or request.task_id or "run")[:40])
@@ -264,6 +262,5 @@ class AgentDock(QWidget):
             words += f" — {summary['error']}"
         self.status.setText(words)
         self._add(f"end: {words}", None)
-        label = (self.runner.request.goal or self.runner.request.task_id or "run")[:40]
-        self.controller.agent_finished(summary, label)
+        self.controller.agent_finished(summary)
         self.sig_finished.emit(summary)

@@ -36,7 +36,8 @@ class AgentRequest:
 
 
 def needs_task(policy: str) -> bool:
-    return policy.partition(":")[0] in ORACLE_POLICIES and ":" not in policy
+    """`oracle` and `reference` with no argument play the chosen task's own solution."""
+    return policy in ORACLE_POLICIES
 
 
 def refusal(request: AgentRequest) -> str | None:
@@ -90,13 +91,13 @@ class AgentRunner(QThread):
     sig_finished = Signal(object)  # the episode summary dict
     sig_error = Signal(str)
 
-    def __init__(self, worker, request: AgentRequest, store: Any = None, approval: bool = False,
-                 parent=None, episode: Any = None) -> None:
+    def __init__(self, worker, request: AgentRequest, approval: bool = False, parent=None,
+                 episode: Any = None) -> None:
         super().__init__(parent)
-        self.episode = episode  # the studio's session episode (studio.models.demonstration)
+        # the studio's session episode (studio.models.demonstration); None: nothing recorded
+        self.episode = episode
         self.setObjectName("mw-agent")
         self.request = request
-        self.store = store
         self.cancel = threading.Event()
         gate = ApprovalGate(self.sig_approval.emit) if approval else None
         self.session = BlockingSession(worker, origin="agent", gate=gate, cancel=self.cancel)
@@ -146,13 +147,10 @@ class AgentRunner(QThread):
             if self.episode.active:
                 options["recorder"] = self.episode.recorder
             else:
-                source = "oracle" if needs_task(r.policy) or r.policy.startswith("oracle") else "agent"
+                source = "oracle" if r.policy.partition(":")[0] in ORACLE_POLICIES else "agent"
                 begin = self.episode.recorder_factory(source)
                 options["recorder_factory"] = lambda **meta: self.episode.adopt(begin(**meta))
             options["keep_recording"] = True
-        elif self.store is not None and r.record:
-            store = self.store
-            options["recorder_factory"] = lambda **meta: store.begin_episode(source="agent", **meta)
         config = LoopConfig(max_steps=r.max_steps or budget)
         loop = EpisodeLoop(policy, self.session, goal, setup=setup, checker=checker, config=config,
                            subscribers=(self._emit,), cancel=self.cancel, task_info=task_info,

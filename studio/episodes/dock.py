@@ -200,17 +200,15 @@ class EpisodesDock(QWidget):
         def run(s: Any):
             report = replay_episode(store, episode_id, session_factory=lambda: _Unclosed(s))
             worker.sig_reset.emit("replay")
-            return report
+            # the scene is the episode's end: the calls that built it start what comes next
+            built = _built_by(store, episode_id) if report.matched else None
+            return report, built
 
-        def done(report) -> None:
+        def done(replayed) -> None:
+            report, built = replayed
             self.last_replay = report
-            if report.matched:  # the scene is the episode's end: the start of what comes next
-                episode = store.episode(episode_id)
-                from tools import TOOLS
-
-                self.controller.journal.reset(list(episode.setup) + [
-                    {"tool": s.tool, "args": s.args} for s in store.steps(episode_id)
-                    if s.ok and s.tool in TOOLS and TOOLS[s.tool].mutating])
+            if built is not None:
+                self.controller.journal.reset(built)
             self.controller.refresh()
             self.controller.sig_scene_changed.emit()
             if report.matched:
@@ -247,3 +245,13 @@ class EpisodesDock(QWidget):
         if chosen:
             self.controller.store().delete([e.id for e in chosen])
             self.refresh()
+
+
+def _built_by(store: Any, episode_id: str) -> list[dict]:
+    """The calls that built an episode's final scene: its setup, then its successful
+    mutating steps (read on the session thread, like the replay itself)."""
+    from tools import TOOLS
+
+    return list(store.episode(episode_id).setup) + [
+        {"tool": s.tool, "args": s.args} for s in store.steps(episode_id)
+        if s.ok and s.tool in TOOLS and TOOLS[s.tool].mutating]

@@ -41,6 +41,13 @@ class OrbitCamera:
         for i in range(3):
             self.target[i] += (-dx_px * right[i] + dy_px * up[i]) * scale
 
+    def drag(self, dx_px: float, dy_px: float, pan: bool, viewport_px: int) -> None:
+        """One pointer drag step in either viewport: pan (middle or shift) or orbit."""
+        if pan:
+            self.pan(dx_px, dy_px, viewport_px)
+        else:
+            self.orbit(dx_px, dy_px)
+
     def frame(self, bounds: tuple[list[float], list[float]] | None) -> None:
         """Aim at the middle of `bounds` from far enough to see all of it."""
         if bounds is None:

@@ -96,11 +96,11 @@ class ToolForm(QWidget):
 
 def _text_editor(name: str, prop: dict) -> QWidget:
     """A code editor for scripts, a colour field with a picker for #RRGGBB, else a line edit."""
-    from studio.palette.editors import CodeEditor, ColorField
+    from studio.palette.editors import COLOR_PATTERN, CodeEditor, ColorField
 
     if prop.get("type") == "string" and (name == "code" or prop.get("maxLength", 0) > 2000):
         return CodeEditor()
-    if prop.get("pattern") == r"^#[0-9A-Fa-f]{6}$":
+    if prop.get("pattern") == COLOR_PATTERN.pattern:  # the specs' #RRGGBB fields
         return ColorField()
     return QLineEdit()
 

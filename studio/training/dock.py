@@ -75,7 +75,6 @@ class TrainingDock(QWidget):
         self.error.setObjectName("error")
         self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.error.setStyleSheet("color: #e07a5f;")
         self.error.hide()
         self.launch_button, self.stop_button = QPushButton("Launch"), QPushButton("Stop")
         self.resume_button, report = QPushButton("Resume"), QPushButton("Open report")

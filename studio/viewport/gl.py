@@ -10,6 +10,7 @@ import moderngl
 import numpy as np
 
 from studio.viewport.camera import ViewMath, grid_step
+from studio.viewport.gizmo import HANDLES, arrow_mesh, handle_matrix, ring_mesh
 
 # Lighting per vertex (Gouraud): with Mesa's software rasteriser the fragment stage dominates,
 # and per-pixel lighting halved the frame rate; meshes arrive finely tessellated anyway.
@@ -47,7 +48,6 @@ void main() { frag = vec4(id, 1.0); }
 SELECT = (1.0, 0.55, 0.1)
 AXIS_COLORS = ((0.9, 0.25, 0.25), (0.35, 0.8, 0.3), (0.3, 0.5, 0.95))
 GIZMO_ID = 1 << 20  # gizmo handle h has id GIZMO_ID + h: 0-2 move arrows, 3-5 rotate rings
-RING_RADIUS = 0.62  # of the arrow length
 
 
 @dataclass
@@ -82,51 +82,6 @@ def hex_rgb(color: str) -> tuple[float, float, float]:
     return tuple(int(c[i:i + 2], 16) / 255.0 for i in (0, 2, 4))  # type: ignore[return-value]
 
 
-def arrow_mesh(segments: int = 12) -> tuple[np.ndarray, np.ndarray]:
-    """An arrow along +X from 0 to 1 (shaft and cone), as positions and triangle indices."""
-    a = np.linspace(0, 2 * np.pi, segments, endpoint=False)
-    ring = np.stack([np.zeros_like(a), np.cos(a), np.sin(a)], 1)
-    shaft0, shaft1 = ring * 0.018 + [0.0, 0, 0], ring * 0.018 + [0.78, 0, 0]
-    cone = ring * 0.07 + [0.78, 0, 0]
-    pos = np.vstack([shaft0, shaft1, cone, [[1.0, 0, 0]], [[0.78, 0, 0]]])
-    tip, base = 3 * segments, 3 * segments + 1
-    tris = []
-    for i in range(segments):
-        j = (i + 1) % segments
-        tris += [[i, j, segments + j], [i, segments + j, segments + i]]
-        tris += [[2 * segments + i, 2 * segments + j, tip], [2 * segments + j, 2 * segments + i, base]]
-    return pos.astype("f4"), np.array(tris, "u4")
-
-
-def ring_mesh(segments: int = 64, sides: int = 6, tube: float = 0.016) -> tuple[np.ndarray, np.ndarray]:
-    """A thin ring around +X (in the YZ plane), radius RING_RADIUS, as positions and triangles."""
-    u = np.linspace(0, 2 * np.pi, segments, endpoint=False)
-    v = np.linspace(0, 2 * np.pi, sides, endpoint=False)
-    uu, vv = np.meshgrid(u, v, indexing="ij")
-    r = RING_RADIUS + tube * np.cos(vv)
-    pos = np.stack([tube * np.sin(vv), r * np.cos(uu), r * np.sin(uu)], -1).reshape(-1, 3)
-    tris = []
-    for i in range(segments):
-        for j in range(sides):
-            a, b = i * sides + j, ((i + 1) % segments) * sides + j
-            c, d = ((i + 1) % segments) * sides + (j + 1) % sides, i * sides + (j + 1) % sides
-            tris += [[a, b, c], [a, c, d]]
-    return pos.astype("f4"), np.array(tris, "u4")
-
-
-def gizmo_axis_matrix(axis: int, origin, length: float) -> np.ndarray:
-    """Model matrix taking the +X arrow onto world axis `axis` at `origin`, `length` long."""
-    rot = np.identity(4)
-    if axis == 1:
-        rot[:3, :3] = [[0, -1, 0], [1, 0, 0], [0, 0, 1]]
-    elif axis == 2:
-        rot[:3, :3] = [[0, 0, -1], [0, 1, 0], [1, 0, 0]]
-    m = np.identity(4)
-    m[:3, :3] = rot[:3, :3] * length
-    m[:3, 3] = origin
-    return m
-
-
 def _gl(m: np.ndarray) -> bytes:
     return np.ascontiguousarray(m.T, dtype="f4").tobytes()
 
@@ -140,21 +95,23 @@ class SceneRenderer:
         self.line_prog = ctx.program(vertex_shader=LINE_VS, fragment_shader=LINE_FS)
         self.id_prog = ctx.program(vertex_shader=LINE_VS, fragment_shader=ID_FS)
         self.meshes: dict[str, GpuMesh] = {}
-        pos, tris = arrow_mesh()
-        self._arrow_buffers = [ctx.buffer(pos.tobytes()), ctx.buffer(np.zeros_like(pos).tobytes()),
-                               ctx.buffer(tris.tobytes())]
-        vb, nb, ib = self._arrow_buffers
-        self.arrow = ctx.vertex_array(self.mesh_prog, [(vb, "3f", "p"), (nb, "3f", "n")], ib)
-        self.arrow_id = ctx.vertex_array(self.id_prog, [(vb, "3f", "p")], ib)
-        rpos, rtris = ring_mesh()
-        self._ring_buffers = [ctx.buffer(rpos.tobytes()), ctx.buffer(np.zeros_like(rpos).tobytes()),
-                              ctx.buffer(rtris.tobytes())]
-        rv, rn, ri = self._ring_buffers
-        self.ring = ctx.vertex_array(self.mesh_prog, [(rv, "3f", "p"), (rn, "3f", "n")], ri)
-        self.ring_id = ctx.vertex_array(self.id_prog, [(rv, "3f", "p")], ri)
+        self._handle_buffers: list[moderngl.Buffer] = []
+        self.arrow, self.arrow_id = self._handle(*arrow_mesh())
+        self.ring, self.ring_id = self._handle(*ring_mesh())
+        self._triad_buf = ctx.buffer(_triad_lines())
+        self._triad = ctx.vertex_array(self.line_prog, [(self._triad_buf, "3f 4f", "p", "c")])
         self._lines_buf: moderngl.Buffer | None = None
         self._pick_fbo: moderngl.Framebuffer | None = None
         self.triangles = 0
+        self.grid_step = 1.0  # the grid's spacing in the last frame drawn
+
+    def _handle(self, pos: np.ndarray, tris: np.ndarray) -> tuple[moderngl.VertexArray, moderngl.VertexArray]:
+        """A gizmo handle's shaded and id vertex arrays (drawn unlit: its normals are zero)."""
+        ctx = self.ctx
+        vb, nb, ib = ctx.buffer(pos), ctx.buffer(np.zeros_like(pos)), ctx.buffer(tris)
+        self._handle_buffers += [vb, nb, ib]
+        return (ctx.vertex_array(self.mesh_prog, [(vb, "3f", "p"), (nb, "3f", "n")], ib),
+                ctx.vertex_array(self.id_prog, [(vb, "3f", "p")], ib))
 
     # -- scene buffers -------------------------------------------------------------------
     def apply(self, objects: list[dict], blobs: list[bytes]) -> None:
@@ -244,31 +201,21 @@ class SceneRenderer:
         rot[2, 3] = -3.0
         proj = np.identity(4)
         proj[2, 2] = -0.1
-        rows = []
-        for k, col in enumerate(AXIS_COLORS):
-            tip = [0.0, 0.0, 0.0]
-            tip[k] = 0.8
-            rows += [[0.0, 0.0, 0.0, *col, 1.0], [*tip, *col, 1.0]]
-        data = np.array(rows, "f4").tobytes()
-        buf = self.ctx.buffer(data)
-        vao = self.ctx.vertex_array(self.line_prog, [(buf, "3f 4f", "p", "c")])
         old = self.ctx.viewport
         self.ctx.viewport = (8, 8, px, px)
         self.ctx.disable(moderngl.DEPTH_TEST)
         self.line_prog["mvp"].write(_gl(proj @ rot))
         self.line_prog["use_vertex"].value = 1.0
-        vao.render(moderngl.LINES)
+        self._triad.render(moderngl.LINES)
         self.ctx.viewport = old
-        vao.release()
-        buf.release()
 
     def _draw_gizmo(self, vm: ViewMath, origin: np.ndarray, length: float, active: int | None) -> None:
         self.ctx.disable(moderngl.DEPTH_TEST)  # the handles stay grabbable behind parts
         self.mesh_prog["unlit"].value = 1.0
         self.mesh_prog["tint"].value = 0.0
-        for handle in range(6):
+        for handle in range(HANDLES):
             k = handle % 3
-            m = gizmo_axis_matrix(k, origin, length)
+            m = handle_matrix(k, origin, length)
             self.mesh_prog["mvp"].write(_gl(vm.view_proj @ m))
             self.mesh_prog["model"].write(_gl(m))
             self.mesh_prog["color"].value = (1.0, 0.9, 0.3) if active == handle else AXIS_COLORS[k]
@@ -340,8 +287,8 @@ class SceneRenderer:
             m.id_vao.render(moderngl.TRIANGLES)
         if gizmo is not None:
             ctx.disable(moderngl.DEPTH_TEST)  # handles win over anything behind them
-            for handle in range(6):
-                self.id_prog["mvp"].write(_gl(vm.view_proj @ gizmo_axis_matrix(handle % 3, gizmo[0], gizmo[1])))
+            for handle in range(HANDLES):
+                self.id_prog["mvp"].write(_gl(vm.view_proj @ handle_matrix(handle % 3, gizmo[0], gizmo[1])))
                 self.id_prog["id"].value = _id_color(GIZMO_ID + handle)
                 (self.arrow_id if handle < 3 else self.ring_id).render(moderngl.TRIANGLES)
         raw = fbo.read(viewport=(x, vm.height - 1 - y, 1, 1), components=4)
@@ -356,6 +303,22 @@ class SceneRenderer:
         for m in self.meshes.values():
             m.release()
         self.meshes.clear()
+        for vao in (self.arrow, self.arrow_id, self.ring, self.ring_id, self._triad):
+            vao.release()
+        for resource in (*self._handle_buffers, self._triad_buf, self._lines_buf, self._pick_fbo):
+            if resource is not None:
+                resource.release()
+        self._handle_buffers, self._lines_buf, self._pick_fbo = [], None, None
+
+
+def _triad_lines() -> bytes:
+    """The corner triad's three axes as coloured lines (x0 y0 z0 r g b a x1 ...)."""
+    rows = []
+    for k, col in enumerate(AXIS_COLORS):
+        tip = [0.0, 0.0, 0.0]
+        tip[k] = 0.8
+        rows += [[0.0, 0.0, 0.0, *col, 1.0], [*tip, *col, 1.0]]
+    return np.array(rows, "f4").tobytes()
 
 
 def _id_color(i: int) -> tuple[float, float, float]:

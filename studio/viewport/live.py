@@ -10,7 +10,6 @@ object and on release sends ONE `transform` call (one undo step, a human step).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import time
@@ -21,33 +20,11 @@ from PySide6.QtGui import QKeySequence, QSurfaceFormat
 from PySide6.QtOpenGL import QOpenGLWindow
 
 from studio.models.orbit import OrbitCamera
-from studio.viewport.camera import VIEWS, ViewMath
+from studio.viewport.camera import VIEWS, ViewMath, format_length
+from studio.viewport.gizmo import GIZMO_PX, drag_amount, dragged_model, rotated_euler
 
 log = logging.getLogger(__name__)
 CLICK_SLOP_PX = 4
-GIZMO_PX = 90  # arrow length on screen
-
-
-def axis_rotation(axis: int, degrees: float) -> np.ndarray:
-    c, s = math.cos(math.radians(degrees)), math.sin(math.radians(degrees))
-    i, j = [(1, 2), (2, 0), (0, 1)][axis]
-    r = np.identity(3)
-    r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
-    return r
-
-
-def euler_matrix(deg) -> np.ndarray:
-    """Blender's XYZ Euler (degrees) as a matrix: Rz @ Ry @ Rx."""
-    return axis_rotation(2, deg[2]) @ axis_rotation(1, deg[1]) @ axis_rotation(0, deg[0])
-
-
-def matrix_euler(r: np.ndarray) -> list[float]:
-    y = math.asin(max(-1.0, min(1.0, -r[2, 0])))
-    if abs(r[2, 0]) < 0.999999:
-        x, z = math.atan2(r[2, 1], r[2, 2]), math.atan2(r[1, 0], r[0, 0])
-    else:  # gimbal lock: put it all in x
-        x, z = math.atan2(-r[1, 2], r[1, 1]), 0.0
-    return [math.degrees(x), math.degrees(y), math.degrees(z)]
 
 
 def guard_llvm(renderer: str) -> None:
@@ -97,6 +74,7 @@ class LiveView(QOpenGLWindow):
         self._snap = False
         self.changed_at: float | None = None  # when the scene last changed (for the benchmark)
         self.scene_to_frame_s: float | None = None
+        self._frame_after_change = False  # the next frame shows a changed scene: time it
         self._hover_at: QPointF | None = None
         self._hover_timer = QTimer(self)
         self._hover_timer.setSingleShot(True)
@@ -175,17 +153,12 @@ class LiveView(QOpenGLWindow):
         self.ctx.viewport = (0, 0, vm.width, vm.height)
         self.renderer.draw(vm, self.controller.scene.selected, self.hovered, self.gizmo(vm))
         self.frames += 1
-        if getattr(self, "_frame_after_change", False):
+        if self._frame_after_change:
             self.ctx.finish()
             self.scene_to_frame_s = time.perf_counter() - self.changed_at
             self.changed_at, self._frame_after_change = None, False
-        self.sig_status.emit(f"grid {self._grid_label()}  ·  {self.view_name}")
+        self.sig_status.emit(f"grid {format_length(self.renderer.grid_step)}  ·  {self.view_name}")
         self.sig_frame.emit()
-
-    def _grid_label(self) -> str:
-        from studio.viewport.camera import format_length
-
-        return format_length(getattr(self.renderer, "grid_step", 1.0))
 
     # -- selection and gizmo -----------------------------------------------------------------
     def selected_mesh(self):
@@ -211,48 +184,19 @@ class LiveView(QOpenGLWindow):
         finally:
             self.doneCurrent()
 
-    def axis_offset(self, vm: ViewMath, start: QPointF, now: QPointF) -> float:
-        """World distance along the dragged axis for a pointer move from `start` to `now`."""
-        origin = self._drag_base[:3, 3]
-        a, b = vm.to_screen(origin), vm.to_screen(origin + self._axis_vec())
-        axis_px = b - a
+    def _device_px(self, pos: QPointF) -> np.ndarray:
         r = self.devicePixelRatio()
-        d = np.array([(now.x() - start.x()) * r, (now.y() - start.y()) * r])
-        t = float(d @ axis_px / max(axis_px @ axis_px, 1e-9))
-        if self._snap:
-            from studio.viewport.camera import grid_step
+        return np.array([pos.x() * r, pos.y() * r])
 
-            step = grid_step(vm.pixels_per_unit(origin))
-            t = round(t / step) * step
-        return t
-
-    def ring_angle(self, vm: ViewMath, start: QPointF, now: QPointF) -> float:
-        """Degrees about the dragged ring's axis for a pointer move from `start` to `now`:
-        the angle swept around the object's origin on screen, signed by which way the axis
-        faces the camera; Ctrl snaps to 15°."""
+    def _drag_to(self, pos: QPointF) -> None:
+        """Move or turn the selection as the pointer, now at `pos`, says (not sent yet)."""
         origin = self._drag_base[:3, 3]
-        o = vm.to_screen(origin)
-        r = self.devicePixelRatio()
-        a0 = math.atan2(start.y() * r - o[1], start.x() * r - o[0])
-        a1 = math.atan2(now.y() * r - o[1], now.x() * r - o[0])
-        sweep = -math.degrees(math.remainder(a1 - a0, 2 * math.pi))  # screen y points down
-        facing = float(self._axis_vec() @ (vm.eye - origin)) >= 0
-        angle = sweep if facing else -sweep
-        return round(angle / 15.0) * 15.0 if self._snap else angle
-
-    def _axis_vec(self) -> np.ndarray:
-        v = np.zeros(3)
-        v[(self.drag_axis or 0) % 3] = 1.0
-        return v
+        t = drag_amount(self.view_math(), origin, self.drag_axis, self._device_px(self._press),
+                        self._device_px(pos), self._snap)
+        self._apply_drag(t)
 
     def _apply_drag(self, t: float) -> None:
-        m = self.selected_mesh()
-        model = self._drag_base.copy()
-        if self.drag_axis < 3:
-            model[:3, 3] += self._axis_vec() * t
-        else:
-            model[:3, :3] = axis_rotation(self.drag_axis % 3, t) @ model[:3, :3]
-        m.model = model
+        self.selected_mesh().model = dragged_model(self._drag_base, self.drag_axis, t)
         self.drag_offset = t
 
     def cancel_drag(self) -> bool:
@@ -272,9 +216,8 @@ class LiveView(QOpenGLWindow):
             return
         if axis >= 3:  # a rotation about the world axis, composed with the object's own
             obj = self.controller.scene.get(name) or {}
-            old = euler_matrix(obj.get("rotation_deg", [0.0, 0.0, 0.0]))
-            args = {"name": name, "rotation_deg": [round(a, 4) + 0.0 for a in
-                                                   matrix_euler(axis_rotation(axis % 3, t) @ old)]}
+            args = {"name": name, "rotation_deg": rotated_euler(obj.get("rotation_deg", [0.0, 0.0, 0.0]),
+                                                                axis % 3, t)}
         else:
             location = [float(v) for v in m.location]
             location[axis] = round(location[axis] + t, 6)
@@ -330,9 +273,7 @@ class LiveView(QOpenGLWindow):
             self._moved = True
         self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
         if self.drag_axis is not None:
-            vm = self.view_math()
-            self._apply_drag(self.axis_offset(vm, self._press, pos) if self.drag_axis < 3
-                             else self.ring_angle(vm, self._press, pos))
+            self._drag_to(pos)
         else:
             delta = pos - self._last
             pan = (self._button == Qt.MouseButton.MiddleButton
@@ -344,9 +285,7 @@ class LiveView(QOpenGLWindow):
     def mouseReleaseEvent(self, event) -> None:
         if self.drag_axis is not None:  # the release decides: its position, Ctrl held or not
             self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
-            vm, pos = self.view_math(), event.position()
-            self._apply_drag(self.axis_offset(vm, self._press, pos) if self.drag_axis < 3
-                             else self.ring_angle(vm, self._press, pos))
+            self._drag_to(event.position())
             self._press = None
             self._finish_drag()
             return
@@ -366,10 +305,7 @@ class LiveView(QOpenGLWindow):
 
     def drag_by(self, dx: float, dy: float, pan: bool = False) -> None:
         self.view_name = "orbit"
-        if pan:
-            self.camera.pan(dx, dy, max(1, min(self.width(), self.height())))
-        else:
-            self.camera.orbit(dx, dy)
+        self.camera.drag(dx, dy, pan, max(1, min(self.width(), self.height())))
         self.update()
 
     def _hover_pick(self) -> None:

@@ -167,8 +167,5 @@ class Viewport(QWidget):
     def drag_by(self, dx: float, dy: float, pan: bool = False) -> None:
         """One drag movement in pixels: orbit (or pan) and ask for a draft frame."""
         self.mode = "orbit"
-        if pan:
-            self.camera.pan(dx, dy, max(1, min(self.width(), self.height())))
-        else:
-            self.camera.orbit(dx, dy)
+        self.camera.drag(dx, dy, pan, max(1, min(self.width(), self.height())))
         self.request(draft=True)
