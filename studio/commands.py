@@ -19,6 +19,18 @@ def _no_display() -> bool:
         and not os.environ.get("QT_QPA_PLATFORM")
 
 
+def offscreen_session(kw: dict) -> dict:
+    """The options of the one session run instead of an invisible window: the given task or
+    the default one, the oracle unless a policy was chosen, a screenshot under
+    runs/studio-offscreen/, and the episode recorded where `make run` records it
+    (--data-dir, else $MODELWRIGHT_DATA_DIR, else beside the screenshot)."""
+    data_dir = kw.get("data_dir") or os.environ.get("MODELWRIGHT_DATA_DIR") or str(OFFSCREEN_OUT / "data")
+    policy = kw.get("policy") if kw.get("policy") not in (None, "none") else "oracle"
+    return {**kw, "task": kw.get("task") or DEFAULT_TASK, "autorun": True, "exit_when_done": True,
+            "screenshot": kw.get("screenshot") or OFFSCREEN_OUT / "screenshot.png",
+            "data_dir": data_dir, "policy": policy}
+
+
 def open_studio(**kw) -> None:
     """Open the studio window (what `modelwright` with no command does). With no display an
     interactive window would be invisible and never end: like `make run`, run one session
@@ -28,13 +40,7 @@ def open_studio(**kw) -> None:
     if _no_display():
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
         if not kw.get("exit_when_done"):
-            kw.setdefault("task", None)
-            kw["task"] = kw["task"] or DEFAULT_TASK
-            kw.update(autorun=True, exit_when_done=True,
-                      screenshot=kw.get("screenshot") or OFFSCREEN_OUT / "screenshot.png",
-                      data_dir=kw.get("data_dir") or str(OFFSCREEN_OUT / "data"))
-            if kw.get("policy") in (None, "none"):
-                kw["policy"] = "oracle"
+            kw = offscreen_session(kw)
             Path(kw["screenshot"]).parent.mkdir(parents=True, exist_ok=True)
             typer.echo(f"No display found: running task {kw['task']} offscreen with the {kw.get('policy', 'oracle')} "
                        f"policy, then exiting (screenshot: {kw['screenshot']}). For the window, run on a desktop, "
