@@ -19,6 +19,23 @@ def _no_display() -> bool:
         and not os.environ.get("QT_QPA_PLATFORM")
 
 
+def offscreen_session(kw: dict) -> dict:
+    """The options of the one session run instead of an invisible window: the person's goal
+    or calls when given, else the given task or the default one with the oracle unless a
+    policy was chosen; a screenshot under runs/studio-offscreen/, and the episode recorded
+    where `make run` records it (--data-dir, else $MODELWRIGHT_DATA_DIR, else beside the
+    screenshot)."""
+    data_dir = kw.get("data_dir") or os.environ.get("MODELWRIGHT_DATA_DIR") or str(OFFSCREEN_OUT / "data")
+    out = {**kw, "exit_when_done": True, "data_dir": data_dir,
+           "screenshot": kw.get("screenshot") or OFFSCREEN_OUT / "screenshot.png"}
+    if not (kw.get("goal") or kw.get("hand")):  # nothing of the person's: a default task
+        out["task"] = kw.get("task") or DEFAULT_TASK
+        if kw.get("policy") in (None, "none"):
+            out["policy"] = "oracle"
+    out["autorun"] = bool(out.get("task") or out.get("goal"))
+    return out
+
+
 def open_studio(**kw) -> None:
     """Open the studio window (what `modelwright` with no command does). With no display an
     interactive window would be invisible and never end: like `make run`, run one session
@@ -29,13 +46,7 @@ def open_studio(**kw) -> None:
     if _no_display():
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
         if not kw.get("exit_when_done"):
-            if not (kw.get("goal") or kw.get("hand")):  # nothing of the person's: a default task
-                kw["task"] = kw.get("task") or DEFAULT_TASK
-                if kw.get("policy") in (None, "none"):
-                    kw["policy"] = "oracle"
-            kw.update(autorun=bool(kw.get("task") or kw.get("goal")), exit_when_done=True,
-                      screenshot=kw.get("screenshot") or OFFSCREEN_OUT / "screenshot.png",
-                      data_dir=kw.get("data_dir") or str(OFFSCREEN_OUT / "data"))
+            kw = offscreen_session(kw)
             Path(kw["screenshot"]).parent.mkdir(parents=True, exist_ok=True)
             what = f"task {kw['task']}" if kw.get("task") else "your goal" if kw.get("goal") else "your calls"
             typer.echo(f"No display found: running {what} offscreen with the {kw.get('policy') or 'oracle'} "

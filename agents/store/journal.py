@@ -71,13 +71,23 @@ def _steps(folder: Path) -> list[dict[str, Any]]:
     return [by_index[i] for i in sorted(by_index)]
 
 
-def rebuild_index(data_dir: Path, index_path: Path) -> RebuildReport:
-    """Set the index aside (if any) and build a new one from the episode folders."""
+def _aside_name(index_path: Path, stamp: str) -> str:
+    """A name no earlier set-aside holds: two rebuilds in one second keep both old files."""
+    name, n = f"{index_path}.corrupt-{stamp}", 1
+    while any(Path(f"{name}{suffix}").exists() for suffix in ("", "-wal", "-shm")):
+        n += 1
+        name = f"{index_path}.corrupt-{stamp}-{n}"
+    return name
+
+
+def rebuild_index(data_dir: Path, index_path: Path, stamp: str | None = None) -> RebuildReport:
+    """Set the index aside (if any) and build a new one from the episode folders. `stamp`
+    (default: the local time, YYYYmmdd-HHMMSS) names the set-aside file."""
     from agents.store.schema import connect, migrate
 
     set_aside = None
     if index_path.exists():
-        set_aside = f"{index_path}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}"
+        set_aside = _aside_name(index_path, stamp or time.strftime("%Y%m%d-%H%M%S"))
         for suffix in ("", "-wal", "-shm"):
             if Path(f"{index_path}{suffix}").exists():
                 os.replace(f"{index_path}{suffix}", f"{set_aside}{suffix}")

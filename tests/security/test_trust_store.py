@@ -181,6 +181,27 @@ def test_a_damaged_page_found_after_the_store_opened_says_so_in_one_line(tmp_pat
         assert len(store.steps(ids[0])) == 2
 
 
+def test_two_rebuilds_in_one_second_keep_both_old_indexes(tmp_path):
+    """The set-aside name carries the time to the second; a second rebuild in that second
+    (doctor, then doctor --rebuild) must not replace the corrupt file the first kept."""
+    from agents.store.journal import rebuild_index
+
+    root = tmp_path / "s"
+    _record(root)
+    index = root / "index.sqlite3"
+    index.write_bytes(b"this is not SQLite at all")
+    for suffix in ("-wal", "-shm"):
+        (root / f"index.sqlite3{suffix}").unlink(missing_ok=True)
+    first = rebuild_index(root, index, stamp="20260101-000000")
+    second = rebuild_index(root, index, stamp="20260101-000000")
+    assert first.set_aside != second.set_aside
+    with open(first.set_aside, "rb") as f:
+        assert f.read() == b"this is not SQLite at all"
+    assert sqlite3.connect(second.set_aside).execute("SELECT count(*) FROM episodes").fetchone() == (2,)
+    with Store(root) as store:
+        assert len(store.list_episodes()) == 2
+
+
 def test_a_lost_index_deletes_no_episode_and_doctor_brings_them_back(tmp_path):
     """A store opened on a missing index (deleted, or a fresh disk copy without it) must not
     take the rowless episode folders for orphans of a killed writer and delete them."""
