@@ -1,6 +1,6 @@
 """Reward-evaluation speed: chamfer distance (8192 samples) + voxel IoU per pair of parts.
 
-Ours (training.geometry: own area-uniform sampler, winding-number voxeliser) next to a
+Ours (training.rewards.geometry: own area-uniform sampler, winding-number voxeliser) next to a
 plain trimesh + scipy baseline measured in the same run (trimesh.sample.sample_surface,
 cKDTree, trimesh's voxelized().fill()). Also reports exact B-rep IoU time for reference.
 
@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 import trimesh  # noqa: E402
 from scipy.spatial import cKDTree  # noqa: E402
 
-from training import geometry as g  # noqa: E402
+from training.rewards import geometry as g  # noqa: E402
 from training.tasks import parts as P  # noqa: E402
 from training.tasks.shapes import build_reference  # noqa: E402
 

@@ -24,7 +24,7 @@ import time
 
 CLI = [sys.executable, "-m", "studio.cli"]
 EAGER = ("import typer, tools.session, tools.specs, tools.supervisor, trimesh, scipy.spatial, "
-         "training.geometry, training.tasks")
+         "training.rewards.geometry, training.tasks")
 TASK = "primitive_placement:1:0"
 
 

@@ -27,7 +27,7 @@ USER_ERRORS = {
     "training.tasks.base.TaskError": ExitCode.USAGE,
     "training.train_config.ConfigError": ExitCode.USAGE,
     "training.sft_data.DatasetError": ExitCode.USAGE,
-    "training.geometry.ShapeLoadError": ExitCode.USAGE,
+    "training.rewards.geometry.ShapeLoadError": ExitCode.USAGE,
 }
 
 COMMAND_MODULES = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import cadquery as cq
 import pytest
 
-from training import geometry as g
+from training.rewards import geometry as g
 
 
 def test_exact_iou_of_known_solids(tmp_path):

@@ -10,7 +10,7 @@ import trimesh
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from training import geometry as g
+from training.rewards import geometry as g
 
 
 def box(size=(1.0, 1.0, 1.0), at=(0.0, 0.0, 0.0)) -> trimesh.Trimesh:

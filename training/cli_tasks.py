@@ -219,7 +219,7 @@ def score(
 ) -> None:
     """Compare two shape files with every geometry metric (normalised chamfer x10^3, IoUs)."""
     from training.cli_views import why_not_measured
-    from training.geometry import compare_files
+    from training.rewards.geometry import compare_files
 
     result = compare_files(a, b)  # a ShapeLoadError ends the command with one line (exit 2)
     metrics = result.to_dict()

@@ -71,7 +71,7 @@ class Benchmark:
 
 
 def _read_case(folder: Path) -> BenchmarkCase:
-    from training.geometry import ShapeLoadError, load_mesh
+    from training.rewards.geometry import ShapeLoadError, load_mesh
 
     meshes = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".stl", ".obj"))
     if not meshes:

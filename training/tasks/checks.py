@@ -203,7 +203,7 @@ def c_mesh_volume(ctx: EvalContext, object: str, value: float, tol_rel: float) -
 
 def c_occupancy(ctx: EvalContext, object: str, empty=(), filled=()) -> Measured:
     """Points that must lie outside (a hole's axis) or inside (a boss) the object's mesh."""
-    from training.geometry import voxel_occupancy
+    from training.rewards.geometry import voxel_occupancy
 
     mesh = ctx.meshes().get(object)
     if mesh is None:
@@ -222,7 +222,7 @@ def c_part(
     ctx: EvalContext, object: str, size=None, volume=None, tol_rel: float = 0.01
 ) -> Measured:
     """A valid single-solid CAD part, optionally of a bounding size and volume (exact B-rep)."""
-    from training.geometry import solid_volume, tight_bbox
+    from training.rewards.geometry import solid_volume, tight_bbox
 
     solid = ctx.solid(object)
     if solid is None:

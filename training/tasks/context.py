@@ -38,7 +38,7 @@ class EvalContext:
     def meshes(self) -> dict[str, Any]:
         """{object name: world-space trimesh} from one GLB export of the whole scene."""
         if self._meshes is None:
-            from training.geometry import load_scene_meshes
+            from training.rewards.geometry import load_scene_meshes
 
             self._meshes = {}
             if self.objects:
@@ -59,7 +59,7 @@ class EvalContext:
                 rel = f"{self.check_dir}/{name}.step"
                 r = self.session.call("export", {"format": "step", "path": rel, "objects": [name]})
                 if r.ok:
-                    from training.geometry import ShapeLoadError, load_solid
+                    from training.rewards.geometry import ShapeLoadError, load_solid
 
                     try:
                         self._solids[name] = load_solid(self.workspace / rel)

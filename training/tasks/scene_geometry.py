@@ -58,7 +58,7 @@ def items_bounds(items: Iterable[Mapping[str, Any]]) -> np.ndarray:
 def target_occupancy(
     items: Iterable[Mapping[str, Any]], lo, hi, resolution: int | None = None
 ) -> np.ndarray:
-    from training.geometry import VOXEL_RESOLUTION, voxel_occupancy
+    from training.rewards.geometry import VOXEL_RESOLUTION, voxel_occupancy
 
     resolution = resolution or VOXEL_RESOLUTION
     grid = np.zeros((resolution,) * 3, dtype=bool)
@@ -74,7 +74,7 @@ def scene_iou(
     resolution: int | None = None,
 ) -> float:
     """Voxel IoU, in world space (placement matters), of a scene's meshes against a target."""
-    from training.geometry import VOXEL_RESOLUTION, voxel_occupancy
+    from training.rewards.geometry import VOXEL_RESOLUTION, voxel_occupancy
 
     resolution = resolution or VOXEL_RESOLUTION
     meshes = [m for m in meshes if len(m.faces)]
@@ -112,7 +112,7 @@ def matched_iou(
     """
     from scipy.optimize import linear_sum_assignment
 
-    from training.geometry import voxel_occupancy
+    from training.rewards.geometry import voxel_occupancy
 
     targets = [it for it in items if it.get("op", "add") == "add"]
     names = list(meshes)

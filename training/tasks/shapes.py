@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from training import geometry
+from training.rewards import geometry
 
 PART_IOU_MIN = 0.97  # a deliverable STEP must match its reference this well
 SCENE_IOU_MIN = 0.8
@@ -127,7 +127,7 @@ def evaluate_geometry(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
 def score_mesh_file(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """Geometry of the whole final scene against a ground-truth mesh, normalised protocol."""
-    from training.geometry import ShapeLoadError, compare_meshes, load_mesh
+    from training.rewards.geometry import ShapeLoadError, compare_meshes, load_mesh
 
     if not ctx.objects:
         return {"score": 0.0, "iou": 0.0, "valid": False}

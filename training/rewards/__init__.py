@@ -16,6 +16,9 @@ Ranges:
 - recovery       [0, 1]  1 without errors; after an error: half for never repeating a
                          failing call verbatim, half for succeeding anyway
 - cadrille       [−10, 10] reported only, not weighed: 10·IoU if valid else −10
+
+The shape metrics behind `geometry` (chamfer, IoU, loading meshes and solids) are
+`training.rewards.geometry`.
 """
 
 from __future__ import annotations
