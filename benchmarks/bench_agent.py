@@ -64,10 +64,10 @@ def loop_overhead(pool, steps: int) -> dict:
 
 
 def oracle_throughput(episodes: int) -> dict:
-    import training.oracle  # noqa: F401
+    import training.eval.oracle  # noqa: F401
     from agents.policies import make_policy
     from tools import ToolSession, WorkerPool
-    from training.evaluation import evaluate, task_spec, without_timing
+    from training.eval.harness import evaluate, task_spec, without_timing
     from training.tasks import split_ids
 
     ids = split_ids("test", per_family=max(1, episodes // 10 + 1))[:episodes]
@@ -141,10 +141,10 @@ def prompt_tokens(tiny_model: Path | None) -> dict:
 
 def episode_tokens(pool) -> dict:
     """Estimated prompt tokens per step over an oracle episode (full catalogue, renders)."""
-    import training.oracle  # noqa: F401
+    import training.eval.oracle  # noqa: F401
     from agents.policies import make_policy
     from tools import ToolSession
-    from training.evaluation import run_spec, task_spec
+    from training.eval.harness import run_spec, task_spec
 
     with ToolSession(pool) as s:
         record = run_spec(task_spec("composition:3:110002"), make_policy("oracle"), s)

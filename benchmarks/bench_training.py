@@ -112,7 +112,7 @@ def rollout_rates(model: Path, adapter: Path | None, groups: int) -> list[dict]:
     from agents.scheduler import Scheduler
     from tools import ToolSession
     from training.curriculum import Curriculum
-    from training.evaluation import run_spec, task_spec
+    from training.eval.harness import run_spec, task_spec
     from training.rollouts import rollout_seed, run_groups
 
     loaded, processor = load_policy_model(model, adapter)

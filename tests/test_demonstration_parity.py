@@ -49,8 +49,8 @@ def test_a_persons_episode_exports_the_rows_of_the_oracle_episode(store, session
 
     from agents.policies import make_policy
     from agents.store.export import export_parquet
-    from training import oracle  # noqa: F401  (registers the oracle)
-    from training.evaluation import run_spec, task_spec
+    from training.eval import oracle  # noqa: F401  (registers the oracle)
+    from training.eval.harness import run_spec, task_spec
     from training.tasks import get_task
 
     task = get_task(TASK)

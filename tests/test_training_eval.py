@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from agents.policies import make_policy
 from studio.cli import build_app
 from tools import ToolSession
-from training.evaluation import (
+from training.eval.harness import (
     aggregate,
     compare,
     evaluate,
@@ -185,7 +185,7 @@ def test_eval_benchmark_scores_references_and_skips_malformed_cases(
     assert report["skipped"] == [
         {"case": "broken", "reason": "no ground-truth mesh (.stl or .obj)"}
     ]
-    from training.evaluation import benchmark_specs
+    from training.eval.harness import benchmark_specs
 
     specs, _ = benchmark_specs(bench)
     none = evaluate(specs, lambda: make_policy("none"), session_factory=lambda: ToolSession(worker_pool))

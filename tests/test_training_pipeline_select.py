@@ -9,8 +9,8 @@ from pathlib import Path
 
 
 def test_sft_checkpoint_is_chosen_on_validation_seeds_among_complete_ones(tmp_path, tiny_model_dir):
+    from training.eval.run_eval import task_ids
     from training.pipeline import select_sft_checkpoint
-    from training.run_eval import task_ids
     from training.runs import COMPLETE
     from training.train_config import TrainConfig
 

@@ -41,7 +41,7 @@ def _rows(run: Path) -> list[dict]:
 def test_every_second_checkpoint_and_the_last_are_evaluated_and_resume_keeps_them(
     tmp_path, tiny_model_dir, demos
 ):
-    from training.run_eval import task_ids
+    from training.eval.run_eval import task_ids
     from training.sft import run_sft
     from training.train_config import load_config
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from tools.lazy_face import lazy_face
 
 if TYPE_CHECKING:
-    from training.evaluation import EpisodeSpec, evaluate, run_spec, task_spec
+    from training.eval.harness import EpisodeSpec, evaluate, run_spec, task_spec
     from training.rewards import RewardBreakdown
     from training.runs import latest_checkpoint
     from training.tasks import Task, TaskError, get_task, list_families, split_ids
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from training.train_config import ConfigError, load_config
 
 _LAZY = {
-    "EpisodeSpec": "training.evaluation", "evaluate": "training.evaluation",
-    "run_spec": "training.evaluation", "task_spec": "training.evaluation",
+    "EpisodeSpec": "training.eval.harness", "evaluate": "training.eval.harness",
+    "run_spec": "training.eval.harness", "task_spec": "training.eval.harness",
     "RewardBreakdown": "training.rewards",
     "latest_checkpoint": "training.runs",
     "Task": "training.tasks", "TaskError": "training.tasks", "get_task": "training.tasks",

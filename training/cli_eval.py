@@ -101,10 +101,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> None:
         """Run one episode of a task with a policy and print its summary."""
-        import training.oracle  # noqa: F401  (registers oracle and reference)
+        import training.eval.oracle  # noqa: F401  (registers oracle and reference)
         from agents import LoopConfig, PolicyError, make_policy
         from tools import ToolSession
-        from training.evaluation import run_spec, task_spec
+        from training.eval.harness import run_spec, task_spec
 
         spec = task_spec(task)  # a TaskError is the user's (exit 2, see tools/exits.py)
         _check_model(policy, model)
@@ -164,8 +164,8 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="Base seed for the episode scheduler."),
     ) -> None:
         """Evaluate a policy and report per-family success, reward, steps, errors, tokens, latency."""
-        from training.evaluation import compare as compare_reports
-        from training.evaluation import format_table, load_report
+        from training.eval.harness import compare as compare_reports
+        from training.eval.harness import format_table, load_report
 
         if compare:
             reports = []
@@ -191,16 +191,16 @@ def register(app: typer.Typer) -> None:
 
 def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
               no_record, data_dir, json_out, seed) -> None:  # fmt: skip
-    import training.oracle  # noqa: F401
+    import training.eval.oracle  # noqa: F401
     from agents import LoopConfig, PolicyError, make_policy
-    from training.evaluation import evaluate, task_spec
+    from training.eval.harness import evaluate, task_spec
     from training.tasks import split_ids
 
     _check_model(policy, options["model"])
     try:
         skipped: list[dict] = []
         if benchmark is not None:
-            from training.evaluation import benchmark_specs
+            from training.eval.harness import benchmark_specs
 
             specs, skipped = benchmark_specs(benchmark)
             for case in skipped:

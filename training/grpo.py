@@ -106,7 +106,7 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
     as many warm clean workers, as eval's are)."""
     from tools import catalogue
     from training.curriculum import Curriculum
-    from training.evaluation import episode_scheduler
+    from training.eval.harness import episode_scheduler
 
     if shown:
         unknown = sorted(set(shown) - {t["name"] for t in catalogue()} - {"recall_step"})

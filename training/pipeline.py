@@ -6,7 +6,7 @@ entry per stage (`untrained`, `sft`, `grpo`) scored on held-out test seeds, and 
 A stage whose output is complete is skipped by `--resume`.
 
 Episodes (demonstrations and evaluations) run through the one episode loop and the eval
-harness (`training.evaluation`); the in-process model is wrapped in the `hf` policy.
+harness (`training.eval.harness`); the in-process model is wrapped in the `hf` policy.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training.run_eval import CallCounter, evaluate_loaded, run_episodes, task_ids
-from training.stats import stage_summary
+from training.eval.run_eval import CallCounter, evaluate_loaded, run_episodes, task_ids
+from training.eval.stats import stage_summary
 from training.train_config import TrainConfig
 
 __all__ = ["CallCounter", "collect_demos", "evaluate_model", "run_pipeline", "task_ids"]
@@ -27,7 +27,7 @@ __all__ = ["CallCounter", "collect_demos", "evaluate_model", "run_pipeline", "ta
 def collect_demos(config: TrainConfig, out: Path) -> dict:
     """Oracle episodes on training seeds -> one row per turn of each success in demos.parquet."""
     from training.demos import CapturingPolicy, conversation_row, write_rows
-    from training.oracle import OraclePolicy
+    from training.eval.oracle import OraclePolicy
 
     spec = config.demos
     ids = task_ids(spec.families, spec.levels, "train", spec.per_family)
@@ -253,7 +253,7 @@ def reward_curve(run_dir: Path) -> list[dict]:
 
 
 def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -> dict:
-    from training.stats import difference, summary_text
+    from training.eval.stats import difference, summary_text
 
     entries = {name: stages[f"eval_{name}"]["result"] for name in ("untrained", "sft", "grpo")}
     report = {

@@ -2,7 +2,7 @@
 
 `run_groups` runs `group_size` episodes per task, each one an `EpisodeLoop` episode with a
 policy that generates from the model being trained, exactly as `run`/`eval` run them
-(`training.evaluation.run_spec`: the same start state, observations, repeat/stuck handling,
+(`training.eval.harness.run_spec`: the same start state, observations, repeat/stuck handling,
 `max_calls_per_step` refusals and context compaction), concurrently on the scheduler's kept
 worker slots (one tool worker per slot; the tool calls of different rollouts overlap), and
 each one recorded in the store as an episode (source `rollout`, tags `run:`, `step:`,
@@ -72,7 +72,7 @@ def run_groups(
     `policy_for(seed)` makes a fresh policy for one episode. Episodes run as scheduler jobs
     on its worker slots; an infrastructure failure is retried on a fresh worker by the
     scheduler; an episode that still cannot run raises (a step must not train on holes)."""
-    from training.evaluation import run_spec, task_spec
+    from training.eval.harness import run_spec, task_spec
 
     def job(task_id: str, seed: int):
         def run(session: Any, _job_seed: int) -> Rollout:

@@ -9,7 +9,7 @@
     RUN/samples.jsonl          which examples each batch was built from, in order (audit/resume)
     RUN/eval/step-N.json       held-out eval reports every `run.eval_every` checkpoints (and at
                                the last step), with an `eval/...` row in metrics.jsonl each
-                               (see `training/run_eval.py`)
+                               (see `training/eval/run_eval.py`)
     RUN/adapter/               the final adapter
 
 Transformers' Trainer writes a checkpoint in place, so a kill -9 during a save leaves a partial
@@ -137,7 +137,7 @@ def make_callbacks(
                     "run.eval_every is ignored with %d processes", args.world_size
                 )
                 return
-            from training.run_eval import PeriodicEval
+            from training.eval.run_eval import PeriodicEval
 
             self.evals = PeriodicEval(run_dir, eval_config, args.save_steps)
             # A run killed during the eval of its last checkpoint resumes from that checkpoint

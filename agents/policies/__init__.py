@@ -2,8 +2,8 @@
 
 Other layers (CLI, studio, training) build policies only through `make_policy`, so a new
 policy is one `register_policy` call away. agents/ knows no task, so the task-aware
-policies (`oracle`, `reference`) are registered by `training.oracle` when the layer above
-imports it (`training.evaluation` and the CLI do). Built-in policies are imported lazily:
+policies (`oracle`, `reference`) are registered by `training.eval.oracle` when the layer above
+imports it (`training.eval.harness` and the CLI do). Built-in policies are imported lazily:
 `openai` pulls in the openai client, `hf` torch.
 """
 
@@ -25,7 +25,7 @@ _BUILTIN: dict[str, str] = {
     "hf": "agents.policies.hf_policy:make_hf",
 }
 # registered from above (agents/ never imports training/): where to find them
-_REGISTERED_ELSEWHERE = {"oracle": "training.oracle", "reference": "training.oracle"}
+_REGISTERED_ELSEWHERE = {"oracle": "training.eval.oracle", "reference": "training.eval.oracle"}
 
 
 class UnknownPolicyError(ValueError):

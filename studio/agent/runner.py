@@ -122,7 +122,7 @@ class AgentRunner(QThread):
         self.sig_finished.emit(self.summary)
 
     def _run(self) -> dict:
-        import training.oracle  # noqa: F401  (registers the oracle and reference policies)
+        import training.eval.oracle  # noqa: F401  (registers the oracle and reference policies)
         from agents import EpisodeLoop, LoopConfig, StartState, make_policy
 
         r = self.request

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from training.stats import stage_summary
+from training.eval.stats import stage_summary
 from training.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def run_episodes(
 ) -> dict:
     """One episode per task id through the eval harness; returns its report."""
     from agents import LoopConfig
-    from training.evaluation import evaluate, task_spec
+    from training.eval.harness import evaluate, task_spec
 
     return evaluate(
         [task_spec(t) for t in ids],
