@@ -34,7 +34,7 @@ GROUP = 4  # rollouts per group
 def teach(tmp: Path, model: Path) -> Path:
     """Oracle demonstrations -> 120 SFT steps, as the pipeline does (smaller)."""
     from training.pipeline import collect_demos
-    from training.sft import run_sft
+    from training.sft.trainer import run_sft
     from training.train_config import TrainConfig
 
     cfg = TrainConfig.model_validate(

@@ -26,7 +26,7 @@ USER_ERRORS = {
     "agents.serving_profiles.UnknownModelFamily": ExitCode.USAGE,
     "training.tasks.base.TaskError": ExitCode.USAGE,
     "training.train_config.ConfigError": ExitCode.USAGE,
-    "training.sft_data.DatasetError": ExitCode.USAGE,
+    "training.sft.data.DatasetError": ExitCode.USAGE,
     "training.rewards.geometry.ShapeLoadError": ExitCode.USAGE,
 }
 

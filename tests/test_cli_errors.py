@@ -216,7 +216,7 @@ def test_the_advice_for_missing_training_data_is_a_command_that_works(bad, tmp_p
     assert advice.startswith("modelwright data export --out ")
     done = _invoke([*advice.split()[1:], "--data-dir", bad["store"]])
     assert done.exit_code == 0, done.output
-    from training.sft_data import load_conversations
+    from training.sft.data import load_conversations
 
     assert len(load_conversations(root / "exports" / "episodes.parquet")) == 1
 

@@ -107,7 +107,8 @@ def test_grpo_dry_run_prints_the_server_mode_plan():
 
 def test_build_tiny_with_a_path_is_where_the_model_will_be_built(tmp_path):
     """`model: {build_tiny: true, path: DIR}` builds the tiny model into DIR on first use
-    (training/sft.py base_model_path), so the CLI's model check must not ask for DIR first."""
+    (training/sft/trainer.py base_model_path), so the CLI's model check must not ask for DIR
+    first."""
     import json
 
     from typer.testing import CliRunner

@@ -6,7 +6,7 @@ import threading
 
 from agents.policies.simple import PlanPolicy
 from agents.policy import ToolCall
-from training.demos import CapturingPolicy, conversation_row
+from training.sft.demos import CapturingPolicy, conversation_row
 
 TOOLS = [
     {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}

@@ -298,7 +298,7 @@ def test_rollouts_are_eval_episodes_and_trl_trains_on_the_generated_ids(tmp_path
     from agents.store import EpisodeFilter, Store
     from training.eval.harness import run_spec, task_spec
     from training.grpo import build_runtime, loop_config, run_grpo
-    from training.sft import peft_config
+    from training.sft.trainer import peft_config
     from training.train_config import load_config
 
     model_dir, task = taught

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_training_sft import demo_rows
 
-from training.demos import write_rows
+from training.sft.demos import write_rows
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -42,7 +42,7 @@ def test_every_second_checkpoint_and_the_last_are_evaluated_and_resume_keeps_the
     tmp_path, tiny_model_dir, demos
 ):
     from training.eval.run_eval import task_ids
-    from training.sft import run_sft
+    from training.sft.trainer import run_sft
     from training.train_config import load_config
 
     held_out = task_ids(["primitive_placement"], [1], "test", 1)
@@ -91,7 +91,7 @@ def test_every_second_checkpoint_and_the_last_are_evaluated_and_resume_keeps_the
 
 
 def test_a_failing_eval_is_recorded_and_training_goes_on(tmp_path, tiny_model_dir, demos):
-    from training.sft import run_sft
+    from training.sft.trainer import run_sft
     from training.train_config import load_config
 
     cfg = load_config(_config(tmp_path, tiny_model_dir, demos, 2, "no_such_family"))

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from agents.policy import PolicyReply
-from training.demos import conversation_row, write_rows
+from training.sft.demos import conversation_row, write_rows
 
 TOOLS = [
     {
@@ -103,7 +103,7 @@ def demos(tmp_path_factory) -> Path:
 def test_only_assistant_turns_carry_loss(tiny_model_dir, demos):
     from transformers import AutoProcessor
 
-    from training.sft_data import ConversationCollator, load_conversations
+    from training.sft.data import ConversationCollator, load_conversations
 
     processor = AutoProcessor.from_pretrained(tiny_model_dir)
     data = load_conversations(demos)
@@ -128,7 +128,7 @@ def test_training_rows_render_exactly_what_the_hf_policy_sees(tiny_model_dir):
     from transformers import AutoProcessor
 
     from agents.policies.hf_policy import encode_prompt
-    from training.sft_data import ConversationCollator
+    from training.sft.data import ConversationCollator
 
     processor = AutoProcessor.from_pretrained(tiny_model_dir)
     messages, call = loop_messages(3)
@@ -155,7 +155,7 @@ def _sft_config(tmp_path: Path, model: Path, demos: Path, steps: int, save: int)
 
 
 def test_one_sft_step_changes_the_adapter(tmp_path, tiny_model_dir, demos):
-    from training.sft import run_sft
+    from training.sft.trainer import run_sft
     from training.train_config import load_config
 
     cfg = load_config(_sft_config(tmp_path, tiny_model_dir, demos, steps=1, save=1))
@@ -171,7 +171,7 @@ def test_one_sft_step_changes_the_adapter(tmp_path, tiny_model_dir, demos):
 
 
 def test_resume_after_kill_continues_step_counter_and_data_order(tmp_path, tiny_model_dir, demos):
-    from training.sft import run_sft
+    from training.sft.trainer import run_sft
     from training.train_config import load_config
 
     steps = 14
@@ -228,7 +228,7 @@ def test_each_checkpoint_is_hot_loaded_into_a_running_server(
     import http.server
     import threading
 
-    from training.sft import run_sft
+    from training.sft.trainer import run_sft
     from training.train_config import load_config
 
     posted: list[dict] = []

@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
     @train.command("sft")
     def sft(config: Path = CONFIG, resume: bool = RESUME, out: Path | None = OUT) -> None:
         """Supervised fine-tuning (LoRA) on exported episodes."""
-        from training.sft import run_sft
+        from training.sft.trainer import run_sft
 
         cfg = _load(config, "sft")
         result = run_sft(cfg, _out(cfg, out), resume=resume, config_text=config.read_text())

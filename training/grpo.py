@@ -240,7 +240,7 @@ def load_policy_model(
 ):
     """(model, processor, peft_config): a trainable adapter to continue, or a fresh LoRA config,
     on the model SFT would start from (`model_path`, `model.path` or `model.build_tiny`)."""
-    from training.sft import load_model, peft_config
+    from training.sft.trainer import load_model, peft_config
 
     model, processor = load_model(config.model, run_dir, model_path)
     if adapter:

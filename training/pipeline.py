@@ -26,8 +26,8 @@ __all__ = ["CallCounter", "collect_demos", "evaluate_model", "run_pipeline", "ta
 
 def collect_demos(config: TrainConfig, out: Path) -> dict:
     """Oracle episodes on training seeds -> one row per turn of each success in demos.parquet."""
-    from training.demos import CapturingPolicy, conversation_row, write_rows
     from training.eval.oracle import OraclePolicy
+    from training.sft.demos import CapturingPolicy, conversation_row, write_rows
 
     spec = config.demos
     ids = task_ids(spec.families, spec.levels, "train", spec.per_family)
@@ -67,7 +67,7 @@ def evaluate_model(
     config: TrainConfig, model_dir: Path, adapter: Path | None, name: str, out: Path
 ) -> dict:
     """Greedy episodes of the (adapted) model on the `eval:` tasks; writes eval-NAME.json."""
-    from training.sft import load_model
+    from training.sft.trainer import load_model
 
     model, processor = load_model(config.model, out, model_dir)
     if adapter is not None:
@@ -138,7 +138,7 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     from agents.tinymodel import build_tiny_model
     from training.grpo import run_grpo
     from training.runs import set_cpu_threads
-    from training.sft import run_sft
+    from training.sft.trainer import run_sft
 
     check_shown_tools(config)
     out.mkdir(parents=True, exist_ok=True)

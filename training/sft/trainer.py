@@ -1,6 +1,6 @@
 """Supervised fine-tuning on recorded episodes with TRL's `SFTTrainer` (LoRA through PEFT).
 
-Data: the store's TRL conversational export (see `training/sft_data.py`), filtered (e.g.
+Data: the store's TRL conversational export (see `training/sft/data.py`), filtered (e.g.
 successful oracle/human episodes, or one teacher model's episodes for distillation). Loss on
 assistant turns only; images included. Writes a run folder (see `training/runs.py`) that
 `--resume` continues after a kill.
@@ -19,7 +19,7 @@ from training.runs import (
     tensorboard_dir,
     trainer_options,
 )
-from training.sft_data import ConversationCollator, DataFilter, load_conversations
+from training.sft.data import ConversationCollator, DataFilter, load_conversations
 from training.train_config import LoraSpec, ModelSpec, RunSpec, SFTSpec, TrainConfig
 
 
