@@ -8,7 +8,7 @@ session, up to `max_retries`; a job the policy failed is a result like any other
 never retried. Outcomes come back in submission order and each job gets a seed fixed at
 submission, so the results do not depend on the number of workers.
 
-Two additions serve RL rollouts (`training/rollouts.py`: a batch's episodes are jobs here):
+Two additions serve RL rollouts (`training/rl/rollouts.py`: a batch's episodes are jobs here):
 `keep_sessions=True` keeps each worker slot's session open across `run()` calls (until
 `close()`), so a run does not start workers per step, and `submit(..., worker=w)` pins a job
 to slot `w`.

@@ -5,7 +5,7 @@ tools, update).
     .venv/bin/python benchmarks/bench_training.py [--pipeline-dir DIR] [--steps N] [--groups G]
         [--dry-run]
 
-Rollouts are `EpisodeLoop` episodes (`training/rollouts.py`) with an `HFPolicy` sampling at
+Rollouts are `EpisodeLoop` episodes (`training/rl/rollouts.py`) with an `HFPolicy` sampling at
 temperature 1.0. The sequential baseline runs the same episodes one after another in this
 thread on one tool session; the scheduler runs them as jobs on N kept worker slots, so one
 rollout's tool calls overlap another's generation (generation itself is one at a time per
@@ -62,7 +62,7 @@ def teach(tmp: Path, model: Path) -> Path:
 
 def grpo_split(model: Path, adapter: Path | None, out: Path, workers: int, steps: int) -> dict:
     """A short GRPO run; the mean per-step split after the first step (which starts workers)."""
-    from training.grpo import run_grpo
+    from training.rl.grpo import run_grpo
 
     cfg = grpo_config(model, workers, steps)
     start = time.perf_counter()
@@ -111,9 +111,9 @@ def rollout_rates(model: Path, adapter: Path | None, groups: int) -> list[dict]:
     from agents.policies.hf_policy import HFPolicy
     from agents.scheduler import Scheduler
     from tools import ToolSession
-    from training.curriculum import Curriculum
     from training.eval.harness import run_spec, task_spec
-    from training.rollouts import rollout_seed, run_groups
+    from training.rl.curriculum import Curriculum
+    from training.rl.rollouts import rollout_seed, run_groups
 
     loaded, processor = load_policy_model(model, adapter)
     config = _loop_config()

@@ -55,9 +55,9 @@ def rates(url: str, groups: int, spec) -> list[dict]:
     """The same rollouts against the server with 1, 2, 4 and 8 tool workers."""
     from agents.policies.openai_policy import OpenAIPolicy, OpenAIPolicyConfig
     from agents.scheduler import Scheduler
-    from training.curriculum import Curriculum
-    from training.grpo import loop_config
-    from training.rollouts import run_groups
+    from training.rl.curriculum import Curriculum
+    from training.rl.grpo import loop_config
+    from training.rl.rollouts import run_groups
 
     slots = [(i, Curriculum(FAMILIES, [1], "train", 0).task_for(i)) for i in range(groups)]
 
@@ -81,7 +81,7 @@ def rates(url: str, groups: int, spec) -> list[dict]:
 
 
 def grpo(model: Path, url: str, steps: int, out: Path) -> dict:
-    from training.grpo import run_grpo
+    from training.rl.grpo import run_grpo
 
     run_grpo(config(model, url, steps, 8), out)
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
     url = f"http://127.0.0.1:{args.port}/v1"
-    from training.grpo_server import plan
+    from training.rl.grpo_server import plan
 
     print("serve:", " ".join(serve_command(args.model or Path("DIR"), args.port)))
     cfg = config(args.model if args.model and args.model.is_dir() else None, url, args.steps, 8)

@@ -70,7 +70,7 @@ def test_gpu_grpo_config_renders_the_rollout_server_and_accelerate_lines():
     assert "--num_processes 7" in train and train.endswith(
         "-m studio.cli train grpo --config configs/grpo-qwen3-vl-8b-vllm.yaml --resume"
     )
-    from training.grpo import grpo_args
+    from training.rl.grpo import grpo_args
 
     args = grpo_args(cfg.grpo, cfg.run, Path("/tmp/unused-run"), use_cpu=True)
     assert (args.use_vllm, args.num_generations, args.loss_type, args.epsilon_high) == (

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tools import ToolSession
-from training.curriculum import Curriculum
+from training.rl.curriculum import Curriculum
 from training.train_config import CurriculumSpec
 
 TOOLS = ["add_primitive"]
@@ -52,7 +52,7 @@ def test_no_private_trl_member_is_used_anywhere():
 def test_grpo_starts_from_the_model_sft_would_with_build_tiny(tmp_path):
     """`model.build_tiny` means for GRPO what it means for SFT (`base_model_path`): the tiny
     model, built once into RUN/base-model, under a fresh LoRA; nothing asks for a hub id."""
-    from training.grpo import load_policy_model
+    from training.rl.grpo import load_policy_model
     from training.train_config import load_config
 
     cfg = tmp_path / "grpo.yaml"
@@ -75,7 +75,7 @@ def test_server_mode_rollouts_are_shown_only_the_configs_tools(tmp_path):
 
     from agents.loop import openai_tools
     from tools import catalogue
-    from training.grpo_server import ServerSync
+    from training.rl.grpo_server import ServerSync
     from training.train_config import GRPOSpec
 
     body = completion("")
@@ -117,7 +117,7 @@ def test_curriculum_is_reproducible_and_prefers_tasks_solved_sometimes():
 
 
 def test_dynamic_sampling_keeps_groups_with_reward_spread():
-    from training.rollouts import Rollout, keep_groups
+    from training.rl.rollouts import Rollout, keep_groups
 
     def group(*rewards):
         return [Rollout("t", i, None, {"reward": r}) for i, r in enumerate(rewards)]
@@ -135,7 +135,7 @@ def test_rows_are_blocks_of_one_turn_per_rollout_with_masked_padding():
     from types import SimpleNamespace
 
     from agents.policy import TurnTokens
-    from training.rollouts import Rollout, training_rows
+    from training.rl.rollouts import Rollout, training_rows
 
     def rollout(reward, *turns):
         steps = [SimpleNamespace(tokens=TurnTokens(p, c, [-0.5] * len(c))) for p, c in turns]
@@ -297,7 +297,7 @@ def test_rollouts_are_eval_episodes_and_trl_trains_on_the_generated_ids(tmp_path
     from agents.policies.hf_policy import HFPolicy
     from agents.store import EpisodeFilter, Store
     from training.eval.harness import run_spec, task_spec
-    from training.grpo import build_runtime, loop_config, run_grpo
+    from training.rl.grpo import build_runtime, loop_config, run_grpo
     from training.sft.trainer import peft_config
     from training.train_config import load_config
 
@@ -373,7 +373,7 @@ def test_a_stuck_compacted_rollout_trains_on_its_turns_as_shown(tmp_path, tiny_m
                                                                 session):  # fmt: skip
     from transformers import AutoTokenizer
 
-    from training.grpo import build_runtime, run_grpo
+    from training.rl.grpo import build_runtime, run_grpo
     from training.train_config import load_config
 
     # A model taught to repeat its one call on every turn of the loop above: the second time

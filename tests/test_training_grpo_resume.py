@@ -60,7 +60,7 @@ def _killable(run_dir: Path) -> bool:
 
 
 def test_grpo_resume_after_kill_continues_step_counter_and_data_order(tmp_path, tiny_model_dir):
-    from training.grpo import run_grpo
+    from training.rl.grpo import run_grpo
     from training.runs import checkpoint_step, latest_checkpoint
     from training.train_config import load_config
 

@@ -83,14 +83,14 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Multi-turn GRPO: rollouts are episodes of the agent loop, rewards the tasks' checks."""
-        from training.grpo import run_grpo
+        from training.rl.grpo import run_grpo
 
         cfg = _load(config, "grpo", probe=not dry_run)
         if adapter is not None and not (adapter / "adapter_config.json").is_file():
             fail(f"{adapter} is not a LoRA adapter folder (no adapter_config.json); point at "
                  "the adapter a `modelwright train sft` run saved (RUN/adapter)")
         if dry_run:
-            from training.grpo_server import plan
+            from training.rl.grpo_server import plan
 
             typer.echo(json.dumps(plan(cfg)))
             return

@@ -21,7 +21,7 @@ def vllm_server_command(
     config: TrainConfig, tensor_parallel: int = 1, gpus: str | None = None
 ) -> list[str]:
     """`modelwright serve` (vLLM, LoRA slots on) for GRPO's server mode; [] otherwise. The
-    trainer hot-loads its adapter into it after every step (`training/grpo_server.py`)."""
+    trainer hot-loads its adapter into it after every step (`training/rl/grpo_server.py`)."""
     from urllib.parse import urlparse
 
     spec = config.grpo

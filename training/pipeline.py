@@ -136,7 +136,7 @@ def _stage(out: Path, name: str, resume: bool, fn) -> Any:
 
 def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     from agents.tinymodel import build_tiny_model
-    from training.grpo import run_grpo
+    from training.rl.grpo import run_grpo
     from training.runs import set_cpu_threads
     from training.sft.trainer import run_sft
 

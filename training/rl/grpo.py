@@ -2,7 +2,7 @@
 
 The policy-gradient math is TRL's (GRPO / Dr. GRPO / DAPO / BNPO by `grpo.loss_type`); the
 rollouts are ours, through TRL's public `rollout_func`: each rollout is an `EpisodeLoop`
-episode (`training/rollouts.py`) with an `HFPolicy` over the model being trained, run on the
+episode (`training/rl/rollouts.py`) with an `HFPolicy` over the model being trained, run on the
 eval scheduler's worker pool and recorded in the store; each training row is one model turn's
 prompt and completion token ids exactly as generated, with the sampling log-probs. Groups
 whose rewards are all equal give no gradient: with `grpo.oversample` > 1, more groups are run
@@ -53,7 +53,7 @@ class RLRuntime:
     curriculum: Any
     shown: list[str] | None = None
     store: Any = None
-    stats: Any = None  # the last batch's training.rollouts.StepStats
+    stats: Any = None  # the last batch's training.rl.rollouts.StepStats
     last: dict | None = None
     loop: Any = None  # a LoopConfig for the rollouts (default: from the grpo spec)
 
@@ -105,8 +105,8 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
     for the whole run; the episodes of a batch run on them concurrently (and are scored in
     as many warm clean workers, as eval's are)."""
     from tools import catalogue
-    from training.curriculum import Curriculum
     from training.eval.harness import episode_scheduler
+    from training.rl.curriculum import Curriculum
 
     if shown:
         unknown = sorted(set(shown) - {t["name"] for t in catalogue()} - {"recall_step"})
@@ -147,7 +147,7 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
     """TRL's `rollout_func(prompts, trainer)`: run the step's groups as loop episodes and
     return one row per model turn (ids as generated), the episode rewards as an extra field."""
     from agents.policies.hf_policy import HFPolicy
-    from training.rollouts import (
+    from training.rl.rollouts import (
         StepStats,
         keep_groups,
         logprob_mismatch,
@@ -273,8 +273,8 @@ def run_grpo(
     import torch
     from trl import GRPOTrainer
 
-    from training.grpo_server import ServerSync
-    from training.rollouts import VisionRows
+    from training.rl.grpo_server import ServerSync
+    from training.rl.rollouts import VisionRows
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's notice, once known
     spec, run = config.grpo, config.run
