@@ -91,7 +91,7 @@ def show(
     if as_json:
         _print(view, True)
     else:
-        from training.cli_views import describe_task
+        from training.cli.views import describe_task
 
         typer.echo(describe_task(view, image if task.spec.has_target_image else None))
 
@@ -218,7 +218,7 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Compare two shape files with every geometry metric (normalised chamfer x10^3, IoUs)."""
-    from training.cli_views import why_not_measured
+    from training.cli.views import why_not_measured
     from training.rewards.geometry import compare_files
 
     result = compare_files(a, b)  # a ShapeLoadError ends the command with one line (exit 2)
