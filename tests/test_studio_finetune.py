@@ -1,5 +1,5 @@
 """A fine-tune from the studio works for a newcomer (offscreen Qt, real runtime, real training
-subprocesses): the shipped studio config runs offline as it is; demonstrations recorded in the
+subprocesses): the shipped studio config runs offline in a fresh folder; demonstrations recorded in the
 studio become an SFT run in a few clicks and its adapter drives the Agent dock; eval gets its
 arguments; a failed run shows its real error; the log can be made tall."""
 
@@ -51,7 +51,7 @@ def test_demonstrations_to_an_adapter_that_drives_the_agent(studio, qtbot, tmp_p
     assert dock.kind.currentText() == "sft" and config.is_file()
     raw = yaml.safe_load(config.read_text())
     assert raw["model"]["build_tiny"] and raw["sft"]["filter"] == {"success_only": False}
-    raw["sft"]["max_steps"] = 4  # the test's budget; the shipped 100 steps run below
+    raw["sft"]["max_steps"] = 4  # the test's budget
     config.write_text(yaml.safe_dump(raw))
     assert launch_and_wait(qtbot, dock) == 0, dock.log.toPlainText()[-2000:]  # click 2
     assert (Path(dock.out.text()) / "adapter" / "adapter_config.json").is_file()
@@ -88,9 +88,10 @@ def test_eval_gets_its_arguments_and_a_failure_shows_its_error(studio, qtbot, tm
     assert dock.log.maximumHeight() > 10_000  # no fixed two-line box: the splitter sizes it
 
 
-def test_the_shipped_studio_config_runs_as_it_is_offline(tmp_path, worker_pool):
+def test_the_shipped_studio_config_runs_offline_in_a_fresh_folder(tmp_path, worker_pool):
     """A fresh folder, no network: export demonstrations where the config expects them, then
-    `modelwright train sft --config assets/configs/sft-studio-demos.yaml` trains the tiny model."""
+    `modelwright train sft` with assets/configs/sft-studio-demos.yaml (its step budget cut)
+    trains the tiny model."""
     from agents.start_state import StartState
     from agents.store import Store
     from agents.store.export import export_parquet
@@ -107,10 +108,19 @@ def test_the_shipped_studio_config_runs_as_it_is_offline(tmp_path, worker_pool):
         turns.call(session, "set_material", {"name": "Box", "color": "#D03030"})
         turns.recorder.finish(success=True, reward=1.0, final_message="Done.")
         export_parquet(store, tmp_path / "runs" / "studio-demos")
+    # The shipped file with one change, the step budget: its 100 steps are ~1.4 s each on an
+    # idle 2-core machine (each example is ~5k tokens with its screenshots), and steps 21-100
+    # run no code that steps 1-20 (one checkpoint at save_steps 20 included) do not.
+    raw = yaml.safe_load(SHIPPED.read_text())
+    assert raw["sft"]["max_steps"] == 100 and raw["run"]["save_steps"] == 20
+    raw["sft"]["max_steps"] = 20
+    config = tmp_path / SHIPPED.name
+    config.write_text(yaml.safe_dump(raw))
     p = subprocess.run([sys.executable, "-m", "studio.cli", "train", "sft", "--config",
-                        str(SHIPPED), "--out", str(tmp_path / "runs" / "studio-sft")],
+                        str(config), "--out", str(tmp_path / "runs" / "studio-sft")],
                        cwd=tmp_path, env=OFFLINE, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     result = json.loads(p.stdout.strip().splitlines()[-1])
-    assert result["steps"] == 100 and Path(result["adapter"]).is_dir()
+    assert result["steps"] == 20 and Path(result["adapter"]).is_dir()
+    assert (tmp_path / "runs" / "studio-sft" / "checkpoint-20").is_dir()
     assert (tmp_path / "runs" / "studio-sft" / "base-model" / "config.json").is_file()
