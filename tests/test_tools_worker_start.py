@@ -44,3 +44,46 @@ def test_a_spare_preloads_cadquery(worker_pool):
     assert worker_pool.preload_cad  # a pool that keeps spares boots them with CadQuery in
     with ToolSession(worker_pool) as s:
         cadquery_loaded(s, True)
+
+
+def test_the_shader_cache_seed_is_taken_once_through_checked_names_and_copied_per_worker(
+        tmp_path, monkeypatch):
+    from tools import shader_cache
+
+    monkeypatch.setenv(shader_cache.ENV, str(tmp_path / "seed"))
+    worker = tmp_path / "w1"  # what a worker left in its cache folder at `ready`
+    bucket = worker / "shader-cache" / shader_cache.SUB / "ab"
+    bucket.mkdir(parents=True)
+    (bucket / ("c" * 38)).write_bytes(b"compiled")
+    (bucket / ("d" * 38)).symlink_to("/etc/passwd")  # a link is never followed
+    (bucket / "not-mesa").write_bytes(b"x")  # a name Mesa does not write is left out
+    assert shader_cache.take_seed(str(worker))
+    seeded = tmp_path / "seed" / shader_cache.SUB
+    assert sorted(p.name for p in seeded.rglob("*") if p.is_file()) == ["c" * 38]
+    (bucket / ("c" * 38)).write_bytes(b"changed")
+    assert not shader_cache.take_seed(str(worker))  # once: a later worker changes nothing
+    assert (seeded / "ab" / ("c" * 38)).read_bytes() == b"compiled"
+
+    fresh = tmp_path / "w2"
+    fresh.mkdir()
+    shader_cache.give(str(fresh))  # a private copy, which the worker may change at will
+    copy = fresh / "shader-cache" / shader_cache.SUB / "ab" / ("c" * 38)
+    assert copy.read_bytes() == b"compiled" and not copy.samefile(seeded / "ab" / ("c" * 38))
+    assert not shader_cache.take_seed(str(tmp_path / "empty"))  # nothing compiled: no seed
+
+
+def test_a_worker_starts_from_its_own_copy_of_the_seed(tmp_path, monkeypatch):
+    from tools import shader_cache
+
+    monkeypatch.setenv(shader_cache.ENV, str(tmp_path / "seed"))
+    pool = WorkerPool(size=0, test_hooks=True)
+    try:
+        with ToolSession(pool) as first:  # no seed yet: its warm-up render seeds it
+            assert first.call("render", {}).ok
+        seeded = sorted(p.name for p in (tmp_path / "seed").rglob("*") if p.is_file())
+        assert seeded
+        with ToolSession(pool) as second:
+            own = second.scratch / "shader-cache" / shader_cache.SUB
+            assert set(seeded) <= {p.name for p in own.rglob("*") if p.is_file()}
+    finally:
+        pool.close()

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from tools import confined, sandbox, scratch
+from tools import confined, sandbox, scratch, shader_cache
 from tools.errors import ErrorKind, ToolError
 from tools.protocol import (
     HEADER,
@@ -67,6 +67,8 @@ class WorkerProcess:
         os.chmod(scratch, 0o700)  # the session's files: for the jail and the supervisor only
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
             sandbox.give_to_jail(d)
+        if not restore:  # a restored worker keeps the cache its session's worker had
+            shader_cache.give(scratch)
         # never through a link or a FIFO: a restored worker's scratch was the dead worker's to
         # write, and what it planted there must neither aim nor block the supervisor's writes
         self._log = confined.open_append(scratch, "worker.log")
@@ -75,7 +77,8 @@ class WorkerProcess:
         try:
             self.proc: subprocess.Popen = _KEEPER.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                env=sandbox.worker_env(scratch), cwd=scratch, start_new_session=True, close_fds=True,
+                env=dict(sandbox.worker_env(scratch), MESA_SHADER_CACHE_DIR=shader_cache.worker_dir(scratch)),
+                cwd=scratch, start_new_session=True, close_fds=True,
                 pass_fds=() if fd is None else (fd,),
             ).result()
         finally:
@@ -91,6 +94,8 @@ class WorkerProcess:
             raise ToolError(ErrorKind.CRASH, f"the worker failed to start: {ready.get('error', '')[-800:]}")
         self.versions = ready.get("versions", {})
         self.startup_s = ready.get("startup_s", 0.0)
+        if warm_render and not restore:  # it has run no session's input yet (tools/shader_cache.py)
+            shader_cache.take_seed(scratch)
 
     @property
     def alive(self) -> bool:
