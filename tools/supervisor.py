@@ -72,13 +72,13 @@ class WorkerProcess:
         # never through a link or a FIFO: a restored worker's scratch was the dead worker's to
         # write, and what it planted there must neither aim nor block the supervisor's writes
         self._log = confined.open_append(scratch, "worker.log")
+        env = dict(sandbox.worker_env(scratch), MESA_SHADER_CACHE_DIR=shader_cache.worker_dir(scratch))
         fd = sandbox.seccomp_fd()
         cmd = sandbox.wrap(argv, scratch, writable, fd)
         try:
             self.proc: subprocess.Popen = _KEEPER.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                env=dict(sandbox.worker_env(scratch), MESA_SHADER_CACHE_DIR=shader_cache.worker_dir(scratch)),
-                cwd=scratch, start_new_session=True, close_fds=True,
+                env=env, cwd=scratch, start_new_session=True, close_fds=True,
                 pass_fds=() if fd is None else (fd,),
             ).result()
         finally:
