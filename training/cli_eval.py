@@ -80,7 +80,7 @@ def _write_out(out: Path, record: dict, session) -> None:
 def _boot_workers() -> None:
     """Start the policy's worker and the verifier's clean one now, side by side: each takes
     seconds (Blender's import), which the command's own imports and the episode overlap."""
-    from tools.supervisor import default_pool
+    from tools import default_pool
     from training.tasks.verifier import boot_for_one_episode
 
     default_pool().boot()
