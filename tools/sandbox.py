@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 from dataclasses import dataclass
 
 from tools import seccomp
@@ -223,9 +224,18 @@ def _program() -> bytes:
     return seccomp.program()
 
 
-@functools.cache
 def mode() -> str:
-    """'bwrap' when the full jail starts here, else 'none'; probed once per process."""
+    """'bwrap' when the full jail starts here, else 'none'; probed once per process (under a
+    lock: workers booting side by side would otherwise each probe)."""
+    with _MODE_LOCK:
+        return _mode()
+
+
+_MODE_LOCK = threading.Lock()
+
+
+@functools.cache
+def _mode() -> str:
     if os.environ.get("MODELWRIGHT_SANDBOX") == "none":
         return "none"
     problem = why_unjailed()

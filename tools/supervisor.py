@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from tools import confined, sandbox, scratch
+from tools import confined, sandbox, scratch, shader_cache
 from tools.errors import ErrorKind, ToolError
 from tools.protocol import (
     HEADER,
@@ -45,7 +45,7 @@ class WorkerProcess:
     """One jailed worker holding Blender and CadQuery, with its own scratch dir."""
 
     def __init__(self, scratch: str, workspace: str | None = None, restore: bool = False,
-                 test_hooks: bool = False):
+                 test_hooks: bool = False, preload_cad: bool = False, warm_render: bool = True):
         self.scratch = scratch
         self.workspace = workspace or os.path.join(scratch, "workspace")
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
@@ -59,19 +59,26 @@ class WorkerProcess:
             argv.append("--restore")
         if test_hooks:
             argv.append("--test-hooks")
+        if preload_cad:
+            argv.append("--preload-cad")
+        if not warm_render:
+            argv.append("--no-warm-render")
         writable = [] if self.workspace.startswith(scratch + os.sep) else [self.workspace]
         os.chmod(scratch, 0o700)  # the session's files: for the jail and the supervisor only
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
             sandbox.give_to_jail(d)
+        if not restore:  # a restored worker keeps the cache its session's worker had
+            shader_cache.give(scratch)
         # never through a link or a FIFO: a restored worker's scratch was the dead worker's to
         # write, and what it planted there must neither aim nor block the supervisor's writes
         self._log = confined.open_append(scratch, "worker.log")
+        env = dict(sandbox.worker_env(scratch), MESA_SHADER_CACHE_DIR=shader_cache.worker_dir(scratch))
         fd = sandbox.seccomp_fd()
         cmd = sandbox.wrap(argv, scratch, writable, fd)
         try:
             self.proc: subprocess.Popen = _KEEPER.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                env=sandbox.worker_env(scratch), cwd=scratch, start_new_session=True, close_fds=True,
+                env=env, cwd=scratch, start_new_session=True, close_fds=True,
                 pass_fds=() if fd is None else (fd,),
             ).result()
         finally:
@@ -87,6 +94,8 @@ class WorkerProcess:
             raise ToolError(ErrorKind.CRASH, f"the worker failed to start: {ready.get('error', '')[-800:]}")
         self.versions = ready.get("versions", {})
         self.startup_s = ready.get("startup_s", 0.0)
+        if warm_render and not restore:  # it has run no session's input yet (tools/shader_cache.py)
+            shader_cache.take_seed(scratch)
 
     @property
     def alive(self) -> bool:
@@ -178,11 +187,15 @@ class WorkerPool:
     No state crosses a session boundary: whatever a session's code did to the interpreter
     (monkeypatched kernels, threads, files in scratch) dies with its worker. The warm start is
     kept by spares booted in the background, so a session starts as soon as one is ready.
+    Spares import CadQuery before they are ready (`preload_cad`, default: when the pool keeps
+    spares); a worker someone waits for imports it on first use (tools/worker/lazy_cq.py).
     """
 
     def __init__(self, size: int = 1, root: str | None = None, test_hooks: bool | None = None,
-                 prewarm: bool = True):
+                 prewarm: bool = True, preload_cad: bool | None = None, warm_render: bool = True):
         self.size = size
+        self.preload_cad = size > 0 if preload_cad is None else preload_cad
+        self.warm_render = warm_render  # off for workers that never render (a verifier's)
         self._root_lock: int | None = None
         if root is None:  # ours: held by a lock, and the roots of dead supervisors swept
             scratch.sweep_dead()
@@ -204,9 +217,11 @@ class WorkerPool:
             self._counter += 1
             return os.path.join(self.root, f"w{self._counter:04d}")
 
-    def spawn(self, workspace: str | None = None, restore_from: str | None = None) -> WorkerProcess:
+    def spawn(self, workspace: str | None = None, restore_from: str | None = None,
+              preload_cad: bool = False) -> WorkerProcess:
         scratch = restore_from or self._new_scratch()
-        return WorkerProcess(scratch, workspace, restore=restore_from is not None, test_hooks=self.test_hooks)
+        return WorkerProcess(scratch, workspace, restore=restore_from is not None, test_hooks=self.test_hooks,
+                             preload_cad=preload_cad, warm_render=self.warm_render)
 
     def warm(self) -> None:
         """Start workers in the background until `size` are idle."""
@@ -216,11 +231,20 @@ class WorkerPool:
             need = self.size - len(self._idle) - self._warming
             self._warming += max(0, need)
         for _ in range(max(0, need)):
-            threading.Thread(target=self._warm_one, daemon=True, name="mw-warm").start()
+            threading.Thread(target=self._warm_one, args=(self.preload_cad,), daemon=True,
+                             name="mw-warm").start()
 
-    def _warm_one(self) -> None:
+    def boot(self) -> None:
+        """Start one worker in the background now, for a session about to open (a one-shot
+        command overlaps its own imports and set-up with the worker's start); no spare
+        replaces it, and it imports CadQuery on first use, for someone will wait for it."""
+        with self._lock:
+            self._warming += 1
+        threading.Thread(target=self._warm_one, args=(False,), daemon=True, name="mw-boot").start()
+
+    def _warm_one(self, preload_cad: bool) -> None:
         try:
-            w = self.spawn()
+            w = self.spawn(preload_cad=preload_cad)
         except ToolError as e:
             if not self._closed:  # a pool closed at exit races its own warm-up: not an error
                 log.error("could not warm a worker: %s", e)

@@ -101,7 +101,8 @@ class CleanRoom:
     """A pool of workers that only ever load committed scenes (never a policy's code)."""
 
     def __init__(self, size: int = 1, pool: WorkerPool | None = None):
-        self.pool = pool or WorkerPool(size=size, test_hooks=False)
+        # checkers query the scene and never render: no warm-up render (1-2 s in the jail)
+        self.pool = pool or WorkerPool(size=size, test_hooks=False, warm_render=False)
         self._own_pool = pool is None
         self._lock = threading.Lock()
 

@@ -18,10 +18,10 @@ import os
 import tempfile
 
 import bpy
-import cadquery as cq
 
 from tools.errors import ErrorKind, ToolError
 from tools.worker import jail
+from tools.worker.lazy_cq import cq  # imported by the first CAD call, not at start
 
 SCENE_PER_MM = 0.001  # one CAD millimetre in scene metres
 

@@ -12,9 +12,8 @@ import builtins
 import math
 import os
 
-import cadquery as cq
-
 from tools.errors import ErrorKind, ToolError
+from tools.worker.lazy_cq import cq, module
 
 ALLOWED_MODULES = frozenset({"cadquery", "math", "cmath", "itertools", "functools", "collections",
                              "typing", "dataclasses", "random", "fractions", "decimal",
@@ -73,10 +72,16 @@ class _Capture:
         self.exported.append(w)
         os.makedirs(self.out_dir, exist_ok=True)
         target = os.path.join(self.out_dir, os.path.basename(str(fname)) or "out.step")
-        return _REAL_EXPORT(w, target, *args, **kwargs)
+        return _real_export()(w, target, *args, **kwargs)
 
 
-_REAL_EXPORT = cq.exporters.export
+_REAL_EXPORT: list = []  # CadQuery's own exporter, taken before any script could replace it
+
+
+def _real_export():
+    if not _REAL_EXPORT:
+        _REAL_EXPORT.append(cq.exporters.export)
+    return _REAL_EXPORT[0]
 
 
 def _guard_path(path) -> str:
@@ -94,13 +99,14 @@ def run_cadquery_script(code: str, out_dir: str) -> cq.Shape:
     tree = check_script(code)
     capture = _Capture(out_dir)
     _ALLOWED_READ[:] = [out_dir]
+    real_export, cadquery = _real_export(), module()  # the script gets the module itself
     real_import_step, real_import_stl = cq.importers.importStep, getattr(cq.importers, "importDXF", None)
     cq.exporters.export = capture.export
     cq.importers.importStep = lambda p, *a, **k: real_import_step(_guard_path(p), *a, **k)
     if real_import_stl is not None:
         cq.importers.importDXF = lambda p, *a, **k: real_import_stl(_guard_path(p), *a, **k)
     safe = dict(SAFE_BUILTINS, __import__=_guarded_import)
-    env = {"__builtins__": safe, "__name__": "__cadquery_script__", "cq": cq, "cadquery": cq, "math": math,
+    env = {"__builtins__": safe, "__name__": "__cadquery_script__", "cq": cadquery, "cadquery": cadquery, "math": math,
            "show_object": capture.show_object, "show": capture.show_object, "debug": lambda *a, **k: None}
     try:
         exec(compile(tree, "<cadquery_script>", "exec"), env)  # noqa: S102 - jailed, checked above
@@ -114,7 +120,7 @@ def run_cadquery_script(code: str, out_dir: str) -> cq.Shape:
         line = _error_line(e)
         raise ToolError(ErrorKind.KERNEL, f"script failed{line}: {type(e).__name__}: {str(e)[:300]}") from None
     finally:
-        cq.exporters.export = _REAL_EXPORT
+        cq.exporters.export = real_export
         cq.importers.importStep = real_import_step
         if real_import_stl is not None:
             cq.importers.importDXF = real_import_stl

@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--restore", action="store_true")
     parser.add_argument("--test-hooks", action="store_true")
+    parser.add_argument("--preload-cad", action="store_true")
+    parser.add_argument("--no-warm-render", dest="warm_render", action="store_false")
     parser.add_argument("--memory-mb", type=int, default=4096)
     parser.add_argument("--max-procs", type=int, default=256)
     parser.add_argument("--cpu-s", type=int, default=4 * 3600)
@@ -66,7 +68,8 @@ def main() -> None:
     try:
         from tools.worker.runtime import WorkerRuntime
 
-        runtime = WorkerRuntime(opts.scratch, opts.workspace, test_hooks=opts.test_hooks, restore=opts.restore)
+        runtime = WorkerRuntime(opts.scratch, opts.workspace, test_hooks=opts.test_hooks, restore=opts.restore,
+                                preload_cad=opts.preload_cad, warm_render=opts.warm_render)
     except Exception:
         write_message(proto_out, {"ready": False, "error": traceback.format_exc(limit=5)})
         return

@@ -13,16 +13,19 @@ from collections.abc import Callable
 import bpy
 
 from tools.errors import ErrorKind, ToolError
-from tools.worker import cad, io, meshes, render, safety, scene
+from tools.worker import cad, io, lazy_cq, meshes, render, safety, scene
 from tools.worker.state import SceneState
 
 
 class WorkerRuntime:
-    def __init__(self, scratch: str, workspace: str, test_hooks: bool = False, restore: bool = False):
+    def __init__(self, scratch: str, workspace: str, test_hooks: bool = False, restore: bool = False,
+                 preload_cad: bool = False, warm_render: bool = True):
         self.scratch = scratch
         self.workspace = workspace
         self.test_hooks = test_hooks
         safety.harden_blender()
+        if preload_cad:  # a spare booted off the critical path (see tools/worker/lazy_cq.py)
+            lazy_cq.preload()
         self.parts = cad.PartStore()
         self.state = SceneState(os.path.join(scratch, "state"), self.parts, replay=self._replay)
         self.renderer = render.Renderer(os.path.join(scratch, "render"))
@@ -40,12 +43,13 @@ class WorkerRuntime:
             self.state.load_latest()
         else:
             self.state.reset()
-        self.renderer.warm_up()  # compile Workbench's shaders before the first real render
+        if warm_render:  # compile Workbench's shaders (seconds in the jail) before a real render
+            self.renderer.warm_up()
 
     def versions(self) -> dict:
-        import cadquery
+        from importlib.metadata import version  # not the module: it loads on first use
 
-        return {"blender": bpy.app.version_string, "cadquery": cadquery.__version__}
+        return {"blender": bpy.app.version_string, "cadquery": version("cadquery")}
 
     def handle(self, request: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
         op = request.get("op")

@@ -77,6 +77,16 @@ def _write_out(out: Path, record: dict, session) -> None:
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
 
 
+def _boot_workers() -> None:
+    """Start the policy's worker and the verifier's clean one now, side by side: each takes
+    seconds (Blender's import), which the command's own imports and the episode overlap."""
+    from tools import default_pool
+    from training.tasks.verifier import boot_for_one_episode
+
+    default_pool().boot()
+    boot_for_one_episode()
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
@@ -103,8 +113,7 @@ def register(app: typer.Typer) -> None:
         """Run one episode of a task with a policy and print its summary."""
         import training.eval.oracle  # noqa: F401  (registers oracle and reference)
         from agents import LoopConfig, PolicyError, make_policy
-        from tools import ToolSession
-        from training.eval.harness import run_spec, task_spec
+        from training.eval.harness import task_spec
 
         spec = task_spec(task)  # a TaskError is the user's (exit 2, see tools/exits.py)
         _check_model(policy, model)
@@ -118,6 +127,11 @@ def register(app: typer.Typer) -> None:
         config = LoopConfig(max_steps=max_steps or spec.budget)
         spec.budget = config.max_steps
         store = _open_store(no_record, data_dir)
+        _boot_workers()  # the input is good: they start while the rest is imported
+        import training.tasks.checks  # noqa: F401  (the checker's imports: now, not at the end)
+        from tools import ToolSession
+        from training.eval.harness import run_spec
+
         with ToolSession() as session:
             record = run_spec(  # a PolicyError: the model or its server is unavailable (3)
                 spec, agent, session, config=config, store=store, source=_source(policy)

@@ -145,11 +145,17 @@ def try_cmd(
     steps = task.oracle if (oracle or reference) else _load_calls(calls) if calls else []
 
     from tools import ToolSession, WorkerPool
-    from training.tasks.runner import attempt
+    from training.tasks.verifier import boot_for_one_episode
 
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     pool = WorkerPool(size=0, prewarm=False)
+    if out is None:  # else the session's worker is its own, on `out`: spawned when it opens
+        pool.boot()  # the policy's and the verifier's workers start now, side by side
+    boot_for_one_episode()
+    import training.tasks.checks  # noqa: F401  (the checker's imports, while they start)
+    from training.tasks.runner import attempt
+
     try:
         with ToolSession(pool=pool, workspace=out, deadline_s=deadline) as session:
             result = attempt(task, session, steps)

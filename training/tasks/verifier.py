@@ -93,6 +93,17 @@ def default_verifier() -> Verifier:
         return _default
 
 
+def boot_for_one_episode() -> None:
+    """Start the default verifier's clean worker now, beside the policy's, for a command that
+    scores one episode (`run`): its start overlaps the episode instead of following it, and
+    no spare is booted after it."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Verifier(0)
+        _default.room.pool.boot()
+
+
 def verify(task: Any, session: Session, calls: list[dict[str, Any]]) -> RewardBreakdown:
     """The task's reward for `session`'s committed scene, measured in a clean worker."""
     return default_verifier().verify(task, session, calls)

@@ -1,0 +1,89 @@
+"""How a worker starts: CadQuery loads on first use unless the worker is a spare, and a
+one-shot command's `boot()` starts a worker now without keeping a spare after it. What is
+loaded is asserted, never how long it took."""
+
+import pytest
+
+from tools import ToolSession, WorkerPool
+
+# Raises in the worker (a failed op) when CadQuery's presence there is not `expected`.
+PROBE = ("import sys\nfrom tools.errors import ErrorKind, ToolError\n"
+         "if ('cadquery' in sys.modules) != {expected}:\n"
+         "    raise ToolError(ErrorKind.VALIDATION, 'cadquery loaded: ' + str('cadquery' in sys.modules))\n")
+
+
+def cadquery_loaded(session: ToolSession, expected: bool) -> None:
+    session._send_test_op({"op": "exec", "code": PROBE.format(expected=expected)})
+
+
+@pytest.fixture
+def booting_pool():
+    pool = WorkerPool(size=0, test_hooks=True)
+    yield pool
+    pool.close()
+
+
+def test_a_booted_worker_loads_cadquery_on_first_use_and_leaves_no_spare(booting_pool):
+    booting_pool.boot()
+    with ToolSession(booting_pool) as s:
+        assert not booting_pool._idle and not booting_pool._warming  # taken; none replaces it
+        assert s.versions["cadquery"]  # reported without loading it
+        cadquery_loaded(s, False)
+        assert s.call("add_primitive", {"kind": "cube", "name": "c", "dimensions": [1, 1, 1]}).ok
+        cadquery_loaded(s, False)  # Blender tools never need it
+        r = s.call("cad_box", {"name": "b", "length": 10, "width": 10, "height": 10})
+        assert r.ok, r.error
+        cadquery_loaded(s, True)
+        script = "import cadquery as cq\nresult = cq.Workplane().box(1, 2, 3)"
+        r = s.call("cadquery_script", {"name": "s", "code": script})
+        assert r.ok, r.error
+    assert not booting_pool._idle and not booting_pool._warming
+
+
+def test_a_spare_preloads_cadquery(worker_pool):
+    assert worker_pool.preload_cad  # a pool that keeps spares boots them with CadQuery in
+    with ToolSession(worker_pool) as s:
+        cadquery_loaded(s, True)
+
+
+def test_the_shader_cache_seed_is_taken_once_through_checked_names_and_copied_per_worker(
+        tmp_path, monkeypatch):
+    from tools import shader_cache
+
+    monkeypatch.setenv(shader_cache.ENV, str(tmp_path / "seed"))
+    worker = tmp_path / "w1"  # what a worker left in its cache folder at `ready`
+    bucket = worker / "shader-cache" / shader_cache.SUB / "ab"
+    bucket.mkdir(parents=True)
+    (bucket / ("c" * 38)).write_bytes(b"compiled")
+    (bucket / ("d" * 38)).symlink_to("/etc/passwd")  # a link is never followed
+    (bucket / "not-mesa").write_bytes(b"x")  # a name Mesa does not write is left out
+    assert shader_cache.take_seed(str(worker))
+    seeded = tmp_path / "seed" / shader_cache.SUB
+    assert sorted(p.name for p in seeded.rglob("*") if p.is_file()) == ["c" * 38]
+    (bucket / ("c" * 38)).write_bytes(b"changed")
+    assert not shader_cache.take_seed(str(worker))  # once: a later worker changes nothing
+    assert (seeded / "ab" / ("c" * 38)).read_bytes() == b"compiled"
+
+    fresh = tmp_path / "w2"
+    fresh.mkdir()
+    shader_cache.give(str(fresh))  # a private copy, which the worker may change at will
+    copy = fresh / "shader-cache" / shader_cache.SUB / "ab" / ("c" * 38)
+    assert copy.read_bytes() == b"compiled" and not copy.samefile(seeded / "ab" / ("c" * 38))
+    assert not shader_cache.take_seed(str(tmp_path / "empty"))  # nothing compiled: no seed
+
+
+def test_a_worker_starts_from_its_own_copy_of_the_seed(tmp_path, monkeypatch):
+    from tools import shader_cache
+
+    monkeypatch.setenv(shader_cache.ENV, str(tmp_path / "seed"))
+    pool = WorkerPool(size=0, test_hooks=True)
+    try:
+        with ToolSession(pool) as first:  # no seed yet: its warm-up render seeds it
+            assert first.call("render", {}).ok
+        seeded = sorted(p.name for p in (tmp_path / "seed").rglob("*") if p.is_file())
+        assert seeded
+        with ToolSession(pool) as second:
+            own = second.scratch / "shader-cache" / shader_cache.SUB
+            assert set(seeded) <= {p.name for p in own.rglob("*") if p.is_file()}
+    finally:
+        pool.close()
