@@ -110,9 +110,7 @@ class SceneHasher:
             if _matrix_stale(ob):
                 stale.add(name)
         self._stale = stale
-        # Cheap guard: an object appeared or vanished that the call did not name.
-        helpers = sum(1 for n in self._helpers if n in objects)
-        if len(objects) - helpers != len(self._chunks):
+        if not self._all_cached(objects):
             self._chunks = None
         return True
 
@@ -130,8 +128,20 @@ class SceneHasher:
                     return False
             elif cached is None or object_chunk(ob) != cached:
                 return False
-        helpers = sum(1 for n in self._helpers if n in objects)
-        return len(objects) - helpers == len(self._chunks)
+        return self._all_cached(objects)
+
+    def _all_cached(self, objects) -> bool:
+        """Cheap guard: no object appeared or vanished that a call did not name. Renderer
+        helpers made since the last walk (its camera, grid, proxy) are learned by their flag:
+        at 10 000 objects that costs milliseconds, the full walk a mismatch starts seconds."""
+        for learn in (False, True):
+            if learn:
+                self._helpers |= {ob.name for ob in objects if ob.get("mw_helper")}
+            helpers = sum(1 for n in self._helpers
+                          if (ob := objects.get(n)) is not None and ob.get("mw_helper"))
+            if len(objects) - helpers == len(self._chunks):
+                return True
+        return False
 
     # -- whole states -----------------------------------------------------------------------------
     def invalidate(self) -> None:
