@@ -121,6 +121,18 @@ def test_a_mutating_call_reads_only_what_it_touched(session):
     assert session.scene_hash() == hash_check(session)["full"] != before
 
 
+def test_a_call_after_the_first_render_reads_only_what_it_touched(session):
+    write_cubes(session.workspace / "many.obj", 600)  # 500+ meshes render from a proxy
+    ok(session.call("import_file", {"path": "many.obj"}))
+    walks = hash_check(session)["full_walks"]
+    assert session.render(views=["iso"], size=64).ok  # adds a helper: the proxy
+    ok(session.call("transform", {"name": "cube_00003", "location": [0, 0, 40]}))
+    assert session.render(views=["front"], size=64).ok  # new bounds: the grid is made again
+    ok(session.call("transform", {"name": "cube_00004", "location": [0, 0, -40]}))
+    check = hash_check(session)
+    assert check["full_walks"] == walks and session.scene_hash() == check["full"]
+
+
 def test_a_refused_call_needs_no_reload_but_a_failed_one_rolls_back(session):
     write_cubes(session.workspace / "many.obj", 250)
     ok(session.call("import_file", {"path": "many.obj"}))

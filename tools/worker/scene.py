@@ -11,6 +11,7 @@ import numpy as np
 from mathutils import Euler, Matrix, Vector
 
 from tools.errors import ErrorKind, ToolError
+from tools.worker import relations
 from tools.worker.cad import PartStore
 
 
@@ -164,7 +165,7 @@ def add_primitive(a) -> dict:
     ob.location = a["location"]
     ob.rotation_euler = Euler([math.radians(x) for x in a["rotation_deg"]], "XYZ")
     _link(ob)
-    bpy.context.view_layer.update()
+    relations.place(ob)
     return {"created": describe(ob)}
 
 
@@ -177,7 +178,7 @@ def transform(a) -> dict:
         ob.rotation_euler = Euler([math.radians(x) for x in a["rotation_deg"]], "XYZ")
     if a.get("scale") is not None:
         ob.scale = a["scale"]
-    bpy.context.view_layer.update()
+    relations.place(ob)
     return {"object": describe(ob)}
 
 
@@ -282,7 +283,7 @@ def duplicate(parts: PartStore):
             new.location = a["location"]
         if parts.has(ob.name):
             parts.copy(ob.name, new.name)
-        bpy.context.view_layer.update()
+        relations.place(new)
         return {"created": describe(new)}
     return run
 
@@ -314,6 +315,7 @@ def parent(a) -> dict:
         child.parent = p
         child.matrix_parent_inverse = p.matrix_world.inverted()
     child.matrix_world = mw
+    relations.forget()  # the scene may have its first parent now
     bpy.context.view_layer.update()
     return {"object": describe(child)}
 
@@ -386,7 +388,7 @@ def add_light(a) -> dict:
     _link(ob)
     # Place it now, as every other tool does: a world matrix left for some later call to
     # update made the scene hash change under a call that never touched the light.
-    bpy.context.view_layer.update()
+    relations.place(ob)
     return {"created": describe(ob)}
 
 

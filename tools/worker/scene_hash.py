@@ -15,6 +15,8 @@ import struct
 import bpy
 import numpy as np
 
+from tools.worker import relations
+
 # Argument keys that name an object a call changes (the `parent` tool's new parent does not
 # change: only the child and its descendants move).
 _TOUCHED_KEYS = ("name", "new_name", "target", "cutter", "child", "into")
@@ -51,6 +53,7 @@ class SceneHasher:
     def __init__(self, parts) -> None:
         self.parts = parts
         self._chunks: dict[str, bytes] | None = None  # None: walk everything on next use
+        self._order: list[str] | None = None  # the chunks' names sorted (None: sort again)
         self._helpers: set[str] = set()  # names of renderer helpers seen (never hashed)
         # Objects whose world matrix waits for a depsgraph update (a light placed without one):
         # whichever call runs that update moves them, so they are read again after every call.
@@ -71,7 +74,7 @@ class SceneHasher:
             ob = bpy.data.objects.get(name)
             if ob is None:
                 continue
-            touched |= {c.name for c in ob.children_recursive}  # world matrices, parent names
+            touched |= relations.descendants(ob)  # world matrices, parent names
             if ob.data is not None and ob.data.users > 1:
                 shared.append(ob.data)
             shared += [s.material for s in ob.material_slots if s.material is not None
@@ -98,15 +101,16 @@ class SceneHasher:
         for name in names:
             ob = objects.get(name)
             if ob is None or ob.get("mw_helper"):
-                self._chunks.pop(name, None)
+                if self._chunks.pop(name, None) is not None:
+                    self._order = None
                 continue
+            if name not in self._chunks:
+                self._order = None
             self._chunks[name] = object_chunk(ob)
             if _matrix_stale(ob):
                 stale.add(name)
         self._stale = stale
-        # Cheap guard: an object appeared or vanished that the call did not name.
-        helpers = sum(1 for n in self._helpers if n in objects)
-        if len(objects) - helpers != len(self._chunks):
+        if not self._all_cached(objects):
             self._chunks = None
         return True
 
@@ -124,8 +128,20 @@ class SceneHasher:
                     return False
             elif cached is None or object_chunk(ob) != cached:
                 return False
-        helpers = sum(1 for n in self._helpers if n in objects)
-        return len(objects) - helpers == len(self._chunks)
+        return self._all_cached(objects)
+
+    def _all_cached(self, objects) -> bool:
+        """Cheap guard: no object appeared or vanished that a call did not name. Renderer
+        helpers made since the last walk (its camera, grid, proxy) are learned by their flag:
+        at 10 000 objects that costs milliseconds, the full walk a mismatch starts seconds."""
+        for learn in (False, True):
+            if learn:
+                self._helpers |= {ob.name for ob in objects if ob.get("mw_helper")}
+            helpers = sum(1 for n in self._helpers
+                          if (ob := objects.get(n)) is not None and ob.get("mw_helper"))
+            if len(objects) - helpers == len(self._chunks):
+                return True
+        return False
 
     # -- whole states -----------------------------------------------------------------------------
     def invalidate(self) -> None:
@@ -141,12 +157,14 @@ class SceneHasher:
         if state is None:
             self._chunks = None
             return
-        self._chunks, self._stale = dict(state[0]), set(state[1])
+        self._chunks, self._stale, self._order = dict(state[0]), set(state[1]), None
         self.update(set())
 
     def digest(self) -> str:
         chunks = self._walk()
-        h = hashlib.sha256(b"".join(chunks[n] for n in sorted(chunks)))
+        if self._order is None:  # names change rarely: sort them again only when they do
+            self._order = sorted(chunks)
+        h = hashlib.sha256(b"".join(map(chunks.__getitem__, self._order)))
         h.update(self.parts.digest().encode())
         return h.hexdigest()[:32]
 
@@ -166,6 +184,7 @@ class SceneHasher:
                 if _matrix_stale(ob):
                     stale.add(ob.name)
             self._chunks, self._helpers, self._stale = chunks, helpers | self._helpers, stale
+            self._order = None
         return self._chunks
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import bpy
 
 from tools.errors import ErrorKind, ToolError
+from tools.worker import relations
 from tools.worker.cad import PartStore
 from tools.worker.scene_hash import SceneHasher, canonical_faces, full_scene_hash
 
@@ -70,6 +71,7 @@ class SceneState:
 
     def _fresh(self) -> None:
         bpy.ops.wm.read_factory_settings(use_empty=True)
+        relations.forget()
         from tools.worker import safety
 
         safety.harden_blender()
@@ -132,6 +134,8 @@ class SceneState:
         """Write the next undo point after a successful call (`tool`, `args`) that changed at
         most the objects `touched` (None: anything); it appears under its final name only
         once complete, so a worker killed mid-commit leaves the previous commit the latest."""
+        if touched is None:  # an import or a script may have brought parents, constraints...
+            relations.forget()
         self.hasher.update(touched)
         self.last_changed = set(touched) if touched is not None else None
         self._digest = None
@@ -269,6 +273,7 @@ class SceneState:
     def _read(self, path: str) -> None:
         blend = os.path.join(path, "scene.blend")
         bpy.ops.wm.open_mainfile(filepath=blend, load_ui=False, use_scripts=False)
+        relations.forget()
         self._read_parts(path)
 
     def _read_parts(self, path: str) -> None:
