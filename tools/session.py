@@ -43,6 +43,7 @@ class ToolSession:
         self.restarts = 0
         self.closed = False
         self._last_hash: str | None = None
+        self._acked_commit: int | None = None  # the worker's commit the last reply reported
         self._recovery: concurrent.futures.Future | None = None
 
     # -- context manager -------------------------------------------------------------------------
@@ -128,6 +129,9 @@ class ToolSession:
         try:
             reply, blobs = w.request(payload, deadline_s)
             self._last_hash = reply.get("scene_hash", self._last_hash)
+            commit = reply.get("commit")
+            if type(commit) is int and 0 <= commit < 1 << 40:  # a hostile worker's word: bounded
+                self._acked_commit = commit
             return reply, blobs, None
         except WorkerTimedOut:
             w.kill()
@@ -158,11 +162,13 @@ class ToolSession:
         the failed call returns at once, and the next call waits for the replacement."""
         self.restarts += 1
         ws = dead.workspace if self._dedicated else None
+        upto = self._acked_commit  # what the caller was last told of; None: nothing yet
         fut: concurrent.futures.Future = concurrent.futures.Future()
 
         def spawn() -> None:
             try:
-                fut.set_result(self.pool.spawn(workspace=ws, restore_from=dead.scratch))
+                fut.set_result(self.pool.spawn(workspace=ws, restore_from=dead.scratch,
+                                               restore_upto=upto))
             except BaseException as e:  # handed to the next caller
                 fut.set_exception(e)
 

@@ -45,7 +45,8 @@ class WorkerProcess:
     """One jailed worker holding Blender and CadQuery, with its own scratch dir."""
 
     def __init__(self, scratch: str, workspace: str | None = None, restore: bool = False,
-                 test_hooks: bool = False, preload_cad: bool = False, warm_render: bool = True):
+                 test_hooks: bool = False, preload_cad: bool = False, warm_render: bool = True,
+                 restore_upto: int | None = None):
         self.scratch = scratch
         self.workspace = workspace or os.path.join(scratch, "workspace")
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
@@ -57,6 +58,8 @@ class WorkerProcess:
                 "--workspace", self.workspace, *sandbox.Limits().argv()]
         if restore:
             argv.append("--restore")
+            if restore_upto is not None:
+                argv += ["--restore-upto", str(int(restore_upto))]
         if test_hooks:
             argv.append("--test-hooks")
         if preload_cad:
@@ -218,10 +221,13 @@ class WorkerPool:
             return os.path.join(self.root, f"w{self._counter:04d}")
 
     def spawn(self, workspace: str | None = None, restore_from: str | None = None,
-              preload_cad: bool = False) -> WorkerProcess:
+              preload_cad: bool = False, restore_upto: int | None = None) -> WorkerProcess:
+        """A new worker; with `restore_from`, one that takes over a dead worker's scratch and
+        loads its newest commit up to `restore_upto` (see SceneState.load_latest)."""
         scratch = restore_from or self._new_scratch()
         return WorkerProcess(scratch, workspace, restore=restore_from is not None, test_hooks=self.test_hooks,
-                             preload_cad=preload_cad, warm_render=self.warm_render)
+                             preload_cad=preload_cad, warm_render=self.warm_render,
+                             restore_upto=restore_upto)
 
     def warm(self) -> None:
         """Start workers in the background until `size` are idle."""

@@ -68,9 +68,29 @@ def test_extra_frame_with_a_guessed_id_does_not_shift_replies(hostile_session):
     assert err is None and reply["output"] == {"first": 1}  # its own request: it may lie
     r = _cube(s, "Next")  # reads the stale real reply first: its id is the old one
     assert not r.ok and r.error.kind == ErrorKind.CRASH
-    r = _cube(s, "Next")
+    r = _cube(s, "Next")  # the first Next is not in the restored scene, committed or not
     assert r.ok
     assert [o["name"] for o in s.scene()["objects"]] == ["Next"]
+
+
+def test_a_commit_whose_reply_never_arrived_is_not_restored(hostile_session):
+    """The worker commits a change and then sends a reply the supervisor refuses: the caller
+    is told the call failed, so the restored scene must not hold the change (it did whenever
+    the worker was fast enough to commit before it was killed)."""
+    s = hostile_session
+    assert _cube(s, "Kept").ok
+    code = FIND_STREAM + (
+        "import bpy\n"
+        "from tools.protocol import write_message\n"
+        "bpy.ops.mesh.primitive_cube_add()\n"
+        "bpy.context.active_object.name = 'Unacknowledged'\n"
+        "runtime.state.commit('add_primitive', {})\n"
+        "write_message(out, {'ok': True, 'id': 1, 'output': {}})\n")
+    _, _, err = _exec(s, code)
+    assert err is not None and err.kind == ErrorKind.CRASH and "does not answer" in err.message
+    assert [o["name"] for o in s.scene()["objects"]] == ["Kept"]
+    assert _cube(s, "After").ok  # the restored worker commits on after the commit it kept
+    assert sorted(o["name"] for o in s.scene()["objects"]) == ["After", "Kept"]
 
 
 @pytest.mark.parametrize("blobs", [[256 << 20] * 6, [(256 << 20) + 1], [-1], ["x"]])

@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--scratch", required=True)
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--restore", action="store_true")
+    parser.add_argument("--restore-upto", type=int, default=None)
     parser.add_argument("--test-hooks", action="store_true")
     parser.add_argument("--preload-cad", action="store_true")
     parser.add_argument("--no-warm-render", dest="warm_render", action="store_false")
@@ -69,7 +70,8 @@ def main() -> None:
         from tools.worker.runtime import WorkerRuntime
 
         runtime = WorkerRuntime(opts.scratch, opts.workspace, test_hooks=opts.test_hooks, restore=opts.restore,
-                                preload_cad=opts.preload_cad, warm_render=opts.warm_render)
+                                preload_cad=opts.preload_cad, warm_render=opts.warm_render,
+                                restore_upto=opts.restore_upto)
     except Exception:
         write_message(proto_out, {"ready": False, "error": traceback.format_exc(limit=5)})
         return

@@ -19,7 +19,7 @@ from tools.worker.state import SceneState
 
 class WorkerRuntime:
     def __init__(self, scratch: str, workspace: str, test_hooks: bool = False, restore: bool = False,
-                 preload_cad: bool = False, warm_render: bool = True):
+                 preload_cad: bool = False, warm_render: bool = True, restore_upto: int | None = None):
         self.scratch = scratch
         self.workspace = workspace
         self.test_hooks = test_hooks
@@ -40,7 +40,7 @@ class WorkerRuntime:
             "restore": lambda a: self.state.restore(a["name"]),
         }
         if restore:
-            self.state.load_latest()
+            self.state.load_latest(restore_upto)
         else:
             self.state.reset()
         if warm_render:  # compile Workbench's shaders (seconds in the jail) before a real render
@@ -92,10 +92,12 @@ class WorkerRuntime:
                                  "loads": self.state.loads})
             raise ToolError(ErrorKind.VALIDATION, f"unknown worker op {op!r}")
         except ToolError as e:
-            return {"ok": False, "error": e.to_dict(), "scene_hash": self.state.scene_hash()}, []
+            return {"ok": False, "error": e.to_dict(), "scene_hash": self.state.scene_hash(),
+                    "commit": self.state.head()}, []
 
     def _ok(self, output: dict, images: list[bytes] | None = None) -> tuple[dict, list[bytes]]:
-        return {"ok": True, "output": output, "scene_hash": self.state.scene_hash(), "rss_mb": _rss_mb()}, images or []
+        return {"ok": True, "output": output, "scene_hash": self.state.scene_hash(), "rss_mb": _rss_mb(),
+                "commit": self.state.head()}, images or []
 
     def _call(self, tool: str, args: dict, mutating: bool) -> tuple[dict, list[bytes]]:
         handler = self.handlers.get(tool)

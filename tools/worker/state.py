@@ -217,11 +217,23 @@ class SceneState:
         self.commit()
         return {"restored": name, "scene_hash": self.scene_hash()}
 
-    def load_latest(self) -> None:
-        """After a crash: adopt the commits on disk and load the newest."""
-        names = sorted(n for n in os.listdir(self.commits_dir)
-                       if n.isdigit() and os.path.isfile(os.path.join(self.commits_dir, n, "parts.json"))) \
-            if os.path.isdir(self.commits_dir) else []
+    def head(self) -> int:
+        """The sequence number of the live commit (every reply carries it: the supervisor
+        restores a dead worker's session to the last one it was told of, see `load_latest`)."""
+        return int(os.path.basename(self.commits[-1])) if self.commits else -1
+
+    def load_latest(self, upto: int | None = None) -> None:
+        """After a crash: adopt the commits on disk and load the newest, or the newest up to
+        `upto`, the last commit the supervisor read a reply about. A commit made by a call
+        whose reply never arrived (the worker was killed: a timeout, a bad reply) is dropped,
+        so the scene is as before the call, as the caller was told."""
+        names = sorted((n for n in os.listdir(self.commits_dir)
+                        if n.isdigit() and os.path.isfile(os.path.join(self.commits_dir, n, "parts.json"))),
+                       key=int) if os.path.isdir(self.commits_dir) else []
+        if upto is not None:
+            for n in [n for n in names if int(n) > upto]:
+                shutil.rmtree(os.path.join(self.commits_dir, n), ignore_errors=True)
+            names = [n for n in names if int(n) <= upto]
         paths = [os.path.join(self.commits_dir, n) for n in names]
         while paths and not _is_checkpoint(paths[0]):  # nothing to replay them on
             paths.pop(0)
