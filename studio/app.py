@@ -147,22 +147,32 @@ class ScriptedRun:
 
     def _shoot(self) -> None:
         out = dict(self.summary or {})
-        for hook in self.after_last_frame:
-            out.update(hook(self) or {})
-        if self.options.screenshot:
-            path = Path(self.options.screenshot)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            from studio.viewport.capture import capture
+        try:
+            for hook in self.after_last_frame:
+                out.update(hook(self) or {})
+            if self.options.screenshot:
+                path = Path(self.options.screenshot)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                from studio.viewport.capture import capture
 
-            # from the screen on a display: the live viewport is a native GL window that
-            # QWidget.grab does not paint
-            capture(self.window).save(str(path), "PNG")
-            out["screenshot"] = str(path)
-        out["data_dir"] = str(self.window.controller.store().data_dir)
-        print(json.dumps(out, default=str), flush=True)
-        if self.options.exit_when_done:
-            self.window.close()
-            QApplication.instance().exit(self.exit_code)
+                # from the screen on a display: the live viewport is a native GL window that
+                # QWidget.grab does not paint
+                if capture(self.window).save(str(path), "PNG"):
+                    out["screenshot"] = str(path)
+                else:
+                    out["screenshot_error"] = f"could not write {path}"
+                    print(f"screenshot: could not write {path}", file=sys.stderr)
+            out["data_dir"] = str(self.window.controller.store().data_dir)
+        except Exception as exc:  # never hang a scripted run: say it in one line and exit
+            log.debug("the scripted run's last step failed", exc_info=True)
+            out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            print(f"studio: {out['error']}", file=sys.stderr)
+            self.exit_code = self.exit_code or 1
+        finally:
+            print(json.dumps(out, default=str), flush=True)
+            if self.options.exit_when_done:
+                self.window.close()
+                QApplication.instance().exit(self.exit_code)
 
 
 def run_studio(options: StudioOptions) -> int:

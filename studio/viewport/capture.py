@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPoint
+import logging
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPoint, QRect
 from PySide6.QtGui import QGuiApplication, QImage
 from PySide6.QtWidgets import QWidget
+
+log = logging.getLogger(__name__)
 
 OFFSCREEN = ("offscreen", "minimal", "vnc")
 
@@ -19,8 +23,12 @@ def screen_capture(widget: QWidget) -> QImage:
 
     ratio = widget.devicePixelRatioF()
     top_left = widget.mapToGlobal(QPoint(0, 0))
-    region = {"left": int(top_left.x() * ratio), "top": int(top_left.y() * ratio),
-              "width": int(widget.width() * ratio), "height": int(widget.height() * ratio)}
+    # only the part on the screen: X refuses (BadMatch) a grab that reaches past its edge
+    shown = QRect(top_left, widget.size()).intersected(widget.screen().virtualGeometry())
+    if shown.isEmpty():
+        raise OSError("the window is not on the screen")
+    region = {"left": int(shown.x() * ratio), "top": int(shown.y() * ratio),
+              "width": int(shown.width() * ratio), "height": int(shown.height() * ratio)}
     with mss.MSS() as sct:
         shot = sct.grab(region)
         data = bytes(shot.bgra)
@@ -29,9 +37,13 @@ def screen_capture(widget: QWidget) -> QImage:
 
 
 def capture(widget: QWidget) -> QImage:
-    """What the person sees in `widget`: the screen when there is one, else the widget's own paint."""
+    """What the person sees in `widget`: the screen when there is one, else the widget's own
+    paint (also when the screen refuses the grab: then a native GL view may come out blank)."""
     if on_real_display() and widget.isVisible():
-        return screen_capture(widget)
+        try:
+            return screen_capture(widget)
+        except Exception as exc:  # mss's X errors, a window off the screen
+            log.warning("screen capture failed (%s); using the widget's own paint", str(exc).splitlines()[0])
     return widget.grab().toImage()
 
 
