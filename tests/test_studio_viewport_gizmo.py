@@ -1,6 +1,7 @@
 """The gizmo's drag math without a window: a pointer moved along an arrow as drawn is that
 distance along the world axis (measured at the gizmo's origin), a sweep around a ring is that angle about it (right-handed,
-whichever way the axis faces), snapping rounds, and a dragged rotation composes with the
+whichever way the axis faces), a scale box dragged out is a factor along the object's own axis,
+snapping rounds, and a dragged rotation composes with the
 object's own Euler angles as Blender reads them."""
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import pytest
 from studio.models.orbit import OrbitCamera
 from studio.viewport.camera import ViewMath, grid_step
 from studio.viewport.gizmo import (
+    MIN_SCALE,
+    SCALE_AT,
     axis_rotation,
     drag_amount,
     dragged_model,
     euler_matrix,
+    local_axis,
     matrix_euler,
     rotated_euler,
 )
@@ -64,3 +68,25 @@ def test_a_dragged_rotation_composes_with_the_objects_own_euler_angles():
         new = rotated_euler(old, axis, 15.0)
         assert np.allclose(euler_matrix(new), axis_rotation(axis, 15.0) @ euler_matrix(old), atol=1e-5)
     assert rotated_euler([0.0, 0.0, 30.0], 2, 15.0) == pytest.approx([0.0, 0.0, 45.0])
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_a_scale_box_drag_is_a_factor_along_the_objects_own_axis(axis):
+    vm = view()
+    base = np.identity(4)
+    base[:3, :3] = euler_matrix([0.0, 0.0, 30.0])  # turned: the box runs along the object's axis
+    base[:3, 3] = ORIGIN
+    length = 0.8
+    direction = local_axis(base, axis)
+    at = SCALE_AT * length
+    start = vm.to_screen(ORIGIN + direction * at)
+    axis_px = vm.to_screen(ORIGIN + direction) - vm.to_screen(ORIGIN)
+    now = start + 0.5 * at * axis_px  # the box dragged half its distance further out
+    assert drag_amount(vm, ORIGIN, 6 + axis, start, now, False, base, length) == pytest.approx(1.5, abs=1e-5)
+    assert drag_amount(vm, ORIGIN, 6 + axis, start, now + [2.0, 1.0], True, base, length) == pytest.approx(1.5)
+    through = start - 3.0 * at * axis_px  # dragged past the origin: never zero or mirrored
+    assert drag_amount(vm, ORIGIN, 6 + axis, start, through, False, base, length) == MIN_SCALE
+    scaled = dragged_model(base, 6 + axis, 1.5)
+    assert np.allclose(scaled[:3, axis], base[:3, axis] * 1.5)
+    others = [k for k in range(3) if k != axis]
+    assert np.allclose(scaled[:3, others], base[:3, others]) and np.allclose(scaled[:3, 3], ORIGIN)

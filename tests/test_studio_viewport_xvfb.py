@@ -1,7 +1,7 @@
 """The live GPU viewport in the real window under Xvfb (Mesa llvmpipe): click-to-select picks
-the object under the cursor (the outliner and the palette follow), a gizmo drag sends ONE
-`transform` with the dragged distance and adds one undo step, Esc cancels a drag, and every
-listed shortcut does what the list says."""
+the object under the cursor (the outliner, the palette and the History follow), a gizmo drag
+sends ONE `transform` with the dragged distance (a ring: the angle; a box: the scale factor) and
+adds one undo step, Esc cancels a drag, and every listed shortcut does what the list says."""
 
 from __future__ import annotations
 
@@ -66,10 +66,13 @@ out["click_box"] = c.scene.selected
 items = window.outliner.tree.selectedItems()
 out["outliner"] = items[0].data(0, Qt.ItemDataRole.UserRole) if items else None
 out["palette_name"] = window.palette.form.fields["name"].text()
+history = lambda: sorted(c.undo_stack.text(i - 1) for i in window.history.marked)
+out["history_box"] = history()
 QTest.mouseClick(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, QPoint(3, 3))
 out["click_empty"] = c.scene.selected
 QTest.mouseClick(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, at([-1, 0, 1.2]))
 out["click_cyl"] = c.scene.selected
+out["history_cyl"] = history()
 QTest.mouseMove(live, at([1.0, 0, 0.0]))
 QTest.mouseMove(live, at([2, 0, 0.5]))
 end_hover = time.monotonic() + 20
@@ -82,7 +85,7 @@ out["hover_pick"] = live.pick(at([2, 0, 0.5]).toPointF())
 QTest.mouseClick(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, at([2, 0, 0.5]))
 settle()
 vm = live.view_math()
-origin, length, _ = live.gizmo(vm)
+origin, length, _, _ = live.gizmo(vm)
 grab = origin + np.array([length * 0.4, 0, 0])  # clear of the rings (radius 0.62)
 a, b = vm.to_screen(origin), vm.to_screen(origin + [1.0, 0, 0])
 axis_px = (b - a) / np.linalg.norm(b - a)
@@ -123,7 +126,7 @@ out["esc_keeps_selection"] = c.scene.selected
 # rotate ring about Z, Ctrl held: one transform with a rotation snapped to 15°, one undo step
 from studio.viewport.gizmo import RING_RADIUS
 vm = live.view_math()
-origin, length, _ = live.gizmo(vm)
+origin, length, _, _ = live.gizmo(vm)
 def ring(deg):
     u = math.radians(deg)
     return at(origin + RING_RADIUS * length * np.array([-math.sin(u), math.cos(u), 0.0]))
@@ -141,6 +144,32 @@ out["rotate_undo_steps"] = c.undo_stack.index() - undo_before
 out["box_rotation"] = c.scene.get("Box")["rotation_deg"]
 c.undo_stack.undo()
 wait(lambda: abs(c.scene.get("Box")["rotation_deg"][2]) < 1e-6)
+settle()
+
+# scale box on the box's own X, Ctrl held: one transform with the factor snapped to tenths
+from studio.viewport.gizmo import SCALE_AT
+vm = live.view_math()
+origin, length, _, _ = live.gizmo(vm)
+a, b = vm.to_screen(origin), vm.to_screen(origin + [1.0, 0, 0])
+unit = (b - a) / np.linalg.norm(b - a)
+start = at(origin + [SCALE_AT * length, 0, 0])
+end = QPoint(int(round(start.x() + 70 * unit[0])), int(round(start.y() + 70 * unit[1])))
+along = ((end - start).x() * (b - a)[0] + (end - start).y() * (b - a)[1]) / float((b - a) @ (b - a))
+out["expected_scale"] = round(((SCALE_AT * length + along) / (SCALE_AT * length)) / 0.1) * 0.1
+n_calls, undo_before = len(calls), c.undo_stack.index()
+QTest.mousePress(live, Qt.MouseButton.LeftButton, ctrl, start)
+out["scale_grabbed"] = live.drag_axis
+for i in range(1, 9):
+    QTest.mouseMove(live, start + (end - start) * (i / 8))
+QTest.mouseRelease(live, Qt.MouseButton.LeftButton, ctrl, end)
+wait(lambda: len(calls) > n_calls)
+settle()
+out["scale_calls"] = calls[n_calls:]
+out["scale_undo_steps"] = c.undo_stack.index() - undo_before
+out["box_scale"] = c.scene.get("Box")["scale"]
+out["history_after_scale"] = history()[-1:] if c.scene.selected == "Box" else None
+c.undo_stack.undo()
+wait(lambda: abs(c.scene.get("Box")["scale"][0] - 1.0) < 1e-6)
 settle()
 
 # every listed shortcut
@@ -186,6 +215,7 @@ def test_live_viewport_select_gizmo_shortcuts(xvfb_display, tmp_path):  # noqa: 
     assert out["click_box"] == "Box" and out["outliner"] == "Box" and out["palette_name"] == "Box"
     assert out["click_empty"] is None
     assert out["click_cyl"] == "Cyl"
+    assert out["history_box"] == ["add_primitive Box"] and out["history_cyl"] == ["add_primitive Cyl"]
     assert out["hover"] == "Box"
     assert out["grabbed_axis"] == 0
     [(tool, args, origin, ok)] = out["drag_calls"]
@@ -205,6 +235,15 @@ def test_live_viewport_select_gizmo_shortcuts(xvfb_display, tmp_path):  # noqa: 
     x, y, z = args["rotation_deg"]
     assert abs(x) < 1e-6 and abs(y) < 1e-6 and 15 <= z <= 120 and z % 15 == 0, args
     assert out["rotate_undo_steps"] == 1 and abs(out["box_rotation"][2] - z) < 1e-3
+    assert out["scale_grabbed"] == 6  # handles 6-8: the scale boxes on the object's x, y, z
+    [(tool, args, origin, ok)] = out["scale_calls"]
+    assert (tool, origin, ok) == ("transform", "human", True)
+    assert {k for k, v in args.items() if v is not None} == {"name", "scale"}
+    sx, sy, sz = args["scale"]
+    assert abs(sx - out["expected_scale"]) < 1e-6 and sx > 1.05 and (sy, sz) == (1.0, 1.0), args
+    assert abs(round(sx * 10) - sx * 10) < 1e-6  # Ctrl: tenths
+    assert out["scale_undo_steps"] == 1 and abs(out["box_scale"][0] - sx) < 1e-6
+    assert out["history_after_scale"] == ["transform Box"]
 
 
 FALLBACK_CHILD = r"""

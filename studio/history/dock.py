@@ -1,20 +1,65 @@
 """History: the undo stack (each entry one successful mutating call) and named snapshots.
 
 Undo sends the runtime's `undo`; Redo sends the undone call again. Both are recorded steps
-of the demonstration, so a replay sees exactly what the person did.
+of the demonstration, so a replay sees exactly what the person did. The list follows the
+selection (viewport, outliner): the steps that touched the selected object are marked (bold,
+a dot) and the newest of them is scrolled into view.
 """
 
 from __future__ import annotations
 
+import shiboken6
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLineEdit,
     QListWidget,
     QPushButton,
+    QStyledItemDelegate,
     QUndoView,
     QVBoxLayout,
     QWidget,
 )
+
+# the arguments of a call that name scene objects (snapshot/restore name snapshots, not objects)
+OBJECT_KEYS = ("name", "new_name", "target", "cutter", "child", "parent", "into", "others")
+
+
+def touched_names(tool: str, args: dict) -> set[str]:
+    """The objects a call named."""
+    if tool in ("snapshot", "restore", "undo"):
+        return set()
+    out: set[str] = set()
+    for key in OBJECT_KEYS:
+        value = args.get(key)
+        values = value if isinstance(value, list) else [value]
+        out |= {v for v in values if isinstance(v, str) and v}
+    return out
+
+
+def command_names(command) -> set[str]:
+    """The objects an undo-stack entry touched: one call's, or every call of an agent run."""
+    calls = getattr(command, "calls", None)
+    if calls is not None:
+        return set().union(*(touched_names(c["tool"], c.get("args", {})) for c in calls)) if calls else set()
+    tool, args = getattr(command, "tool", None), getattr(command, "args", None)
+    if tool and isinstance(args, dict):
+        return touched_names(tool, args)
+    # a macro (an agent run's entry while it is open, and after it closed): its children's
+    return set().union(set(), *(command_names(command.child(i)) for i in range(command.childCount())))
+
+
+class _Marked(QStyledItemDelegate):
+    """Draws the entries that touched the selected object in bold, behind a dot."""
+
+    def __init__(self, dock: HistoryDock) -> None:
+        super().__init__(dock.view)
+        self.dock = dock
+
+    def initStyleOption(self, option, index) -> None:
+        super().initStyleOption(option, index)
+        if index.row() in self.dock.marked:
+            option.font.setBold(True)
+            option.text = "\u25cf " + option.text
 
 
 class HistoryDock(QWidget):
@@ -24,6 +69,10 @@ class HistoryDock(QWidget):
         stack = controller.undo_stack
         self.view = QUndoView(stack)
         self.view.setEmptyLabel("(start)")
+        self.marked: set[int] = set()  # rows (0 is "(start)") that touched the selected object
+        self.view.setItemDelegate(_Marked(self))
+        controller.scene.selection_changed.connect(lambda _name: self.follow_selection())
+        stack.indexChanged.connect(lambda _i: self.follow_selection())
         self.undo_button, self.redo_button = QPushButton("Undo"), QPushButton("Redo")
         self.undo_button.clicked.connect(stack.undo)
         self.redo_button.clicked.connect(stack.redo)
@@ -51,6 +100,18 @@ class HistoryDock(QWidget):
         layout.addWidget(self.view, 1)
         layout.addLayout(snap)
         layout.addWidget(self.snapshots)
+
+    def follow_selection(self) -> None:
+        """Mark the steps that touched the selected object; show the newest of them."""
+        stack = self.controller.undo_stack
+        if not (shiboken6.isValid(self) and shiboken6.isValid(stack)):
+            return  # the window is closing: the scene model (no Qt) outlives the widgets
+        name = self.controller.scene.selected
+        self.marked = ({i + 1 for i in range(stack.count()) if name in command_names(stack.command(i))}
+                       if name else set())
+        if self.marked:
+            self.view.scrollTo(self.view.model().index(max(self.marked), 0))
+        self.view.viewport().update()
 
     def take_snapshot(self) -> None:
         name = self.snapshot_name.text().strip() or f"snap{self.snapshots.count() + 1}"

@@ -10,7 +10,14 @@ import moderngl
 import numpy as np
 
 from studio.viewport.camera import ViewMath, grid_step
-from studio.viewport.gizmo import HANDLES, arrow_mesh, handle_matrix, ring_mesh
+from studio.viewport.gizmo import (
+    HANDLES,
+    arrow_mesh,
+    box_mesh,
+    handle_matrix,
+    ring_mesh,
+    scale_handle_matrix,
+)
 
 # Lighting per vertex (Gouraud): with Mesa's software rasteriser the fragment stage dominates,
 # and per-pixel lighting halved the frame rate; meshes arrive finely tessellated anyway.
@@ -47,7 +54,8 @@ void main() { frag = vec4(id, 1.0); }
 """
 SELECT = (1.0, 0.55, 0.1)
 AXIS_COLORS = ((0.9, 0.25, 0.25), (0.35, 0.8, 0.3), (0.3, 0.5, 0.95))
-GIZMO_ID = 1 << 20  # gizmo handle h has id GIZMO_ID + h: 0-2 move arrows, 3-5 rotate rings
+GIZMO_ID = 1 << 20  # gizmo handle h has id GIZMO_ID + h: 0-2 move arrows, 3-5 rotate rings, 6-8 scale boxes
+Gizmo = tuple  # (origin, arrow length in world units, the active handle or None, the object's 4x4 model)
 
 
 @dataclass
@@ -98,6 +106,7 @@ class SceneRenderer:
         self._handle_buffers: list[moderngl.Buffer] = []
         self.arrow, self.arrow_id = self._handle(*arrow_mesh())
         self.ring, self.ring_id = self._handle(*ring_mesh())
+        self.box, self.box_id = self._handle(*box_mesh())
         self._triad_buf = ctx.buffer(_triad_lines())
         self._triad = ctx.vertex_array(self.line_prog, [(self._triad_buf, "3f 4f", "p", "c")])
         self._lines_buf: moderngl.Buffer | None = None
@@ -165,7 +174,7 @@ class SceneRenderer:
 
     # -- drawing ---------------------------------------------------------------------------
     def draw(self, vm: ViewMath, selected: str | None, hovered: str | None,
-             gizmo: tuple[np.ndarray, float, int | None] | None, background=(0.16, 0.17, 0.19)) -> None:
+             gizmo: Gizmo | None, background=(0.16, 0.17, 0.19)) -> None:
         ctx = self.ctx
         ctx.clear(*background, 1.0)
         ctx.disable(moderngl.DEPTH_TEST)
@@ -209,17 +218,26 @@ class SceneRenderer:
         self._triad.render(moderngl.LINES)
         self.ctx.viewport = old
 
-    def _draw_gizmo(self, vm: ViewMath, origin: np.ndarray, length: float, active: int | None) -> None:
+    def _handles(self, gizmo: Gizmo, ids: bool = False):
+        """(handle, model matrix, vertex array) of each gizmo handle."""
+        origin, length, _, basis = gizmo
+        shapes = (self.arrow_id, self.ring_id, self.box_id) if ids else (self.arrow, self.ring, self.box)
+        for handle in range(HANDLES):
+            k = handle % 3
+            m = (handle_matrix(k, origin, length) if handle < 6
+                 else scale_handle_matrix(k, origin, length, basis))
+            yield handle, m, shapes[handle // 3]
+
+    def _draw_gizmo(self, vm: ViewMath, *gizmo) -> None:
         self.ctx.disable(moderngl.DEPTH_TEST)  # the handles stay grabbable behind parts
         self.mesh_prog["unlit"].value = 1.0
         self.mesh_prog["tint"].value = 0.0
-        for handle in range(HANDLES):
-            k = handle % 3
-            m = handle_matrix(k, origin, length)
+        active = gizmo[2]
+        for handle, m, vao in self._handles(gizmo):
             self.mesh_prog["mvp"].write(_gl(vm.view_proj @ m))
             self.mesh_prog["model"].write(_gl(m))
-            self.mesh_prog["color"].value = (1.0, 0.9, 0.3) if active == handle else AXIS_COLORS[k]
-            (self.arrow if handle < 3 else self.ring).render(moderngl.TRIANGLES)
+            self.mesh_prog["color"].value = (1.0, 0.9, 0.3) if active == handle else AXIS_COLORS[handle % 3]
+            vao.render(moderngl.TRIANGLES)
         self.ctx.enable(moderngl.DEPTH_TEST)
 
     def grid_lines(self, vm: ViewMath) -> tuple[np.ndarray, float]:
@@ -262,7 +280,7 @@ class SceneRenderer:
         vao.release()
 
     # -- picking -----------------------------------------------------------------------------
-    def pick(self, vm: ViewMath, x: int, y: int, gizmo: tuple[np.ndarray, float, int | None] | None) -> str | int | None:
+    def pick(self, vm: ViewMath, x: int, y: int, gizmo: Gizmo | None) -> str | int | None:
         """What is under pixel (x, y): a gizmo axis (int), an object's name, or None."""
         if not (0 <= x < vm.width and 0 <= y < vm.height):
             return None
@@ -287,10 +305,10 @@ class SceneRenderer:
             m.id_vao.render(moderngl.TRIANGLES)
         if gizmo is not None:
             ctx.disable(moderngl.DEPTH_TEST)  # handles win over anything behind them
-            for handle in range(HANDLES):
-                self.id_prog["mvp"].write(_gl(vm.view_proj @ handle_matrix(handle % 3, gizmo[0], gizmo[1])))
+            for handle, m, vao in self._handles(gizmo, ids=True):
+                self.id_prog["mvp"].write(_gl(vm.view_proj @ m))
                 self.id_prog["id"].value = _id_color(GIZMO_ID + handle)
-                (self.arrow_id if handle < 3 else self.ring_id).render(moderngl.TRIANGLES)
+                vao.render(moderngl.TRIANGLES)
         raw = fbo.read(viewport=(x, vm.height - 1 - y, 1, 1), components=4)
         fbo.scissor = None
         previous.use()
@@ -303,7 +321,7 @@ class SceneRenderer:
         for m in self.meshes.values():
             m.release()
         self.meshes.clear()
-        for vao in (self.arrow, self.arrow_id, self.ring, self.ring_id, self._triad):
+        for vao in (self.arrow, self.arrow_id, self.ring, self.ring_id, self.box, self.box_id, self._triad):
             vao.release()
         for resource in (*self._handle_buffers, self._triad_buf, self._lines_buf, self._pick_fbo):
             if resource is not None:

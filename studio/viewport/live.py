@@ -4,7 +4,8 @@ The worker sends tessellated meshes when the scene changes (only geometry the vi
 orbiting, picking, hover and gizmo drags never touch the worker. Left click selects (the
 scene model's selection: the outliner and the palette follow), left-drag on empty space
 orbits, middle/shift-drag pans, wheel zooms; dragging a gizmo arrow moves the selected
-object and on release sends ONE `transform` call (one undo step, a human step).
+object, a ring turns it, a box scales it along its own axis, and on release the drag sends ONE
+`transform` call (one undo step, a human step).
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ class LiveView(QOpenGLWindow):
         self._button = Qt.MouseButton.NoButton
         self._moved = False
         self.drag_axis: int | None = None
-        self.drag_offset = 0.0  # world units along the dragged axis, or degrees about it
+        self.drag_offset = 0.0  # world units along the dragged axis, degrees about it, or a factor
         self._drag_base = np.identity(4)  # the selection's model matrix when the drag began
+        self._drag_length = 1.0  # the gizmo's arrow length (world units) when the drag began
         self._snap = False
         self.changed_at: float | None = None  # when the scene last changed (for the benchmark)
         self.scene_to_frame_s: float | None = None
@@ -165,12 +167,14 @@ class LiveView(QOpenGLWindow):
         name = self.controller.scene.selected
         return self.renderer.meshes.get(name) if self.renderer and name else None
 
-    def gizmo(self, vm: ViewMath) -> tuple[np.ndarray, float, int | None] | None:
+    def gizmo(self, vm: ViewMath) -> tuple[np.ndarray, float, int | None, np.ndarray] | None:
+        """(origin, arrow length in world units, the handle being dragged, the model matrix)."""
         m = self.selected_mesh()
         if m is None:
             return None
         origin = m.model[:3, 3].copy()
-        return origin, GIZMO_PX * self.devicePixelRatio() / vm.pixels_per_unit(origin), self.drag_axis
+        length = GIZMO_PX * self.devicePixelRatio() / vm.pixels_per_unit(origin)
+        return origin, length, self.drag_axis, m.model.copy()
 
     def pick(self, pos: QPointF):
         """What is under a point in this window's coordinates: a gizmo axis, a name or None."""
@@ -192,7 +196,7 @@ class LiveView(QOpenGLWindow):
         """Move or turn the selection as the pointer, now at `pos`, says (not sent yet)."""
         origin = self._drag_base[:3, 3]
         t = drag_amount(self.view_math(), origin, self.drag_axis, self._device_px(self._press),
-                        self._device_px(pos), self._snap)
+                        self._device_px(pos), self._snap, self._drag_base, self._drag_length)
         self._apply_drag(t)
 
     def _apply_drag(self, t: float) -> None:
@@ -202,7 +206,7 @@ class LiveView(QOpenGLWindow):
     def cancel_drag(self) -> bool:
         if self.drag_axis is None:
             return False
-        self._apply_drag(0.0)
+        self._apply_drag(1.0 if self.drag_axis >= 6 else 0.0)
         self.drag_axis, self._press = None, None
         self.update()
         return True
@@ -211,10 +215,15 @@ class LiveView(QOpenGLWindow):
         m, name, t = self.selected_mesh(), self.controller.scene.selected, self.drag_offset
         axis = self.drag_axis
         self.drag_axis, self.drag_offset = None, 0.0
-        if m is None or abs(t) < 1e-12:
+        if m is None or abs(t - (1.0 if axis >= 6 else 0.0)) < 1e-12:
             self.update()
             return
-        if axis >= 3:  # a rotation about the world axis, composed with the object's own
+        if axis >= 6:  # a factor along the object's own axis: Blender's `scale` is per axis
+            obj = self.controller.scene.get(name) or {}
+            scale = [float(v) for v in obj.get("scale", [1.0, 1.0, 1.0])]
+            scale[axis % 3] = round(scale[axis % 3] * t, 6)
+            args = {"name": name, "scale": scale}
+        elif axis >= 3:  # a rotation about the world axis, composed with the object's own
             obj = self.controller.scene.get(name) or {}
             args = {"name": name, "rotation_deg": rotated_euler(obj.get("rotation_deg", [0.0, 0.0, 0.0]),
                                                                 axis % 3, t)}
@@ -258,8 +267,9 @@ class LiveView(QOpenGLWindow):
         if event.button() == Qt.MouseButton.LeftButton:
             hit = self.pick(event.position())
             if isinstance(hit, int) and self.selected_mesh() is not None:
-                self.drag_axis, self.drag_offset = hit, 0.0
+                self.drag_axis, self.drag_offset = hit, 1.0 if hit >= 6 else 0.0
                 self._drag_base = self.selected_mesh().model.copy()
+                self._drag_length = self.gizmo(self.view_math())[1]
                 self.update()
 
     def mouseMoveEvent(self, event) -> None:

@@ -42,7 +42,7 @@ SHORTCUTS = (
     ("Cancel drag / deselect", "Esc", "cancel"),
 )
 MOUSE_HELP = ("click: select · drag: orbit · shift-drag: pan · wheel: zoom · "
-              "arrow: move · ring: rotate (Ctrl snaps) · F1: keys")
+              "arrow: move · ring: rotate · box: scale (Ctrl snaps) · F1: keys")
 
 
 def live_wanted() -> bool:
