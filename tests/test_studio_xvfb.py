@@ -57,3 +57,43 @@ def test_real_window_viewport_capture_matches_what_it_shows(xvfb_display, tmp_pa
     assert out["mean_abs_diff"] < 8.0, out  # the screen shows what the viewport paints
     assert shot.is_file() and out["frames"] >= 1
     assert out["live"] is True and out["triangles"] > 0
+
+
+OFF_SCREEN_CHILD = r"""
+import json, sys
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication, QWidget
+from studio.viewport.capture import capture, screen_capture
+
+app = QApplication(sys.argv[:1])
+w = QWidget()
+pal = w.palette()
+pal.setColor(QPalette.ColorRole.Window, QColor(200, 30, 40))
+w.setPalette(pal)
+w.setAutoFillBackground(True)
+screen = app.primaryScreen().geometry()
+w.setGeometry(screen.width() - 300, screen.height() - 200, 600, 400)  # half off the right and bottom
+w.show()
+for _ in range(50):
+    app.processEvents()
+top_left = w.mapToGlobal(w.rect().topLeft())
+shot = screen_capture(w)
+px = shot.pixelColor(10, 10)
+out = {"size": [shot.width(), shot.height()], "on_screen": [screen.width() - top_left.x(), screen.height() - top_left.y()],
+       "pixel": [px.red(), px.green(), px.blue()]}
+w.move(screen.width() + 100, screen.height() + 100)  # wholly off the screen: the widget's own paint
+for _ in range(50):
+    app.processEvents()
+whole = capture(w)
+out["fallback"] = [whole.width(), whole.height()]
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_a_window_partly_off_the_screen_is_captured_as_far_as_it_shows(xvfb_display):  # noqa: F811
+    """X refuses (BadMatch) a grab past the screen's edge; the capture takes the visible part,
+    and a window wholly off the screen comes from its own paint instead of an error."""
+    _, out = run_on_display(OFF_SCREEN_CHILD, xvfb_display)
+    assert out["size"] == out["on_screen"] and 0 < out["size"][0] < 600 and 0 < out["size"][1] < 400
+    assert out["pixel"] == [200, 30, 40]
+    assert out["fallback"] == [600, 400]
