@@ -67,3 +67,24 @@ def test_meshes_send_only_what_changed(session):
     assert set(by) == {"Cyl", "Plate"} and len(blobs) == 1 and by["Plate"]["blob"] == 0
     _, _, _, edges = unpack(by["Plate"], blobs[0])
     assert len(edges) == 12  # the B-rep box's 12 edges, though its tessellation repeats nodes
+
+
+def test_closed_outward_surfaces_are_flagged_for_culling_and_open_ones_not(session):
+    """The viewer culls back faces only where none can show: closed, consistently wound,
+    facing out. A plane (open), and an imported cube whose faces turn inwards, are not flagged."""
+    session.reset()
+    for kind in ("cube", "cylinder", "uv_sphere", "torus", "plane"):
+        dims = [1, 1, 0.25] if kind == "torus" else [1, 1, 1]  # x = y = 2(R + r), z = 2r
+        assert session.call("add_primitive", {"kind": kind, "name": kind, "dimensions": dims}).ok
+    assert session.call("cad_box", {"name": "Plate", "length": 40, "width": 30, "height": 5}).ok
+    assert session.call("cad_hole", {"name": "Plate", "diameter": 6}).ok
+    corners = [(x, y, z) for x in (0, 1) for y in (0, 1) for z in (0, 1)]
+    quads = [(2, 4, 3, 1), (7, 8, 6, 5), (5, 6, 2, 1), (4, 8, 7, 3), (3, 7, 5, 1), (6, 8, 4, 2)]  # outward
+    obj = "".join(f"v {x} {y} {z}\n" for x, y, z in corners)
+    (session.workspace / "out.obj").write_text("o Out\n" + obj + "".join(f"f {a} {b} {c} {d}\n" for a, b, c, d in quads))
+    (session.workspace / "in.obj").write_text("o In\n" + obj + "".join(f"f {d} {c} {b} {a}\n" for a, b, c, d in quads))
+    assert session.call("import_file", {"path": "out.obj"}).ok and session.call("import_file", {"path": "in.obj"}).ok
+    out, _ = session.meshes()
+    closed = {o["name"]: o["closed"] for o in out["objects"]}
+    assert closed == {"cube": True, "cylinder": True, "uv_sphere": True, "torus": True, "plane": False,
+                      "Plate": True, "Out": True, "In": False}

@@ -70,6 +70,7 @@ class GpuMesh:
     lo: np.ndarray  # local bounds
     hi: np.ndarray
     id_vao: moderngl.VertexArray | None = None
+    closed: bool = False  # closed and wound outwards (the worker's word): back faces are culled
 
     def release(self) -> None:
         for vao in (self.vao, self.edges, self.id_vao):
@@ -164,7 +165,15 @@ class SceneRenderer:
             edges = ctx.vertex_array(self.line_prog, [(vb, "3f", "p")], eb, index_element_size=4)
             edges.vertices = ne * 2
         return GpuMesh(entry["key"], vao, edges, buffers, model, hex_rgb(entry["color"]), entry["location"],
-                       pos.min(0), pos.max(0), id_vao)
+                       pos.min(0), pos.max(0), id_vao, entry.get("closed") is True)
+
+    def _cull(self, m: GpuMesh) -> None:
+        """Cull back faces of a closed mesh (a mirroring matrix turns its winding round)."""
+        if not m.closed:
+            self.ctx.disable(moderngl.CULL_FACE)
+            return
+        self.ctx.enable(moderngl.CULL_FACE)
+        self.ctx.front_face = "cw" if np.linalg.det(m.model[:3, :3]) < 0 else "ccw"
 
     def bounds(self) -> tuple[list[float], list[float]] | None:
         if not self.meshes:
@@ -190,7 +199,10 @@ class SceneRenderer:
             tint = 0.35 if name == selected else 0.15 if name == hovered else 0.0
             self.mesh_prog["tint"].value = tint
             self.mesh_prog["tint_color"].value = SELECT if name == selected else (1.0, 1.0, 1.0)
+            self._cull(m)
             m.vao.render(moderngl.TRIANGLES)
+        ctx.disable(moderngl.CULL_FACE)
+        ctx.front_face = "ccw"
         ctx.polygon_offset = (0.0, 0.0)
         self.line_prog["use_vertex"].value = 0.0
         for name, m in self.meshes.items():
@@ -302,7 +314,10 @@ class SceneRenderer:
             m = self.meshes[name]
             self.id_prog["mvp"].write(_gl(vm.view_proj @ m.model))
             self.id_prog["id"].value = _id_color(i)
+            self._cull(m)
             m.id_vao.render(moderngl.TRIANGLES)
+        ctx.disable(moderngl.CULL_FACE)
+        ctx.front_face = "ccw"
         if gizmo is not None:
             ctx.disable(moderngl.DEPTH_TEST)  # handles win over anything behind them
             for handle, m, vao in self._handles(gizmo, ids=True):

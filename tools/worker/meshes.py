@@ -7,7 +7,8 @@ name -> key); only geometry it lacks travels, as one compact binary blob per obj
 move or a colour change costs a few bytes of JSON.
 
 Blob layout (little-endian): positions f32[nv*3] | normals f32[nv*3] | triangles u32[nt*3] |
-edges u32[ne*2]; the counts are in the object's JSON entry.
+edges u32[ne*2]; the counts are in the object's JSON entry, with `closed`: the surface is
+closed and wound outwards, so the viewer may cull back faces.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def _weld(co: np.ndarray) -> np.ndarray:
 def build(co: np.ndarray, tris: np.ndarray) -> tuple[bytes, dict]:
     """Smooth-where-smooth vertex buffer, triangles and feature edges for one mesh."""
     if len(tris) == 0:
-        return b"", {"nv": 0, "nt": 0, "ne": 0}
+        return b"", {"nv": 0, "nt": 0, "ne": 0, "closed": False}
     weld = _weld(co)
     wt = weld[tris]  # triangles over welded ids
     p = co[tris].astype(np.float64)
@@ -99,6 +100,7 @@ def build(co: np.ndarray, tris: np.ndarray) -> tuple[bytes, dict]:
     dots = np.einsum("ij,ij->i", fn[f1], fn[f2])
     feature = (count != 2) | (dots < CREASE_COS)
     edges_w = uniq[feature]
+    closed = _closed_outward(wt, p, count)
 
     # corner normals: area-weighted face normals of the corners around the same welded
     # vertex whose faces lie within 30° of this corner's face
@@ -137,7 +139,20 @@ def build(co: np.ndarray, tris: np.ndarray) -> tuple[bytes, dict]:
     vertex_of_weld[corner_v] = gl_index  # any GPU vertex at that position
     edges = vertex_of_weld[edges_w].astype(np.uint32)
     blob = positions.tobytes() + gl_normals.tobytes() + triangles.tobytes() + edges.tobytes()
-    return blob, {"nv": len(positions), "nt": len(triangles), "ne": len(edges)}
+    return blob, {"nv": len(positions), "nt": len(triangles), "ne": len(edges), "closed": closed}
+
+
+def _closed_outward(wt: np.ndarray, p: np.ndarray, count: np.ndarray) -> bool:
+    """Whether the (welded) surface is closed, consistently wound and facing outwards: then
+    no back face can ever be seen and the viewer may cull them (half the triangles a software
+    rasteriser would otherwise set up and shade)."""
+    if not np.all(count == 2):
+        return False
+    d = np.stack([wt[:, [0, 1]], wt[:, [1, 2]], wt[:, [2, 0]]], 1).reshape(-1, 2).astype(np.int64)
+    if len(np.unique((d[:, 0] << 32) | d[:, 1])) != len(d):  # an edge used twice the same way
+        return False
+    volume6 = float(np.einsum("ij,ij->i", p[:, 0], np.cross(p[:, 1], p[:, 2])).sum())
+    return volume6 > 0
 
 
 def mesh_buffers(known: dict) -> tuple[dict, list[bytes]]:
