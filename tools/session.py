@@ -43,7 +43,8 @@ class ToolSession:
         self.restarts = 0
         self.closed = False
         self._last_hash: str | None = None
-        self._acked_commit: int | None = None  # the worker's commit the last reply reported
+        # the worker's commit the caller was last told of: its `ready`, then each reply's
+        self._acked_commit: int | None = self.worker.ready_commit
         self._recovery: concurrent.futures.Future | None = None
 
     # -- context manager -------------------------------------------------------------------------
@@ -92,6 +93,7 @@ class ToolSession:
             except ToolError:
                 self.worker = None
                 raise
+            self._acked_commit = self.worker.ready_commit  # the commit it restored
         if self.closed or self.worker is None:
             raise ToolError(ErrorKind.VALIDATION, "the session is closed")
         return self.worker
@@ -162,7 +164,7 @@ class ToolSession:
         the failed call returns at once, and the next call waits for the replacement."""
         self.restarts += 1
         ws = dead.workspace if self._dedicated else None
-        upto = self._acked_commit  # what the caller was last told of; None: nothing yet
+        upto = self._acked_commit  # what the caller was last told of
         fut: concurrent.futures.Future = concurrent.futures.Future()
 
         def spawn() -> None:

@@ -97,6 +97,10 @@ class WorkerProcess:
             raise ToolError(ErrorKind.CRASH, f"the worker failed to start: {ready.get('error', '')[-800:]}")
         self.versions = ready.get("versions", {})
         self.startup_s = ready.get("startup_s", 0.0)
+        # the commit it starts from (a restored worker: the one it kept); a hostile worker's word,
+        # bounded: it decides only which of its own session's commits a later restore keeps
+        commit = ready.get("commit")
+        self.ready_commit: int | None = commit if type(commit) is int and 0 <= commit < 1 << 40 else None
         if warm_render and not restore:  # it has run no session's input yet (tools/shader_cache.py)
             shader_cache.take_seed(scratch)
 

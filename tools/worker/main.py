@@ -76,7 +76,7 @@ def main() -> None:
         write_message(proto_out, {"ready": False, "error": traceback.format_exc(limit=5)})
         return
     write_message(proto_out, {"ready": True, "pid": os.getpid(), "startup_s": time.perf_counter() - t0,
-                              "versions": runtime.versions()})
+                              "versions": runtime.versions(), "commit": runtime.state.head()})
     while True:
         try:
             request, blobs = read_message(proto_in)
