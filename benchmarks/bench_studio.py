@@ -3,6 +3,7 @@ against the worker-rendered viewport it replaced, GUI lateness during agent and 
 runs, and time from launch to a usable window.
 
     .venv/bin/python benchmarks/bench_studio.py        (starts its own Xvfb; ~4 minutes on 2 cores)
+    .venv/bin/python benchmarks/bench_studio.py --viewport   (only the viewport figures)
 
 Measured in the same run: orbit frames/s in a 1280x800 viewport with a ~200k-triangle scene,
 before (the worker renders PNG frames, drafts while dragging) and after (the live view);
@@ -95,18 +96,46 @@ def start_xvfb() -> subprocess.Popen | None:
 
 def main() -> None:
     if os.environ.get("MW_BENCH_CHILD"):
-        run_all()
+        run_viewport_only() if "--viewport" in sys.argv else run_all()
         sys.stdout.flush()
         os._exit(0)  # the figures are out; interpreter teardown with a live GL window can block
     xvfb = start_xvfb()  # the run is a child so that Qt leaves the X server before it stops
     try:
-        code = subprocess.call([sys.executable, __file__], cwd=ROOT,
+        code = subprocess.call([sys.executable, __file__, *sys.argv[1:]], cwd=ROOT,
                                env={**os.environ, "MW_BENCH_CHILD": "1", "QT_QPA_PLATFORM": "xcb"})
     finally:
         if xvfb is not None:
             xvfb.terminate()
             xvfb.wait(10)
     sys.exit(code)
+
+
+def run_viewport_only() -> None:
+    """The viewport figures alone: orbit frames/s live and worker-rendered, scene change to frame."""
+    from PySide6.QtWidgets import QApplication
+
+    from studio.app import StudioOptions, build
+
+    tmp = tempfile.mkdtemp(prefix="mw-bench-studio-")
+    results: dict[str, float] = {}
+    app = QApplication.instance() or QApplication([])
+    window, controller = build(StudioOptions(data_dir=f"{tmp}/data", settings_file=f"{tmp}/s.ini"))
+    window.show()
+    wait(app, lambda: controller.ready, 120)
+    viewport_benchmarks(app, window, controller, results)
+    window.close()
+    print(json.dumps({k: round(v, 3) for k, v in results.items()}, indent=1))
+    print_viewport(results)
+
+
+def print_viewport(results: dict) -> None:
+    print(f"orbit, 1280x800, {results['scene_triangles'] / 1000:.0f}k triangles: live {results['orbit_fps_live']:.1f} "
+          f"frames/s vs worker-rendered {results['orbit_fps_worker']:.1f} frames/s "
+          f"({results['orbit_fps_live'] / max(1e-6, results['orbit_fps_worker']):.1f}x; bare render tool "
+          f"{results['bare_render_fps_384']:.1f}/s at 384²)")
+    print(f"scene change to frame: move {results['move_to_frame_live_ms']:.0f} ms live vs "
+          f"{results['move_to_frame_worker_ms']:.0f} ms worker-rendered; new object "
+          f"{results['add_to_frame_live_ms']:.0f} ms live")
 
 
 def run_all() -> None:
@@ -176,13 +205,7 @@ def run_all() -> None:
         print(f"lateness during {run}: p50 {results[f'lateness_{run}_p50_ms']:.1f} ms, "
               f"p99 {results[f'lateness_{run}_p99_ms']:.1f} ms (idle p99 "
               f"{results['lateness_idle_p99_ms']:.1f} ms: {results[f'lateness_{run}_p99_ms'] / max(0.1, results['lateness_idle_p99_ms']):.1f}x)")
-    print(f"orbit, 1280x800, {results['scene_triangles'] / 1000:.0f}k triangles: live {results['orbit_fps_live']:.1f} "
-          f"frames/s vs worker-rendered {results['orbit_fps_worker']:.1f} frames/s "
-          f"({results['orbit_fps_live'] / max(1e-6, results['orbit_fps_worker']):.1f}x; bare render tool "
-          f"{results['bare_render_fps_384']:.1f}/s at 384²)")
-    print(f"scene change to frame: move {results['move_to_frame_live_ms']:.0f} ms live vs "
-          f"{results['move_to_frame_worker_ms']:.0f} ms worker-rendered; new object "
-          f"{results['add_to_frame_live_ms']:.0f} ms live")
+    print_viewport(results)
 
 
 SPHERES = 91  # 48 x 24 UV spheres of 2208 triangles: ~201k triangles
