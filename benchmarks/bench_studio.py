@@ -110,18 +110,23 @@ def main() -> None:
     sys.exit(code)
 
 
-def run_viewport_only() -> None:
-    """The viewport figures alone: orbit frames/s live and worker-rendered, scene change to frame."""
+def open_studio(tmp: str):
+    """The studio's window on its own data folder, shown, with its tool runtime ready."""
     from PySide6.QtWidgets import QApplication
 
     from studio.app import StudioOptions, build
 
-    tmp = tempfile.mkdtemp(prefix="mw-bench-studio-")
-    results: dict[str, float] = {}
     app = QApplication.instance() or QApplication([])
     window, controller = build(StudioOptions(data_dir=f"{tmp}/data", settings_file=f"{tmp}/s.ini"))
     window.show()
     wait(app, lambda: controller.ready, 120)
+    return app, window, controller
+
+
+def run_viewport_only() -> None:
+    """The viewport figures alone: orbit frames/s live and worker-rendered, scene change to frame."""
+    results: dict[str, float] = {}
+    app, window, controller = open_studio(tempfile.mkdtemp(prefix="mw-bench-studio-"))
     viewport_benchmarks(app, window, controller, results)
     window.close()
     print(json.dumps({k: round(v, 3) for k, v in results.items()}, indent=1))
@@ -139,10 +144,7 @@ def print_viewport(results: dict) -> None:
 
 
 def run_all() -> None:
-    from PySide6.QtWidgets import QApplication
-
     from studio.agent.runner import AgentRequest
-    from studio.app import StudioOptions, build
     from studio.probe import LatenessProbe
 
     tmp = tempfile.mkdtemp(prefix="mw-bench-studio-")
@@ -152,10 +154,7 @@ def run_all() -> None:
     shown, ready = launch_times("studio", tmp)
     results.update(launch_bare_qt_s=bare_shown, launch_window_shown_s=shown, launch_runtime_ready_s=ready)
 
-    app = QApplication.instance() or QApplication([])
-    window, controller = build(StudioOptions(data_dir=f"{tmp}/data", settings_file=f"{tmp}/s.ini"))
-    window.show()
-    wait(app, lambda: controller.ready, 120)
+    app, window, controller = open_studio(tmp)
     probe = LatenessProbe()
 
     def measure(name: str, run, done) -> None:

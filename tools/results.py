@@ -12,6 +12,13 @@ from dataclasses import dataclass, field
 from tools.errors import ToolError
 
 
+def commit_number(value: object) -> int | None:
+    """A worker's commit number (in `ready` and every reply), or None if it is not a sane one:
+    a hostile worker's word, bounded; it decides only which of its own session's commits a
+    restore keeps."""
+    return value if type(value) is int and 0 <= value < 1 << 40 else None
+
+
 class WorkerDied(Exception):
     """The worker is gone; `reason` says why when the supervisor killed it for a bad reply."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tools import sandbox
 from tools.errors import ErrorKind, ToolError
-from tools.results import ToolResult, WorkerDied, WorkerTimedOut
+from tools.results import ToolResult, WorkerDied, WorkerTimedOut, commit_number
 from tools.specs import validate_call
 from tools.supervisor import WorkerPool, WorkerProcess, default_pool
 
@@ -131,8 +131,8 @@ class ToolSession:
         try:
             reply, blobs = w.request(payload, deadline_s)
             self._last_hash = reply.get("scene_hash", self._last_hash)
-            commit = reply.get("commit")
-            if type(commit) is int and 0 <= commit < 1 << 40:  # a hostile worker's word: bounded
+            commit = commit_number(reply.get("commit"))
+            if commit is not None:
                 self._acked_commit = commit
             return reply, blobs, None
         except WorkerTimedOut:

@@ -32,7 +32,7 @@ from tools.protocol import (
     json_length,
     write_message,
 )
-from tools.results import WorkerDied, WorkerTimedOut
+from tools.results import WorkerDied, WorkerTimedOut, commit_number
 
 log = logging.getLogger("modelwright.tools")
 STARTUP_DEADLINE_S = 120.0
@@ -97,10 +97,7 @@ class WorkerProcess:
             raise ToolError(ErrorKind.CRASH, f"the worker failed to start: {ready.get('error', '')[-800:]}")
         self.versions = ready.get("versions", {})
         self.startup_s = ready.get("startup_s", 0.0)
-        # the commit it starts from (a restored worker: the one it kept); a hostile worker's word,
-        # bounded: it decides only which of its own session's commits a later restore keeps
-        commit = ready.get("commit")
-        self.ready_commit: int | None = commit if type(commit) is int and 0 <= commit < 1 << 40 else None
+        self.ready_commit = commit_number(ready.get("commit"))  # a restored one's: the one it kept
         if warm_render and not restore:  # it has run no session's input yet (tools/shader_cache.py)
             shader_cache.take_seed(scratch)
 

@@ -40,12 +40,12 @@ def command_names(command) -> set[str]:
     """The objects an undo-stack entry touched: one call's, or every call of an agent run."""
     calls = getattr(command, "calls", None)
     if calls is not None:
-        return set().union(*(touched_names(c["tool"], c.get("args", {})) for c in calls)) if calls else set()
+        return set().union(*(touched_names(c["tool"], c.get("args", {})) for c in calls))
     tool, args = getattr(command, "tool", None), getattr(command, "args", None)
     if tool and isinstance(args, dict):
         return touched_names(tool, args)
     # a macro (an agent run's entry while it is open, and after it closed): its children's
-    return set().union(set(), *(command_names(command.child(i)) for i in range(command.childCount())))
+    return set().union(*(command_names(command.child(i)) for i in range(command.childCount())))
 
 
 class _Marked(QStyledItemDelegate):
@@ -72,7 +72,7 @@ class HistoryDock(QWidget):
         self.marked: set[int] = set()  # rows (0 is "(start)") that touched the selected object
         self.view.setItemDelegate(_Marked(self))
         controller.scene.selection_changed.connect(lambda _name: self.follow_selection())
-        stack.indexChanged.connect(lambda _i: self.follow_selection())
+        stack.indexChanged.connect(lambda _i: self.follow_selection(scroll=False))  # the view shows its row
         self.undo_button, self.redo_button = QPushButton("Undo"), QPushButton("Redo")
         self.undo_button.clicked.connect(stack.undo)
         self.redo_button.clicked.connect(stack.redo)
@@ -101,7 +101,7 @@ class HistoryDock(QWidget):
         layout.addLayout(snap)
         layout.addWidget(self.snapshots)
 
-    def follow_selection(self) -> None:
+    def follow_selection(self, scroll: bool = True) -> None:
         """Mark the steps that touched the selected object; show the newest of them."""
         stack = self.controller.undo_stack
         if not (shiboken6.isValid(self) and shiboken6.isValid(stack)):
@@ -109,7 +109,7 @@ class HistoryDock(QWidget):
         name = self.controller.scene.selected
         self.marked = ({i + 1 for i in range(stack.count()) if name in command_names(stack.command(i))}
                        if name else set())
-        if self.marked:
+        if self.marked and scroll:
             self.view.scrollTo(self.view.model().index(max(self.marked), 0))
         self.view.viewport().update()
 

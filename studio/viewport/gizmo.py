@@ -1,8 +1,8 @@
 """The live viewport's transform gizmo as geometry: the handles' shapes (three arrows to move,
 three rings to rotate, three boxes to scale), where they sit, what a pointer drag on one means
 (a distance along its axis, an angle about it, or a scale factor along the object's own axis),
-and Blender's XYZ Euler angles for composing a dragged rotation with the object's own. No Qt, no GL: `gl.py` draws the handles, `live.py` turns events into
-these calls."""
+and Blender's XYZ Euler angles for composing a dragged rotation with the object's own. No Qt,
+no GL: `gl.py` draws the handles, `live.py` turns events into these calls."""
 
 from __future__ import annotations
 
@@ -103,6 +103,11 @@ def scale_factor(vm: ViewMath, origin: np.ndarray, handle: int, start: np.ndarra
     if snap:
         factor = round(factor / SNAP_SCALE) * SNAP_SCALE
     return max(MIN_SCALE, round(factor, 6))
+
+
+def no_change(handle: int) -> float:
+    """The amount of a drag that changes nothing: no distance, no angle, a factor of 1."""
+    return 1.0 if handle >= 6 else 0.0
 
 
 def drag_amount(vm: ViewMath, origin: np.ndarray, handle: int, start: np.ndarray, now: np.ndarray,

@@ -22,7 +22,7 @@ from PySide6.QtOpenGL import QOpenGLWindow
 
 from studio.models.orbit import OrbitCamera
 from studio.viewport.camera import VIEWS, ViewMath, format_length
-from studio.viewport.gizmo import GIZMO_PX, drag_amount, dragged_model, rotated_euler
+from studio.viewport.gizmo import GIZMO_PX, drag_amount, dragged_model, no_change, rotated_euler
 
 log = logging.getLogger(__name__)
 CLICK_SLOP_PX = 4
@@ -206,7 +206,7 @@ class LiveView(QOpenGLWindow):
     def cancel_drag(self) -> bool:
         if self.drag_axis is None:
             return False
-        self._apply_drag(1.0 if self.drag_axis >= 6 else 0.0)
+        self._apply_drag(no_change(self.drag_axis))
         self.drag_axis, self._press = None, None
         self.update()
         return True
@@ -215,7 +215,7 @@ class LiveView(QOpenGLWindow):
         m, name, t = self.selected_mesh(), self.controller.scene.selected, self.drag_offset
         axis = self.drag_axis
         self.drag_axis, self.drag_offset = None, 0.0
-        if m is None or abs(t - (1.0 if axis >= 6 else 0.0)) < 1e-12:
+        if m is None or abs(t - no_change(axis)) < 1e-12:
             self.update()
             return
         if axis >= 6:  # a factor along the object's own axis: Blender's `scale` is per axis
@@ -267,7 +267,7 @@ class LiveView(QOpenGLWindow):
         if event.button() == Qt.MouseButton.LeftButton:
             hit = self.pick(event.position())
             if isinstance(hit, int) and self.selected_mesh() is not None:
-                self.drag_axis, self.drag_offset = hit, 1.0 if hit >= 6 else 0.0
+                self.drag_axis, self.drag_offset = hit, no_change(hit)
                 self._drag_base = self.selected_mesh().model.copy()
                 self._drag_length = self.gizmo(self.view_math())[1]
                 self.update()

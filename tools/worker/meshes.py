@@ -87,9 +87,10 @@ def build(co: np.ndarray, tris: np.ndarray) -> tuple[bytes, dict]:
     fn = cross / np.maximum(area2, 1e-30)[:, None]
 
     # feature edges: open borders, or creases sharper than 30°
-    e = np.sort(np.stack([wt[:, [0, 1]], wt[:, [1, 2]], wt[:, [2, 0]]], 1).reshape(-1, 2), axis=1)
+    directed = np.stack([wt[:, [0, 1]], wt[:, [1, 2]], wt[:, [2, 0]]], 1).reshape(-1, 2).astype(np.int64)
+    e = np.sort(directed, axis=1)
     face_of = np.repeat(np.arange(len(tris)), 3)
-    packed, inv, count = np.unique((e[:, 0].astype(np.int64) << 32) | e[:, 1],
+    packed, inv, count = np.unique((e[:, 0] << 32) | e[:, 1],
                                    return_inverse=True, return_counts=True)
     uniq = np.column_stack([packed >> 32, packed & 0xFFFFFFFF])
     inv = inv.reshape(-1)
@@ -100,7 +101,7 @@ def build(co: np.ndarray, tris: np.ndarray) -> tuple[bytes, dict]:
     dots = np.einsum("ij,ij->i", fn[f1], fn[f2])
     feature = (count != 2) | (dots < CREASE_COS)
     edges_w = uniq[feature]
-    closed = _closed_outward(wt, p, count)
+    closed = _closed_outward(directed, p, count)
 
     # corner normals: area-weighted face normals of the corners around the same welded
     # vertex whose faces lie within 30° of this corner's face
@@ -142,14 +143,14 @@ def build(co: np.ndarray, tris: np.ndarray) -> tuple[bytes, dict]:
     return blob, {"nv": len(positions), "nt": len(triangles), "ne": len(edges), "closed": closed}
 
 
-def _closed_outward(wt: np.ndarray, p: np.ndarray, count: np.ndarray) -> bool:
-    """Whether the (welded) surface is closed, consistently wound and facing outwards: then
+def _closed_outward(directed: np.ndarray, p: np.ndarray, count: np.ndarray) -> bool:
+    """Whether the surface (its welded triangles' `directed` edges, with each undirected edge's
+    `count`) is closed, consistently wound and facing outwards: then
     no back face can ever be seen and the viewer may cull them (half the triangles a software
     rasteriser would otherwise set up and shade)."""
     if not np.all(count == 2):
         return False
-    d = np.stack([wt[:, [0, 1]], wt[:, [1, 2]], wt[:, [2, 0]]], 1).reshape(-1, 2).astype(np.int64)
-    if len(np.unique((d[:, 0] << 32) | d[:, 1])) != len(d):  # an edge used twice the same way
+    if len(np.unique((directed[:, 0] << 32) | directed[:, 1])) != len(directed):  # used twice one way
         return False
     volume6 = float(np.einsum("ij,ij->i", p[:, 0], np.cross(p[:, 1], p[:, 2])).sum())
     return volume6 > 0
