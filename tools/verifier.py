@@ -101,8 +101,12 @@ class CleanRoom:
     """A pool of workers that only ever load committed scenes (never a policy's code)."""
 
     def __init__(self, size: int = 1, pool: WorkerPool | None = None):
-        # checkers query the scene and never render: no warm-up render (1-2 s in the jail)
-        self.pool = pool or WorkerPool(size=size, test_hooks=False, warm_render=False)
+        # Checkers query the scene and never render: no warm-up render (1-2 s in the jail).
+        # Importing CadQuery is most of a worker's start, and a clean worker serves one
+        # verification: spares import it only while the scenes verified have CAD parts (a
+        # worker that needs it and lacks it imports it on first use, tools/worker/lazy_cq.py).
+        self.pool = pool or WorkerPool(size=size, test_hooks=False, warm_render=False,
+                                       preload_cad=False)
         self._own_pool = pool is None
         self._lock = threading.Lock()
 
@@ -116,7 +120,9 @@ class CleanRoom:
         clean_scratch = os.fspath(clean.scratch)
         try:
             key = f"verify_{secrets.token_hex(6)}"
-            copy_committed_state(scratch, os.path.join(clean_scratch, "state"), key)
+            copied = copy_committed_state(scratch, os.path.join(clean_scratch, "state"), key)
+            if self._own_pool:
+                self.pool.preload_cad = copied["parts"] > 0  # for the spares started next
             try:
                 clean.switch(park=None, take=key)
             except ToolError as e:  # e.g. a commit the policy overwrote with garbage
