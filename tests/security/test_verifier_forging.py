@@ -232,3 +232,25 @@ def test_deliverable_planted_as_link_or_fifo_is_not_delivered(hostile_pool, tmp_
             os.mkfifo(target)
         verdict = verify(task, s, calls)
     assert not verdict.success and verdict.components["completeness"] < 1.0
+
+
+def test_clean_workers_import_cadquery_only_while_the_scenes_have_cad_parts(worker_pool):
+    """A clean worker serves one verification, so its start paces the verifier: spares skip
+    CadQuery (most of a start) while the scenes verified have no CAD part, and one that lacks
+    it still measures a CAD part from its B-reps (it imports CadQuery when the part loads)."""
+    from tools.verifier import CleanRoom
+
+    room = CleanRoom(size=1)
+    try:
+        assert room.pool.preload_cad is False
+        for task_id, has_parts in ((CAD_TASK, True), (TASK, False)):
+            task = get_task(task_id)
+            with ToolSession(worker_pool) as s:
+                s.reset()
+                task.setup(s)
+                calls = run_calls(s, task.oracle)
+                with room.session_from(s) as clean:
+                    assert evaluate_task(task, clean, calls).success, task_id
+            assert room.pool.preload_cad is has_parts  # the next spares follow this scene
+    finally:
+        room.close()
