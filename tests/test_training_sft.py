@@ -155,11 +155,16 @@ def _sft_config(tmp_path: Path, model: Path, demos: Path, steps: int, save: int)
 
 
 def test_one_sft_step_changes_the_adapter(tmp_path, tiny_model_dir, demos):
+    import torch
+
     from training.sft.trainer import run_sft
     from training.train_config import load_config
 
     cfg = load_config(_sft_config(tmp_path, tiny_model_dir, demos, steps=1, save=1))
+    torch.set_num_threads(1)
+    cfg.sft.cpu_threads = 2  # the stage's own setting, for this run only
     result = run_sft(cfg, tmp_path / "run")
+    assert torch.get_num_threads() == 1  # a pipeline's next stage keeps its own
     assert result.steps == 1
     tensors = _adapter_tensors(result.adapter_dir)
     b = [t for k, t in tensors.items() if "lora_B" in k]

@@ -147,7 +147,19 @@ def run_sft(
     import torch
 
     spec, run = config.sft, config.run
-    set_cpu_threads(run.cpu_threads if not torch.cuda.is_available() else None)
+    before = torch.get_num_threads()
+    set_cpu_threads(spec.cpu_threads or run.cpu_threads if not torch.cuda.is_available() else None)
+    try:
+        return _run_sft(config, out_dir, resume, model_path, config_text)
+    finally:
+        torch.set_num_threads(before)  # a pipeline's next stages keep their own setting
+
+
+def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str | Path | None,
+             config_text: str) -> SFTResult:  # fmt: skip
+    import torch
+
+    spec, run = config.sft, config.run
     ckpt = prepare_run_dir(out_dir, config_text or config.model_dump_json(indent=2), resume)
     where = DataFilter(**spec.filter.model_dump())
     data = load_conversations(spec.data, where)
