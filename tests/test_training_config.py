@@ -158,6 +158,11 @@ def test_pipeline_refuses_a_tool_list_that_hides_an_oracle_tool():
     hidden = cfg.model_copy(update={"tools": [t for t in cfg.tools if t != "transform"]})
     with pytest.raises(ConfigError, match=r"transform \(for scene_editing\)"):
         check_shown_tools(hidden)
+    # The held-out family's eval shows its CAD tools too; one it needs and lacks is named.
+    held = cfg.model_copy(update={"eval": cfg.eval.model_copy(
+        update={"held_out_tools": [t for t in cfg.eval.held_out_tools if t != "cad_revolve"]})})
+    with pytest.raises(ConfigError, match=r"held_out_tools: .*cad_revolve"):
+        check_shown_tools(held)
 
 
 def test_model_path_is_a_hub_id_or_a_folder_by_the_one_rule_resolve_model_uses(

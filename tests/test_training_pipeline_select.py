@@ -44,3 +44,38 @@ def test_sft_checkpoint_is_chosen_on_validation_seeds_among_complete_ones(tmp_pa
     assert not (out / "eval-select-sft-150.json").exists()
     assert set(validation).isdisjoint(task_ids(families, [1], "test", 3))
     assert Path(result["chosen"]["base"]).is_dir()
+
+
+def test_held_out_family_is_scored_on_its_test_seeds_with_its_tools_shown(tmp_path, tiny_model_dir):
+    from training.eval.run_eval import task_ids
+    from training.pipeline import build_report, evaluate_model, held_out_config
+    from training.tasks import HELD_OUT_FAMILY
+    from training.train_config import TrainConfig
+
+    cfg = TrainConfig.model_validate(
+        {
+            "kind": "pipeline",
+            "model": {"path": str(tiny_model_dir)},
+            "tools": ["set_material"],
+            "demos": {"families": ["materials"]},
+            "sft": {},
+            "grpo": {},
+            "eval": {"families": ["materials"], "per_family": 1, "max_steps": 1, "max_tokens": 8,
+                     "held_out_per_family": 1, "held_out_tools": ["cad_revolve", "set_material"]},
+        }
+    )  # fmt: skip
+    held = held_out_config(cfg)
+    assert held.eval.families == [HELD_OUT_FAMILY] and held.eval.split == "test"
+    assert held.tools == ["set_material", "cad_revolve"]  # the config's, then the extra ones
+    out = tmp_path / "pipe"
+    out.mkdir()
+    summary = evaluate_model(held, tiny_model_dir, None, "held-out-sft", out)
+    report = json.loads((out / "eval-held-out-sft.json").read_text())
+    assert [e["task"] for e in report["episodes"]] == task_ids([HELD_OUT_FAMILY], [1], "test", 1)
+    main = evaluate_model(cfg, tiny_model_dir, None, "sft", out)
+    stages = {f"eval_{n}": {"result": main} for n in ("untrained", "sft", "grpo")}
+    stages.update({f"held_out_{n}": {"result": summary} for n in ("sft", "grpo")})
+    full = build_report(cfg, out, stages, 1.0)
+    assert full["held_out_family"]["family"] == HELD_OUT_FAMILY
+    assert full["held_out_family"]["grpo_vs_sft_mean_reward"]["tasks"] == 1
+    assert f"held-out family {HELD_OUT_FAMILY} (1 test episodes" in full["summary"]

@@ -192,10 +192,31 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
         resume,
         lambda: evaluate_model(config, sft_base, out / "grpo" / "adapter", "grpo", out),
     )
+    if config.eval.held_out_per_family:
+        held = held_out_config(config)
+        for name, base, adapter in (("sft", sft_base, sft_adapter),
+                                    ("grpo", sft_base, out / "grpo" / "adapter")):  # fmt: skip
+            stages[f"held_out_{name}"] = _stage(
+                out, f"held_out_{name}", resume,
+                lambda b=base, a=adapter, n=name: evaluate_model(held, b, a, f"held-out-{n}", out),
+            )  # fmt: skip
     report = build_report(config, out, stages, time.time() - started)
     (out / "report.json").write_text(json.dumps(report, indent=1))
     (out / "report.md").write_text(report["summary"] + "\n")
     return report
+
+
+def held_out_config(config: TrainConfig) -> TrainConfig:
+    """The eval of the held-out family: its test seeds, the pipeline's tools plus the ones
+    that family needs (a model trained on the other families has never called them)."""
+    from training.tasks import HELD_OUT_FAMILY
+
+    spec = config.eval.model_copy(update={"families": [HELD_OUT_FAMILY], "split": "test",
+                                          "per_family": config.eval.held_out_per_family})  # fmt: skip
+    tools = None
+    if config.tools is not None:
+        tools = config.tools + [t for t in config.eval.held_out_tools if t not in config.tools]
+    return config.model_copy(update={"eval": spec, "tools": tools})
 
 
 def check_shown_tools(config: TrainConfig, seeds_per_bucket: int = 8) -> None:
@@ -228,6 +249,16 @@ def check_shown_tools(config: TrainConfig, seeds_per_bucket: int = 8) -> None:
             f"tools: the oracle's solutions need tools the list does not show: {needs}. "
             "Add them to `tools:` or drop those families."
         )
+    if config.eval.held_out_per_family:
+        held = held_out_config(config)
+        ids = task_ids(held.eval.families, held.eval.levels, "test", held.eval.per_family)
+        lacking = sorted({step["tool"] for t in ids for step in get_task(t).oracle}
+                         - set(held.tools))  # fmt: skip
+        if lacking:
+            raise ConfigError(
+                f"eval.held_out_tools: the held-out family's solutions need {', '.join(lacking)}"
+                ", which neither `tools:` nor `held_out_tools` shows."
+            )
 
 
 def _sft(run_sft, cfg: TrainConfig, out: Path, model_dir: Path, resume: bool) -> dict:
@@ -273,5 +304,15 @@ def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -
         "wall_seconds": round(sum(v.get("seconds", 0.0) for v in stages.values()), 1),
         "stage_seconds": {k: v.get("seconds") for k, v in stages.items()},
     }
+    if "held_out_sft" in stages and "held_out_grpo" in stages:
+        from training.tasks import HELD_OUT_FAMILY
+
+        held = {n: stages[f"held_out_{n}"]["result"] for n in ("sft", "grpo")}
+        report["held_out_family"] = {
+            "family": HELD_OUT_FAMILY,
+            "tools": held_out_config(config).tools,
+            "stages": held,
+            "grpo_vs_sft_mean_reward": difference(held["sft"], held["grpo"]),
+        }
     report["summary"] = summary_text(report)
     return report

@@ -147,4 +147,16 @@ def summary_text(report: dict) -> str:
             f"{label}: mean reward {d['mean_difference']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. "
             f"{d['ci95'][1]:+.3f}; {d['better']} better, {d['worse']} worse, {d['same']} same)"
         )
+    held = report.get("held_out_family")
+    if held:
+        lines.append(f"held-out family {held['family']} ({held['stages']['sft']['episodes']} "
+                     "test episodes per stage, never trained on):")  # fmt: skip
+        for name, s in held["stages"].items():
+            mr = s["mean_reward_ci95"]
+            lines.append(f"  {name:<6} valid calls {s['valid_call_rate']:.1%}, success "
+                         f"{s['success_rate']:.1%}, mean reward {s['mean_reward']:.3f} "
+                         f"[{mr[0]:.3f}, {mr[1]:.3f}]")  # fmt: skip
+        d = held["grpo_vs_sft_mean_reward"]
+        lines.append(f"  GRPO - SFT: {d['mean_difference']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. "
+                     f"{d['ci95'][1]:+.3f})")  # fmt: skip
     return "\n".join(lines)
