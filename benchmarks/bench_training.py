@@ -9,7 +9,8 @@ Rollouts are `EpisodeLoop` episodes (`training/rl/rollouts.py`) with an `HFPolic
 temperature 1.0. The sequential baseline runs the same episodes one after another in this
 thread on one tool session; the scheduler runs them as jobs on N kept worker slots, so one
 rollout's tool calls overlap another's generation (generation itself is one at a time per
-process: `GENERATE_LOCK`). With --pipeline-dir (a finished `train pipeline --out DIR`) the
+process: `GENERATE_LOCK`); "+batch" rows sample each group's first turns as one `generate`
+(`grpo.batch_first_turn`, the default). With --pipeline-dir (a finished `train pipeline --out DIR`) the
 policy is that pipeline's SFT model, so rollouts really call tools; otherwise the tiny model is
 built and taught the call format with a short SFT first. --dry-run checks the setup only.
 """
@@ -107,7 +108,8 @@ def load_policy_model(model: Path, adapter: Path | None):
 
 
 def rollout_rates(model: Path, adapter: Path | None, groups: int) -> list[dict]:
-    """Episodes/min for the same rollouts: sequential, then the scheduler with 1 and 2 slots."""
+    """Episodes/min for the same rollouts: sequential, then the scheduler with 1 and 2 slots,
+    each with every turn generated alone and with each group's first turns as one batch."""
     from agents.policies.hf_policy import HFPolicy
     from agents.scheduler import Scheduler
     from tools import ToolSession
@@ -136,17 +138,20 @@ def rollout_rates(model: Path, adapter: Path | None, groups: int) -> list[dict]:
                 calls += rec["calls"]
         wall = time.perf_counter() - start
     n = groups * GROUP
-    out.append({"mode": "sequential", "episodes": n, "wall_s": round(wall, 2),
+    out.append({"mode": "sequential", "episodes": n, "wall_s": round(wall, 2), "generate_s": None,
                 "episodes_per_min": round(n * 60 / wall, 2), "calls": calls})  # fmt: skip
-    for workers in (1, 2):
+    for workers, batched in ((1, False), (2, False), (1, True), (2, True)):
         with Scheduler(workers, keep_sessions=True) as scheduler:
             for w in range(workers):
                 scheduler.session(w).status()  # started before the clock, as in a run
             start = time.perf_counter()
-            done = run_groups(scheduler, slots, GROUP, policy_for, config)
+            done = run_groups(scheduler, slots, GROUP, policy_for, config,
+                              batch_first_turn=batched)  # fmt: skip
             wall = time.perf_counter() - start
         calls = sum(r.record["calls"] for g in done for r in g)
-        out.append({"mode": f"scheduler x{workers}", "episodes": n, "wall_s": round(wall, 2),
+        gen_s = sum(s.latency_ms for g in done for r in g for s in r.result.steps) / 1e3
+        out.append({"mode": f"scheduler x{workers}" + (" +batch" if batched else ""),
+                    "episodes": n, "wall_s": round(wall, 2), "generate_s": round(gen_s, 2),
                     "episodes_per_min": round(n * 60 / wall, 2), "calls": calls})  # fmt: skip
     return out
 
@@ -234,10 +239,13 @@ def main() -> None:
     base = rates[0]["episodes_per_min"]
     print(f"Rollout episodes/min ({rates[0]['episodes']} episodes of up to 2 turns, same seeds):")
     for r in rates:
-        print(f"  {r['mode']:<13} {r['episodes_per_min']:7.2f}  (x{r['episodes_per_min'] / base:.2f}"
-              f" vs sequential; {r['calls']} tool calls, {r['wall_s']} s)")
-    print(f"{GROUP} turns generated one by one {gain['sequential_s']} s vs as one batch "
-          f"{gain['batched_s']} s (x{gain['sequential_s'] / gain['batched_s']:.2f}; not built)")
+        gen = "" if r["generate_s"] is None else f", generation {r['generate_s']} s"
+        print(f"  {r['mode']:<19} {r['episodes_per_min']:7.2f}  (x{r['episodes_per_min'] / base:.2f}"
+              f" vs sequential; {r['calls']} tool calls, {r['wall_s']} s{gen})")
+    print("  (+batch: each group's first turns sampled as one generate, grpo.batch_first_turn)")
+    print(f"{GROUP} turns of different prompts generated one by one {gain['sequential_s']} s vs "
+          f"as one left-padded batch {gain['batched_s']} s "
+          f"(x{gain['sequential_s'] / gain['batched_s']:.2f}; not built)")
     s = split["split_s"]
     print(f"GRPO step (2 workers, 2 groups x 4 rollouts x 2 turns, mean of {split['steps']} steps "
           f"after the first): rollout {s['rollout']:.2f} s (generation {s['generate']:.2f}, "

@@ -287,22 +287,24 @@ def roomy_session(worker_pool):
     s.close()
 
 
+@pytest.mark.parametrize("batched", [True, False], ids=["batched-first-turn", "one-by-one"])
 def test_rollouts_are_eval_episodes_and_trl_trains_on_the_generated_ids(tmp_path, taught,
-                                                                          roomy_session):  # fmt: skip
+                                                                          roomy_session, batched):  # fmt: skip
     session = roomy_session
     from peft import get_peft_model
     from safetensors.torch import load_file
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from agents.policies.hf_policy import HFPolicy
+    from agents.policies.hf_policy import GroupSampler, HFPolicy
     from agents.store import EpisodeFilter, Store
     from training.eval.harness import run_spec, task_spec
     from training.rl.grpo import build_runtime, loop_config, run_grpo
+    from training.rl.rollouts import rollout_seed
     from training.sft.trainer import peft_config
     from training.train_config import load_config
 
     model_dir, task = taught
-    config = load_config(_config(tmp_path, model_dir))
+    config = load_config(_config(tmp_path, model_dir, batch_first_turn=batched))
     store = Store(tmp_path / "store")
     runtime = build_runtime(config.grpo, config.run.seed, TOOLS, store)
     _pin_task(runtime, task.id)
@@ -317,15 +319,22 @@ def test_rollouts_are_eval_episodes_and_trl_trains_on_the_generated_ids(tmp_path
 
     # 1. Parity: the same episode through `eval`'s path (run_spec), same seed and weights
     # (a fresh LoRA adapter adds exactly zero), shows the policy the same messages and images,
-    # and the policy generates the same ids, turn by turn.
+    # and the policy generates the same ids, turn by turn. Batched, the group's first turns
+    # are one generate with the group's seed: the replays share a sampler seeded the same way.
     processor = AutoProcessor.from_pretrained(model_dir)
     base = AutoModelForImageTextToText.from_pretrained(model_dir)
     model = get_peft_model(base, peft_config(config.lora))
-    for rollout in rollouts:
+    sampler = GroupSampler(2, rollout_seed(config.run.seed, 0, 2))  # slot 0, 2 rollouts
+    if batched:
+        firsts = [r.turns[0] for r in rollouts]
+        assert firsts[0].seen == firsts[1].seen  # one start state, one first prompt
+    for index, rollout in enumerate(rollouts):
         seen: list = []
         policy = HFPolicy.from_loaded(model, processor, model=model_dir.name,
                                       max_tokens=96, temperature=1.0, top_p=1.0,
                                       seed=rollout.seed, tools=TOOLS)  # fmt: skip
+        if batched:
+            policy.share_first_turn(sampler, index)
         record = run_spec(task_spec(rollout.task_id), Recording(policy, seen), session,
                           config=loop_config(config.grpo))  # fmt: skip
         again = [s.tokens for s in record["_result"].steps if s.tokens is not None]
@@ -335,6 +344,7 @@ def test_rollouts_are_eval_episodes_and_trl_trains_on_the_generated_ids(tmp_path
             assert mine.prompt_ids == theirs.prompt_ids
             assert mine.completion_ids == theirs.completion_ids
         assert record["reward"] == rollout.reward  # the same checker as eval
+    assert sampler.served == (2 if batched else 0)
     assert any(o.tokens.vision for r in rollouts for o in r.result.steps)  # renders were shown
 
     # 2. Rows are the generated ids; TRL's loss forward saw exactly those sequences (with the
@@ -400,3 +410,7 @@ def test_a_stuck_compacted_rollout_trains_on_its_turns_as_shown(tmp_path, tiny_m
     trained = {row for row in last["trained_rows"] if len(row) > 2}
     for t in stuck[0].turns:  # every turn, warnings and folded context included, as shown
         assert tuple(t.prompt_ids + t.completion_ids) in trained
+    # Sampled at temperature 0.1: the training-time log-probs are taken at the same temperature
+    # (TRL's loss divides the logits by it), so they agree up to float noise.
+    metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert metrics["rollout/logprob_mismatch"] < 1e-3, metrics

@@ -117,6 +117,9 @@ class SFTSpec(Strict):
     warmup_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0)
     gradient_checkpointing: bool = False
+    # torch threads on CPU for this stage (default: run.cpu_threads). SFT runs no tool
+    # workers beside it, so it can use every core where rollouts and evals leave one to them.
+    cpu_threads: int | None = Field(None, ge=1)
     # Pipeline: choose among the kept checkpoints (run.save_total_limit) on validation seeds.
     select_checkpoint: SelectSpec | None = None
 
@@ -149,6 +152,9 @@ class GRPOSpec(Strict):
     # Dynamic sampling: run this many times the groups a step trains on and keep those whose
     # rewards differ (topped up with equal-reward groups when too few differ).
     oversample: int = Field(1, ge=1)
+    # In-process generation: a group's rollouts start from one prompt, so their first turns
+    # are sampled as one batch (one generate, num_generations rows) instead of one by one.
+    batch_first_turn: bool = True
     # Where rollout episodes are recorded: "run" (RUN/store), "default" (the user's store,
     # seen in the studio's Episodes dock), a folder, or "off".
     rollout_store: str = "run"
@@ -200,6 +206,10 @@ class EvalSpec(Strict):
     max_steps: int = Field(3, ge=1)  # policy turns per episode
     max_tokens: int = Field(160, ge=8)
     workers: int = Field(1, ge=1)
+    # Pipeline: also score SFT and GRPO on this many test seeds of the held-out family (the one
+    # family no split trains on), shown `tools:` plus `held_out_tools`; 0: not scored.
+    held_out_per_family: int = Field(0, ge=0)
+    held_out_tools: list[str] = Field(default_factory=list)
 
 
 class DemoSpec(Strict):

@@ -61,6 +61,8 @@ class HFPolicy:
         )
         self.name = f"hf:{Path(str(label)).name}"
         self._turn = 0
+        self._group: GroupSampler | None = None  # a GRPO group's batched first turns
+        self._group_index = 0
 
     @classmethod
     def from_loaded(cls, loaded_model: Any, processor: Any, **options: Any) -> HFPolicy:
@@ -72,44 +74,36 @@ class HFPolicy:
     def reset(self, task_info: dict | None = None) -> None:
         self._turn = 0
 
-    def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
-        import torch
+    def share_first_turn(self, group: GroupSampler, index: int) -> None:
+        """Take this episode's first turn from `group`'s batch, as its rollout `index`."""
+        self._group, self._group_index = group, index
 
+    def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
         tools = shown_tools(tools, self.config.tools)
         inputs = encode_prompt(self.processor, messages, tools, device=self.model.device)
         prompt_len = int(inputs["input_ids"].shape[1])
-        sample = bool(self.config.temperature)
-        gen: dict[str, Any] = {"max_new_tokens": self.config.max_tokens, "do_sample": sample}
-        if sample:
-            gen["temperature"] = self.config.temperature
-            if self.config.top_p is not None:
-                gen["top_p"] = self.config.top_p
+        seen = seen_digest(messages, tools)
         tokenizer = _tokenizer(self.processor)
+        group = self._group
         start = time.perf_counter()
-        try:
-            with GENERATE_LOCK, torch.no_grad():
-                if sample and self.config.seed is not None:
-                    # Per-turn seed: an episode is reproducible, turns do not repeat each other.
-                    torch.manual_seed(self.config.seed * 10_007 + self._turn)
-                out = self.model.generate(
-                    **inputs,
-                    **gen,
-                    pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=tokenizer.eos_token_id,
-                    output_logits=self.config.logprobs,
-                    return_dict_in_generate=True,
-                )
-        except RuntimeError as exc:  # e.g. out of memory, or a context past the model's limit
-            raise PolicyError(f"generation failed in {self.name}: {exc}", fatal=False) from exc
+        sample = None
+        if group is not None and self._turn == 0 and self.config.temperature:
+            sample = group.take(self._group_index, seen,
+                                lambda: self._generate(inputs, group.size, group.seed))  # fmt: skip
+        if sample is None:
+            seed = None
+            if self.config.temperature and self.config.seed is not None:
+                # Per-turn seed: an episode is reproducible, turns do not repeat each other.
+                seed = self.config.seed * 10_007 + self._turn
+            sample = self._generate(inputs, 1, seed)[0]
         latency_ms = (time.perf_counter() - start) * 1e3
-        completion_ids = out.sequences[0, prompt_len:].tolist()
+        completion_ids, logprobs = sample
         tokens = TurnTokens(
             prompt_ids=inputs["input_ids"][0].tolist(),
             completion_ids=completion_ids,
-            logprobs=sampling_logprobs(out.logits, completion_ids, self.config.temperature)
-            if self.config.logprobs else None,
+            logprobs=logprobs,
             vision={k: inputs[k].detach().cpu() for k in VISION_KEYS if k in inputs} or None,
-            seen=seen_digest(messages, tools),
+            seen=seen,
             model_version=self.config.version,
         )
         text = tokenizer.decode(completion_ids, skip_special_tokens=True).strip()
@@ -126,6 +120,46 @@ class HFPolicy:
             tokens=tokens,
         )
 
+    def _generate(self, inputs: Any, n: int, seed: int | None) -> list[tuple[list[int], Any]]:
+        """`n` completions of one prompt (one `generate`, `n` rows when sampling): each its
+        generated ids (up to and including the first end-of-turn token) and their sampling
+        log-probs (None when `logprobs` is off)."""
+        import torch
+
+        prompt_len = int(inputs["input_ids"].shape[1])
+        sample = bool(self.config.temperature)
+        gen: dict[str, Any] = {"max_new_tokens": self.config.max_tokens, "do_sample": sample}
+        if sample:
+            gen["temperature"] = self.config.temperature
+            if self.config.top_p is not None:
+                gen["top_p"] = self.config.top_p
+        if n > 1:
+            gen["num_return_sequences"] = n
+        tokenizer = _tokenizer(self.processor)
+        try:
+            with GENERATE_LOCK, torch.no_grad():
+                if seed is not None:
+                    torch.manual_seed(seed)
+                out = self.model.generate(
+                    **inputs,
+                    **gen,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                    output_logits=self.config.logprobs,
+                    return_dict_in_generate=True,
+                )
+        except RuntimeError as exc:  # e.g. out of memory, or a context past the model's limit
+            raise PolicyError(f"generation failed in {self.name}: {exc}", fatal=False) from exc
+        rows = []
+        for r in range(n):
+            ids = out.sequences[r, prompt_len:].tolist()
+            if n > 1 and tokenizer.eos_token_id in ids:  # a row that ended early is padded
+                ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
+            logps = (sampling_logprobs(out.logits, ids, self.config.temperature, row=r)
+                     if self.config.logprobs else None)  # fmt: skip
+            rows.append((ids, logps))
+        return rows
+
     def completion_logprobs(
         self, messages: list[dict], tools: list[dict], completion: str
     ) -> tuple[list[int], list[float]]:
@@ -137,15 +171,44 @@ class HFPolicy:
 VISION_KEYS = ("pixel_values", "image_grid_thw")
 
 
-def sampling_logprobs(logits: Any, ids: list[int], temperature: float | None) -> list[float]:
-    """Log-probabilities of the sampled `ids` under the raw per-step `logits` divided by the
-    temperature (as GRPO's trainer scores them; greedy turns at temperature 1)."""
+class GroupSampler:
+    """Samples the first turns of a GRPO group's rollouts as one batch.
+
+    The rollouts of a group start from the same task state, so their first prompts are the
+    same messages, images and tools (checked by digest). The first rollout to reach its first
+    turn samples `size` completions in one `generate` (`num_return_sequences`, seeded by the
+    group); rollout i takes completion i, whatever order the rollouts arrive in. A rollout
+    whose first prompt differs samples on its own (`None`). Only for sampling, where the rows
+    differ; each row's ids and log-probs are exactly what that row generated."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.size, self.seed = size, seed
+        self._lock = threading.Lock()
+        self._seen: str | None = None
+        self._rows: list | None = None
+        self.served = 0  # first turns taken from the batch
+
+    def take(self, index: int, seen: str, generate: Any) -> tuple[list[int], Any] | None:
+        with self._lock:
+            if self._rows is None:
+                self._seen, self._rows = seen, generate()
+            if seen != self._seen or not 0 <= index < self.size:
+                return None
+            self.served += 1
+            return self._rows[index]
+
+
+def sampling_logprobs(logits: Any, ids: list[int], temperature: float | None,
+                      row: int = 0) -> list[float]:  # fmt: skip
+    """Log-probabilities of the sampled `ids` (of batch row `row`) under the raw per-step
+    `logits` divided by the temperature (as GRPO's trainer scores them; greedy turns at
+    temperature 1)."""
     import torch
 
     scale = float(temperature) if temperature else 1.0
     out = []
     for step_logits, token in zip(logits, ids, strict=False):
-        logp = torch.log_softmax(step_logits[0].float() / scale, dim=-1)
+        logp = torch.log_softmax(step_logits[row].float() / scale, dim=-1)
         out.append(float(logp[token]))
     return out
 

@@ -185,7 +185,7 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
                 "tags": [f"run:{out_dir.name}", f"step:{step + 1}", "rl"]}  # fmt: skip
         groups = run_groups(runtime.scheduler, slots, spec.num_generations, policy_for,
                             loop_config(spec, runtime), run_seed=run.seed, store=runtime.store,
-                            meta=meta)  # fmt: skip
+                            meta=meta, batch_first_turn=spec.batch_first_turn)  # fmt: skip
         for group in groups:
             for r in group:
                 runtime.curriculum.record(r.task_id, r.success)
@@ -198,7 +198,7 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
                     vision.add(tok.prompt_ids, tok.completion_ids, tok.vision)
         stats = StepStats.of(groups, kept, start)
         stats.zero_spread_share = zero_share
-        stats.logprob_mismatch = logprob_mismatch(trainer.model, rows, vision)
+        stats.logprob_mismatch = logprob_mismatch(trainer.model, rows, spec.temperature)
         stats.staleness = staleness
         runtime.stats = stats
         runtime.last = {**rows, "groups": kept}

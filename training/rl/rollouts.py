@@ -66,25 +66,37 @@ def run_groups(
     run_seed: int = 0,
     store: Any = None,
     meta: dict | None = None,
+    batch_first_turn: bool = False,
 ) -> list[list[Rollout]]:
     """Run `group_size` episodes for each (slot, task id); returns the groups in order.
 
     `policy_for(seed)` makes a fresh policy for one episode. Episodes run as scheduler jobs
     on its worker slots; an infrastructure failure is retried on a fresh worker by the
-    scheduler; an episode that still cannot run raises (a step must not train on holes)."""
+    scheduler; an episode that still cannot run raises (a step must not train on holes).
+    With `batch_first_turn`, a policy that can (`share_first_turn`: the in-process `hf`
+    policy) takes its first turn from one batched generation per group
+    (`agents.policies.hf_policy.GroupSampler`): a group's rollouts start from one prompt."""
     from training.eval.harness import run_spec, task_spec
 
-    def job(task_id: str, seed: int):
+    def job(task_id: str, seed: int, group: Any, index: int):
         def run(session: Any, _job_seed: int) -> Rollout:
-            record = run_spec(task_spec(task_id), policy_for(seed), session, config=loop_config,
+            policy = policy_for(seed)
+            if group is not None and hasattr(policy, "share_first_turn"):
+                policy.share_first_turn(group, index)
+            record = run_spec(task_spec(task_id), policy, session, config=loop_config,
                               store=store, source="rollout", meta=meta)  # fmt: skip
             return Rollout(task_id, seed, record.pop("_result"), record)
 
         return run
 
+    if batch_first_turn:
+        from agents.policies.hf_policy import GroupSampler
     for slot, task_id in slots:
+        group = (GroupSampler(group_size, rollout_seed(run_seed, slot, group_size))
+                 if batch_first_turn else None)  # fmt: skip
         for i in range(group_size):
-            scheduler.submit(f"{slot}/{i}", job(task_id, rollout_seed(run_seed, slot, i)))
+            scheduler.submit(f"{slot}/{i}",
+                             job(task_id, rollout_seed(run_seed, slot, i), group, i))  # fmt: skip
     outcomes = scheduler.run()
     failed = [o for o in outcomes if not o.ok]
     if failed:
@@ -201,9 +213,10 @@ class VisionRows:
         return args, kwargs
 
 
-def logprob_mismatch(model: Any, rows: dict, vision: VisionRows, limit: int = 8) -> float:
+def logprob_mismatch(model: Any, rows: dict, temperature: float | None, limit: int = 8) -> float:
     """Mean |training-time - sampling-time| log-prob over the generated tokens of up to `limit`
-    rows (the model's forward as the trainer runs it, image tensors included by `vision`)."""
+    rows: the model's forward as the trainer runs it (a `VisionRows` hook on `model` adds the
+    turns' image tensors), its logits divided by the sampling temperature as TRL's loss does."""
     import torch
 
     diffs: list[float] = []
@@ -214,7 +227,7 @@ def logprob_mismatch(model: Any, rows: dict, vision: VisionRows, limit: int = 8)
         ids = torch.tensor([prompt + completion], device=device)
         with torch.no_grad():
             logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0].float()
-        step = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
+        step = torch.log_softmax(logits[len(prompt) - 1 : -1] / (temperature or 1.0), dim=-1)
         picked = step.gather(1, torch.tensor(completion, device=device).unsqueeze(1)).squeeze(1)
         diffs += [abs(a - b) for a, b in zip(picked.tolist(), rows["logprobs"][i], strict=True)]
     return statistics.fmean(diffs) if diffs else 0.0
