@@ -166,8 +166,11 @@ def _run_server(command, health_timeout: float) -> None:  # noqa: ANN001 - Serve
     from agents.serving import ServingError, VllmServer
 
     server = VllmServer(command)
-    # SIGTERM to us (a supervisor, the studio) stops the server like Ctrl-C does.
+    # SIGTERM to us (a supervisor, the studio) stops the server like Ctrl-C does. SIGINT is
+    # set too: started from a script's background job, a process inherits SIGINT ignored
+    # (Python then keeps it so), and `kill -INT` would leave the server running.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     typer.echo(f"starting: {command.shell()}", err=True)
     server.start()
     try:

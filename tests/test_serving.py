@@ -258,14 +258,23 @@ def standin(tmp_path):
     return {"launcher": [sys.executable, str(script)], "report": report}
 
 
-def test_serve_waits_for_health_prints_endpoint_and_ctrl_c_stops_the_group(standin, tmp_path):
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# "ignored": started as a script's background job is (the shell ignores SIGINT there, and
+# Python keeps an inherited SIG_IGN); `kill -INT` must still stop the server and its group.
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_serve_waits_for_health_prints_endpoint_and_ctrl_c_stops_the_group(standin, tmp_path,
+                                                                           inherited):  # fmt: skip
     port = _free_port()
     env = {**os.environ, "STANDIN_REPORT": str(standin["report"]), "STANDIN_DELAY": "1.5"}
     cmd = [sys.executable, "-m", "studio.cli", "serve", "--model", "Qwen/Qwen3-VL-8B-Instruct"]
     cmd += ["--port", str(port), "--vllm-bin", " ".join(standin["launcher"])]
     cmd += ["--health-timeout", "60"]  # a stand-in that never gets healthy fails, not hangs
     proc = subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_ignore_sigint if inherited == "ignored" else None,
     )
     try:
         line = proc.stdout.readline()  # blocks until the CLI saw /health answer
