@@ -10,9 +10,9 @@ temperature 1.0. The sequential baseline runs the same episodes one after anothe
 thread on one tool session; the scheduler runs them as jobs on N kept worker slots, so one
 rollout's tool calls overlap another's generation (generation itself is one at a time per
 process: `GENERATE_LOCK`); "+batch" rows sample each group's first turns as one `generate`
-(`grpo.batch_first_turn`, the default). With --pipeline-dir (a finished `train pipeline --out DIR`) the
-policy is that pipeline's SFT model, so rollouts really call tools; otherwise the tiny model is
-built and taught the call format with a short SFT first. --dry-run checks the setup only.
+(`grpo.batch_first_turn`, the default). With --pipeline-dir (a finished `train pipeline --out
+DIR`) the policy is that pipeline's SFT model, so rollouts really call tools; otherwise the tiny
+model is built and taught the call format with a short SFT first. --dry-run checks the setup.
 """
 
 from __future__ import annotations

@@ -89,13 +89,13 @@ class HFPolicy:
         sample = None
         if group is not None and self._turn == 0 and self.config.temperature:
             sample = group.take(self._group_index, seen,
-                                lambda: self._generate(inputs, group.size, group.seed))  # fmt: skip
+                                lambda: self._sample_rows(inputs, group.size, group.seed))  # fmt: skip
         if sample is None:
             seed = None
             if self.config.temperature and self.config.seed is not None:
                 # Per-turn seed: an episode is reproducible, turns do not repeat each other.
                 seed = self.config.seed * 10_007 + self._turn
-            sample = self._generate(inputs, 1, seed)[0]
+            sample = self._sample_rows(inputs, 1, seed)[0]
         latency_ms = (time.perf_counter() - start) * 1e3
         completion_ids, logprobs = sample
         tokens = TurnTokens(
@@ -120,7 +120,7 @@ class HFPolicy:
             tokens=tokens,
         )
 
-    def _generate(self, inputs: Any, n: int, seed: int | None) -> list[tuple[list[int], Any]]:
+    def _sample_rows(self, inputs: Any, n: int, seed: int | None) -> list[tuple[list[int], Any]]:
         """`n` completions of one prompt (one `generate`, `n` rows when sampling): each its
         generated ids (up to and including the first end-of-turn token) and their sampling
         log-probs (None when `logprobs` is off)."""

@@ -182,7 +182,7 @@ def episode_scheduler(workers: int, session_factory: Callable[[], Any] | None = 
     if scored:
         from training.tasks.verifier import default_verifier
 
-        default_verifier().reserve(workers + 1)
+        default_verifier().reserve(workers)
     return Scheduler(workers, session_factory, **options)
 
 

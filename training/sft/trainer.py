@@ -148,7 +148,7 @@ def run_sft(
 
     spec, run = config.sft, config.run
     before = torch.get_num_threads()
-    set_cpu_threads(spec.cpu_threads or run.cpu_threads if not torch.cuda.is_available() else None)
+    set_cpu_threads(None if torch.cuda.is_available() else (spec.cpu_threads or run.cpu_threads))
     try:
         return _run_sft(config, out_dir, resume, model_path, config_text)
     finally:

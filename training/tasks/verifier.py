@@ -62,11 +62,14 @@ class Verifier:
             self.stats.seconds += time.perf_counter() - t0
         return verdict
 
-    def reserve(self, workers: int) -> None:
-        """Keep at least `workers` clean workers warm (one per episode scored at once)."""
+    def reserve(self, episodes: int) -> None:
+        """Keep clean workers warm for `episodes` scored at once: one each, and one more. A
+        clean worker serves one verification and is killed, so with short episodes its start
+        paces the run; two spares booting side by side use the core generation leaves
+        (60 oracle episodes: 0.80 -> 0.59 s each; a third spare gained nothing)."""
         pool = self.room.pool
-        if workers > pool.size:
-            pool.size = workers
+        if episodes + 1 > pool.size:
+            pool.size = episodes + 1
             pool.warm()
 
     def close(self) -> None:
