@@ -134,6 +134,7 @@ class EpisodeLoop:
         return self.result
 
     def _start(self) -> bytes | None:
+        began = time.perf_counter()
         setup_calls = build_start_state(self.session, self.setup)
         self.policy.reset(self.task_info)
         png, scene = self._observe_scene(force=True)
@@ -145,6 +146,7 @@ class EpisodeLoop:
                 **episode_meta(self.result.policy, self.goal, self.catalogue, self.config, png,
                                setup_calls, self._last_hash)
             )
+        self.result.start_ms = (time.perf_counter() - began) * 1e3
         return png
 
     def _steps(self) -> None:
@@ -213,7 +215,7 @@ class EpisodeLoop:
                 self.result.status = "stuck"
                 return
             if cfg.check_every_step and self.checker is not None:
-                verdict = self.checker(self.session, self.result.calls)
+                verdict = self._check()
                 if verdict.success:
                     self.result.status = "success"
                     return
@@ -404,7 +406,7 @@ class EpisodeLoop:
 
     def _finish(self) -> None:
         if self.checker is not None and self.result.status != "fatal":
-            verdict = self.checker(self.session, self.result.calls)
+            verdict = self._check()
             self.result.reward = float(verdict.total)
             self.result.components = dict(verdict.components)
             self.result.success = bool(verdict.success)
@@ -420,6 +422,13 @@ class EpisodeLoop:
                 artifacts=self._final_artifacts() if self.config.record_artifacts else None,
             )
             self.result.episode_id = self._recorder.episode_id
+
+    def _check(self) -> Any:
+        began = time.perf_counter()
+        try:
+            return self.checker(self.session, self.result.calls)
+        finally:
+            self.result.check_ms += (time.perf_counter() - began) * 1e3
 
     def _final_artifacts(self) -> dict[str, Any]:
         """The final scene as files (.glb, .blend, and .step when it holds CAD parts)."""

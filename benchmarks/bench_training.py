@@ -1,6 +1,6 @@
 """GRPO on CPU: rollout episodes/min (one rollout at a time, then the scheduler with 1 and 2
 tool workers, all in this run) and the time split of a GRPO step (rollout wall, generation,
-tools, update).
+tools, start states, reward (the verifier), update).
 
     .venv/bin/python benchmarks/bench_training.py [--pipeline-dir DIR] [--steps N] [--groups G]
         [--dry-run]
@@ -72,7 +72,7 @@ def grpo_split(model: Path, adapter: Path | None, out: Path, workers: int, steps
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "time/update_s" in r]
     rows = rows[1:] or rows  # steady state
-    keys = ("rollout", "generate", "tools", "update")
+    keys = ("rollout", "generate", "tools", "start", "reward", "update")
     split = {k: statistics.fmean(r[f"time/{k}_s"] for r in rows) for k in keys}
     return {"workers": workers, "steps": len(rows), "wall_s": round(wall, 1),
             "split_s": {k: round(v, 3) for k, v in split.items()},
@@ -249,7 +249,8 @@ def main() -> None:
     s = split["split_s"]
     print(f"GRPO step (2 workers, 2 groups x 4 rollouts x 2 turns, mean of {split['steps']} steps "
           f"after the first): rollout {s['rollout']:.2f} s (generation {s['generate']:.2f}, "
-          f"tools {s['tools']:.2f}, summed over rollouts), update {s['update']:.2f} s; "
+          f"tools {s['tools']:.2f}, start states {s['start']:.2f}, reward {s['reward']:.2f}, "
+          f"summed over rollouts), update {s['update']:.2f} s; "
           f"zero-spread groups {split['zero_spread_share']:.2f}, "
           f"logprob mismatch {split['logprob_mismatch']:.2e}")
     print(json.dumps({"rates": rates, "grpo": split, "batched_generate": gain}))

@@ -1,5 +1,6 @@
 """GRPO in server mode on a GPU machine: rollout tokens/s, episodes/min with 1, 2, 4 and 8 tool
-workers, a GRPO step's split (rollout / generation / tools / update) and staleness.
+workers, a GRPO step's split (rollout / generation / tools / start states / reward / update)
+and staleness.
 
     python benchmarks/bench_training_gpu.py --model DIR [--steps 3] [--groups 4] [--port 8011]
     python benchmarks/bench_training_gpu.py --model DIR --dry-run   # CPU: check, start nothing
@@ -86,7 +87,7 @@ def grpo(model: Path, url: str, steps: int, out: Path) -> dict:
     run_grpo(config(model, url, steps, 8), out)
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "time/update_s" in r][1:] or rows
-    keys = ("rollout", "generate", "tools", "update")
+    keys = ("rollout", "generate", "tools", "start", "reward", "update")
     split = {k: round(statistics.fmean(r[f"time/{k}_s"] for r in rows), 3) for k in keys}
     return {"split_s": split, "staleness": max(r["rollout/staleness"] for r in rows),
             "zero_spread_share": statistics.fmean(r["rollout/zero_spread_share"] for r in rows)}

@@ -229,7 +229,14 @@ def test_setup_and_checker_are_used(session) -> None:
 
 
 def test_checker_every_step_stops_on_success(session) -> None:
+    import time
+
+    checks: list[int] = []
+
     def checker(s, calls):
+        checks.append(len(calls))
+        time.sleep(0.02)  # the verifier's time is the checker's: result.check_ms counts it
+
         class Verdict:
             success = any(o["name"] == "A" for o in s.scene()["objects"])
             total = float(success)
@@ -246,6 +253,9 @@ def test_checker_every_step_stops_on_success(session) -> None:
         config=LoopConfig(check_every_step=True, observe="never"),
     )
     assert result.status == "success" and len(result.steps) == 1
+    # Every verdict's time is in check_ms (GRPO's step split reports it as time/reward_s).
+    assert checks and result.check_ms >= 20 * len(checks)
+    assert result.start_ms > 0
 
 
 def test_episode_is_recorded(session, tmp_path) -> None:

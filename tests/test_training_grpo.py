@@ -371,8 +371,10 @@ def test_rollouts_are_eval_episodes_and_trl_trains_on_the_generated_ids(tmp_path
 
     metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     for key in ("loss", "reward", "reward/success", "rollout/zero_spread_share",
-                "rollout/logprob_mismatch", "time/rollout_s", "time/update_s"):  # fmt: skip
+                "rollout/logprob_mismatch", "time/rollout_s", "time/update_s",
+                "time/generate_s", "time/tools_s", "time/start_s", "time/reward_s"):  # fmt: skip
         assert key in metrics, key
+    assert metrics["time/reward_s"] > 0 and metrics["time/start_s"] > 0  # scored, started
     # Sampling and training log-probs agree (same weights, same pixels): float noise only.
     assert metrics["rollout/logprob_mismatch"] < 1e-3, metrics
     adapter = load_file(str(result.adapter_dir / "adapter_model.safetensors"))

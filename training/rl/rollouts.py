@@ -240,6 +240,8 @@ class StepStats:
     rollout_s: float = 0.0
     generate_s: float = 0.0  # summed over rollouts (turns of concurrent rollouts overlap)
     tools_s: float = 0.0  # calls + observations, summed over rollouts
+    start_s: float = 0.0  # start states + first observations, summed over rollouts
+    reward_s: float = 0.0  # the checker's verdicts (the verifier), summed over rollouts
     zero_spread_share: float = 0.0
     kept_zero_spread_share: float = 0.0
     logprob_mismatch: float = 0.0
@@ -260,6 +262,8 @@ class StepStats:
             rollout_s=time.perf_counter() - start,
             generate_s=sum(s.latency_ms for s in steps) / 1e3,
             tools_s=sum(sum(o.wall_ms for o in s.calls) + s.observe_ms for s in steps) / 1e3,
+            start_s=sum(r.result.start_ms for r in every) / 1e3,
+            reward_s=sum(r.result.check_ms for r in every) / 1e3,
             kept_zero_spread_share=(sum(not spread(g) for g in kept) / len(kept)) if kept else 0.0,
             episodes=len(every),
             components={k: statistics.fmean((r.result.components or {}).get(k, 0.0)
@@ -281,5 +285,7 @@ class StepStats:
             "time/rollout_s": self.rollout_s,
             "time/generate_s": self.generate_s,
             "time/tools_s": self.tools_s,
+            "time/start_s": self.start_s,
+            "time/reward_s": self.reward_s,
         })  # fmt: skip
         return out
