@@ -74,6 +74,25 @@ def test_oracle_succeeds_nothing_fails_perturbed_fails(task_session, task_id):
         assert bad.reward.total < good.reward.total, (task_id, name)
 
 
+@pytest.mark.parametrize("task_id", ["materials:1:11", "scene_editing:1:11"])
+def test_guards_weigh_little_so_leaving_the_scene_alone_earns_little(task_session, task_id):
+    # Objects a task leaves alone are guards (weight GUARD_WEIGHT): keeping them earns little,
+    # breaking one still fails. Weighed as much as the task's own constraints, they let doing
+    # nothing score constraints 0.8 on a material task, above a wrong attempt (GRPO learned it).
+    from training.tasks.scene_families import GUARD_WEIGHT
+
+    task = get_task(task_id)
+    weights = [c.get("weight", 1.0) for c in task.spec.constraints]
+    guards = sum(w for w in weights if w == GUARD_WEIGHT)
+    assert guards and len(set(weights)) == 2
+    idle = attempt(task, task_session, []).reward
+    assert idle.components["constraints"] <= guards / sum(weights) + 1e-9 < 0.5
+    guard = next(c for c in task.spec.constraints if c.get("weight") == GUARD_WEIGHT)
+    broken = attempt(task, task_session, [*task.oracle, {"tool": "delete",
+                                                         "args": {"name": guard["object"]}}])
+    assert not broken.reward.success and broken.reward.components["constraints"] < 1.0
+
+
 def test_breakdown_reports_every_component_in_range(task_session):
     from training.rewards import COMPONENT_RANGES
 

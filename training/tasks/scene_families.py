@@ -97,6 +97,8 @@ def placed(
         out.append(
             {"kind": "rotation", "object": it["name"], "value": it["rotation_deg"], "tol_deg": 3.0}
         )
+    if guard:
+        out = [{**c, "weight": GUARD_WEIGHT} for c in out]
     return out
 
 
