@@ -108,7 +108,7 @@ class EpisodeResult:
     verdict: Any = None
     repeated_failures: int = 0
     wall_ms: float = 0.0
-    start_ms: float = 0.0  # the start state and first observation
+    start_ms: float = 0.0  # start state, first observation, the recorder's opening entry
     check_ms: float = 0.0  # the checker's verdicts (the verifier's clean worker, when scored)
     episode_id: str | None = None  # in the store, when recorded
     initial_frame: bytes | None = field(default=None, repr=False)  # the start montage

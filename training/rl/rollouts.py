@@ -240,7 +240,7 @@ class StepStats:
     rollout_s: float = 0.0
     generate_s: float = 0.0  # summed over rollouts (turns of concurrent rollouts overlap)
     tools_s: float = 0.0  # calls + observations, summed over rollouts
-    start_s: float = 0.0  # start states + first observations, summed over rollouts
+    start_s: float = 0.0  # start states, first observations, opening records; summed
     reward_s: float = 0.0  # the checker's verdicts (the verifier), summed over rollouts
     zero_spread_share: float = 0.0
     kept_zero_spread_share: float = 0.0
