@@ -93,6 +93,24 @@ def test_guards_weigh_little_so_leaving_the_scene_alone_earns_little(task_sessio
     assert not broken.reward.success and broken.reward.components["constraints"] < 1.0
 
 
+@pytest.mark.parametrize("task_id", ["materials:1:11", "scene_editing:1:11"])
+def test_doing_nothing_earns_no_validity_or_recovery_and_ranks_below_a_failing_try(
+        task_session, task_id):  # fmt: skip
+    """No call is not a valid call: with validity and recovery at 1.0 for an idle episode, a
+    GRPO run at lr 3e-3 learned to stop calling (valid calls 90 -> 38 %, reward up), because
+    idling beat a call that named a missing object. Now a try that fails ranks above idling,
+    and idling stays below a call on the right object."""
+    task = get_task(task_id)
+    idle = attempt(task, task_session, []).reward
+    assert idle.components["validity"] == 0.0 and idle.components["recovery"] == 0.0
+    first = task.oracle[0]
+    missing = {"tool": first["tool"], "args": {**first["args"], "name": "NoSuchObject"}}
+    failed = attempt(task, task_session, [missing])
+    assert not failed.calls[0]["ok"] and "no object named" in failed.calls[0]["error"]
+    assert failed.reward.total > idle.total
+    assert attempt(task, task_session, task.oracle).reward.total > failed.reward.total
+
+
 def test_breakdown_reports_every_component_in_range(task_session):
     from training.rewards import COMPONENT_RANGES
 

@@ -311,8 +311,12 @@ def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> reward
         if results
         else 1.0
     )
+    # Doing nothing is not valid, just idle (as for efficiency below): an episode that made no
+    # call on a task with work to do earns no validity or recovery. Both read 1.0 for "no
+    # call failed", and GRPO learned to stop calling: idling beat a call that failed.
+    idle = not calls and bool(spec.oracle)
     components: dict[str, float] = {
-        "validity": rewards.validity(calls),
+        "validity": 0.0 if idle else rewards.validity(calls),
         "constraints": share,
     }
     details: dict[str, Any] = {"constraints": results, "steps": len(calls)}
@@ -338,7 +342,7 @@ def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> reward
         and geometry_ok
         and components.get("completeness", 1.0) == 1.0
     )
-    components["recovery"] = rewards.recovery(calls, success)
+    components["recovery"] = 0.0 if idle else rewards.recovery(calls, success)
     # Efficiency only counts for a solved task: doing nothing is not efficient, just idle.
     eff = rewards.efficiency(len(calls), len(spec.oracle), task.budget)
     components["efficiency"] = eff if success else 0.0
