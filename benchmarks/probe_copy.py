@@ -28,12 +28,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+PIPELINE = Path(__file__).resolve().parents[1] / "configs" / "pipeline-tiny-cpu.yaml"
+
+
 def schema_prefix(tok, n_tokens: int) -> list[int]:
-    """The first `n_tokens` tokens of the pipeline's four tool schemas, repeated as needed."""
+    """The first `n_tokens` tokens of the shipped pipeline's tool schemas, repeated as needed."""
     from agents.loop import openai_tools
     from tools import catalogue
+    from training.train_config import load_config
 
-    shown = {"add_primitive", "set_material", "delete", "transform"}
+    shown = set(load_config(PIPELINE).tools or ())
     text = "\n".join(
         json.dumps(t) for t in openai_tools(catalogue()) if t["function"]["name"] in shown
     )
@@ -105,7 +109,7 @@ def run_one(prefix_tokens: int, steps: int, batch: int, lr: float, rope_theta: f
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prefix-tokens", default="0,300,1200",
-                    help="comma-separated prefix lengths (the pipeline's prompts have ~750 tokens before the goal)")  # fmt: skip
+                    help="comma-separated prefix lengths (the pipeline's first-turn prompt has ~890 tokens before the goal)")  # fmt: skip
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=5e-3, help="the pipeline's SFT learning rate")
