@@ -19,6 +19,7 @@ from tools.exits import ExitCode, guarded_group
 USER_ERRORS = {
     "agents.store.errors.StoreError": ExitCode.USAGE,
     "agents.store.errors.EpisodeBusy": ExitCode.UNAVAILABLE,
+    "agents.store.errors.StoreLocked": ExitCode.UNAVAILABLE,
     "agents.policies.UnknownPolicyError": ExitCode.USAGE,
     "agents.policies.simple.ScriptError": ExitCode.USAGE,
     "agents.policy.PolicyError": ExitCode.UNAVAILABLE,

@@ -24,6 +24,7 @@ from agents.store import (
     SchemaTooNew,
     Store,
     StoreError,
+    StoreLocked,
     resolve_data_dir,
 )
 from agents.store.upkeep import hidden_folder_name
@@ -103,6 +104,40 @@ def test_every_field_is_recorded_and_read_back(tmp_path):
         assert (s2.turn, s2.error_kind, s2.error_message) == (1, "kernel", "no second operand")
         assert s2.result_text.startswith("ERROR (kernel)") and s2.duration_ms == 7.0
         assert s2.scene_hash == "h1" and store.step_frame(s2) == png((5, 5, 5))
+
+
+def test_a_lock_held_past_the_timeout_is_one_line_and_loses_nothing(tmp_path):
+    """Another process holding the index's write lock longer than the busy timeout: the write
+    fails with StoreLocked (one line, exit code "unavailable" on the command line, not a
+    traceback), nothing half-written is left, and the same recorder carries on once it is free."""
+    from studio.cli import USER_ERRORS
+    from tools.exits import ExitCode, classify
+
+    store = Store(tmp_path, busy_timeout_s=0.2)
+    rec = store.begin_episode(task_id="t:1:0", source="agent", prompt="p", tools=TOOLS)
+    rec.add_step(tool="add_primitive", args={"kind": "cube"}, frame=png())
+    other = sqlite3.connect(tmp_path / "index.sqlite3", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the other process's write transaction
+    with pytest.raises(StoreLocked) as caught:
+        rec.add_step(tool="add_primitive", args={"kind": "cone"}, frame=png((1, 1, 1)))
+    message = str(caught.value)
+    assert "locked by another process" in message and "\n" not in message
+    assert classify(caught.value, USER_ERRORS) == ExitCode.UNAVAILABLE
+    with pytest.raises(StoreLocked):  # opening the store under the lock says the same
+        Store(tmp_path, busy_timeout_s=0.2).begin_episode(task_id="t:1:1", source="agent",
+                                                           prompt="p", tools=TOOLS)
+    other.execute("ROLLBACK")
+    other.close()
+    rec.add_step(tool="add_primitive", args={"kind": "torus"})
+    rec.finish(reward=1.0, success=True)
+    steps = store.steps(rec.episode_id)
+    assert [(s.index, s.args["kind"]) for s in steps] == [(0, "cube"), (1, "torus")]
+    journal = (store.episode_dir(rec.episode_id) / "steps.jsonl").read_text().splitlines()
+    assert len(journal) == 2  # the failed write left no line behind, and no frame
+    assert sorted(p.name for p in (store.episode_dir(rec.episode_id) / "frames").iterdir()) == [
+        "000000.png"]
+    assert store.integrity_check() == "ok"
+    store.close()
 
 
 def test_filters_and_prefix_ids(tmp_path):

@@ -17,6 +17,7 @@ from agents.store.errors import (
     RecorderClosed,
     SchemaTooNew,
     StoreError,
+    StoreLocked,
 )
 from agents.store.location import ENV_VAR, resolve_data_dir
 from agents.store.models import Episode, EpisodeFilter, Step
@@ -39,6 +40,7 @@ __all__ = [
     "Step",
     "Store",
     "StoreError",
+    "StoreLocked",
     "models",
     "resolve_data_dir",
 ]

@@ -27,6 +27,10 @@ class EpisodeBusy(StoreError):
     """The episode is still being recorded by a live process (it cannot be deleted or imported over)."""
 
 
+class StoreLocked(StoreError):
+    """Another process held the store's index locked for longer than the busy timeout."""
+
+
 class SchemaTooNew(StoreError):
     """The store was written by a newer Modelwright whose schema this version does not know."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agents.store.atomic import atomic_copy_file, atomic_write_bytes
-from agents.store.errors import RecorderClosed, StoreError
+from agents.store.errors import RecorderClosed, StoreError, StoreLocked
 from agents.store.frames import check_png, sha256
 from agents.store.layout import ARTIFACTS, FRAMES, dumps
 from agents.store.lease import Lease
@@ -169,7 +169,12 @@ class Recorder:
                 logprobs=None if logprobs is None else [float(p) for p in logprobs],
                 actor=actor or self.actor,
             )
-            self._store.commit_step(step)
+            try:
+                self._store.commit_step(step)
+            except StoreLocked:  # the row was not written: no frame is left without it
+                if frame_rel is not None:
+                    (self.folder / frame_rel).unlink(missing_ok=True)
+                raise
             self._next_index = index + 1
             self._last_turn = turn
             return step

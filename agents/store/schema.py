@@ -114,17 +114,19 @@ MIGRATIONS: tuple[Migration, ...] = (
 LATEST_VERSION = MIGRATIONS[-1].version
 
 
-def connect(path: Path, durable: bool = True) -> sqlite3.Connection:
+def connect(path: Path, durable: bool = True,
+            busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """Open the index in WAL mode; `durable`: synchronous=FULL (a commit survives power loss),
-    else NORMAL (a commit survives the process being killed, not the machine losing power)."""
+    else NORMAL (a commit survives the process being killed, not the machine losing power).
+    A lock another process holds is waited for up to `busy_timeout_ms`."""
     try:
         conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
         )
     except sqlite3.OperationalError as exc:
         raise StoreError(f"cannot open the store index {path}: {exc}") from exc
     conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if mode.lower() != "wal":
         raise StoreError(f"the store index {path} could not switch to WAL mode (got {mode!r})")

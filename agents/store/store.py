@@ -33,6 +33,7 @@ from agents.store.errors import (
     EpisodeBusy,
     EpisodeNotFound,
     StoreError,
+    StoreLocked,
 )
 from agents.store.frames import check_png, read_frame, sha256
 from agents.store.layout import FRAMES, dumps
@@ -40,8 +41,12 @@ from agents.store.lease import Lease, writer_identity
 from agents.store.location import resolve_data_dir
 from agents.store.models import EPISODE_ID, SOURCES, Episode, EpisodeFilter, Step
 from agents.store.recorder import Recorder
-from agents.store.schema import INDEX_NAME, connect, migrate
+from agents.store.schema import BUSY_TIMEOUT_MS, INDEX_NAME, connect, migrate
 from agents.store.upkeep import Upkeep, hidden_folder_name
+
+# SQLite's answers for "another connection holds a lock" (after the busy timeout), as opposed
+# to a damaged file: BUSY, LOCKED, and PROTOCOL (a WAL-index lock that a stopped process holds).
+LOCK_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL)
 
 EPISODES = "episodes"
 STEP_COLUMNS = ("episode_id", "idx", "turn", "at", "tool", "args", "result", "result_text",
@@ -83,6 +88,10 @@ def parse_task_id(task_id: str | None) -> tuple[str | None, int | None, int | No
     return parts[0], None, None
 
 
+def _is_lock(exc: sqlite3.DatabaseError) -> bool:
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in LOCK_CODES
+
+
 def new_episode_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
 
@@ -91,10 +100,12 @@ class Store(Upkeep):
     """One data dir. Safe to share between threads; several processes may write at once."""
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, create: bool = True,
-                 durable: bool = True):
+                 durable: bool = True, busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000):
         """`durable=False` (e.g. for RL rollouts) skips the fsyncs: still safe against a
-        killed process, not against power loss."""
+        killed process, not against power loss. A lock another process holds on the index is
+        waited for up to `busy_timeout_s`, then StoreLocked says so in one line."""
         self.durable = durable
+        self.busy_timeout_s = busy_timeout_s
         self.data_dir = resolve_data_dir(data_dir)
         self.index_path = self.data_dir / INDEX_NAME
         self.episodes_dir = self.data_dir / EPISODES
@@ -109,10 +120,10 @@ class Store(Upkeep):
             raise StoreError(f"cannot create the store at {self.data_dir}: {exc.strerror}") from exc
         self._lock = threading.RLock()
         try:
-            self._conn = connect(self.index_path, durable)
+            self._conn = connect(self.index_path, durable, int(busy_timeout_s * 1000))
             migrate(self._conn)
         except sqlite3.DatabaseError as exc:
-            raise self._corrupt(exc) from None
+            raise (self._locked(exc) if _is_lock(exc) else self._corrupt(exc)) from None
         if create:
             self.remove_orphan_folders()
 
@@ -126,6 +137,13 @@ class Store(Upkeep):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _locked(self, exc: sqlite3.DatabaseError) -> StoreLocked:
+        return StoreLocked(
+            f"the store index {self.index_path} stayed locked by another process for more "
+            f"than {self.busy_timeout_s:g} s ({exc}); nothing was written: try again when "
+            f"that process has finished or stopped"
+        )
 
     def _corrupt(self, exc: sqlite3.DatabaseError) -> CorruptIndex:
         return CorruptIndex(
@@ -142,9 +160,11 @@ class Store(Upkeep):
             try:
                 yield self._conn
             except sqlite3.DatabaseError as exc:
+                if _is_lock(exc):
+                    raise self._locked(exc) from None
                 code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
                 if code not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-                    raise  # a constraint or a lock: not the file's fault
+                    raise  # a constraint: not the file's fault
                 raise self._corrupt(exc) from None
 
     @contextmanager
