@@ -123,9 +123,10 @@ def test_a_lock_held_past_the_timeout_is_one_line_and_loses_nothing(tmp_path):
     message = str(caught.value)
     assert "locked by another process" in message and "\n" not in message
     assert classify(caught.value, USER_ERRORS) == ExitCode.UNAVAILABLE
-    with pytest.raises(StoreLocked):  # opening the store under the lock says the same
-        Store(tmp_path, busy_timeout_s=0.2).begin_episode(task_id="t:1:1", source="agent",
-                                                           prompt="p", tools=TOOLS)
+    with Store(tmp_path, busy_timeout_s=0.2) as second:  # reads need no lock in WAL mode
+        assert [e.id for e in second.list_episodes()] == [rec.episode_id]
+        with pytest.raises(StoreLocked):  # a new episode in another store object: the same
+            second.begin_episode(task_id="t:1:1", source="agent", prompt="p", tools=TOOLS)
     other.execute("ROLLBACK")
     other.close()
     rec.add_step(tool="add_primitive", args={"kind": "torus"})
