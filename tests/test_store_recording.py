@@ -127,6 +127,7 @@ def test_a_lock_held_past_the_timeout_is_one_line_and_loses_nothing(tmp_path):
         assert [e.id for e in second.list_episodes()] == [rec.episode_id]
         with pytest.raises(StoreLocked):  # a new episode in another store object: the same
             second.begin_episode(task_id="t:1:1", source="agent", prompt="p", tools=TOOLS)
+    assert [p.name for p in (tmp_path / "episodes").iterdir()] == [rec.episode_id]  # no stray folder
     other.execute("ROLLBACK")
     other.close()
     rec.add_step(tool="add_primitive", args={"kind": "torus"})
