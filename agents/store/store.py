@@ -88,8 +88,9 @@ def parse_task_id(task_id: str | None) -> tuple[str | None, int | None, int | No
     return parts[0], None, None
 
 
-def _is_lock(exc: sqlite3.DatabaseError) -> bool:
-    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in LOCK_CODES
+def _code(exc: sqlite3.DatabaseError) -> int:
+    """SQLite's primary result code of `exc` (0 when it carries none)."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF
 
 
 def new_episode_id() -> str:
@@ -123,7 +124,7 @@ class Store(Upkeep):
             self._conn = connect(self.index_path, durable, int(busy_timeout_s * 1000))
             migrate(self._conn)
         except sqlite3.DatabaseError as exc:
-            raise (self._locked(exc) if _is_lock(exc) else self._corrupt(exc)) from None
+            raise (self._locked(exc) if _code(exc) in LOCK_CODES else self._corrupt(exc)) from None
         if create:
             self.remove_orphan_folders()
 
@@ -160,10 +161,9 @@ class Store(Upkeep):
             try:
                 yield self._conn
             except sqlite3.DatabaseError as exc:
-                if _is_lock(exc):
+                if _code(exc) in LOCK_CODES:
                     raise self._locked(exc) from None
-                code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-                if code not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+                if _code(exc) not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
                     raise  # a constraint: not the file's fault
                 raise self._corrupt(exc) from None
 
