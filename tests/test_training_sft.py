@@ -275,3 +275,65 @@ def test_each_checkpoint_is_hot_loaded_into_a_running_server(
         httpd.shutdown()
     assert [p["lora_name"] for p in posted] == ["modelwright-v1", "modelwright-v2"]
     assert [Path(p["lora_path"]).name for p in posted] == ["checkpoint-1", "checkpoint-2"]
+
+
+def test_prompt_views_drop_prompt_parts_and_keep_every_label(tiny_model_dir, demos):
+    """The curriculum's views cut the tools block, the scene JSON, the system prompt and the
+    images, and the tokens that carry loss stay exactly those of the full row."""
+    from transformers import AutoProcessor
+
+    from training.sft.data import ConversationCollator, load_conversations
+    from training.sft.views import VIEWS, abridge
+
+    processor = AutoProcessor.from_pretrained(tiny_model_dir)
+    tok = processor.tokenizer
+    collator = ConversationCollator(processor)
+    row = load_conversations(demos)[0]
+    full = collator.encode(row)
+
+    def learnt(enc):
+        return enc["input_ids"][0][enc["labels"][0] != -100].tolist()
+
+    seen = {}
+    for view in VIEWS:
+        enc = collator.encode(abridge(row, view))
+        assert learnt(enc) == learnt(full)
+        seen[view] = tok.decode(enc["input_ids"][0])
+    assert "<tools>" in tok.decode(full["input_ids"][0])
+    assert all("<tools>" not in text for text in seen.values())
+    assert "Scene: " in seen["no_tools"]
+    assert "Scene: " not in seen["no_scene"] and "<|image_pad|>" in seen["no_scene"]
+    text = seen["goal_only"]
+    assert "Scene: " not in text and "<|image_pad|>" not in text
+    assert "You build 3D models." not in text and "Goal: add a cube named P0." in text
+    assert "TOOLRESULT ok cube" in text  # later turns stay, without their images
+    assert row["tools"] and "Scene: " in json.dumps(row["messages"])  # the row is unchanged
+
+
+def test_a_prompt_curriculum_trains_its_phases_before_the_run(tmp_path, tiny_model_dir, demos):
+    import torch
+    from safetensors.torch import load_file
+
+    from training.sft.trainer import run_sft
+    from training.train_config import PromptPhase, load_config
+
+    path = _sft_config(tmp_path, tiny_model_dir, demos, steps=1, save=1)
+    plain = load_config(path)
+    plain.sft.full_finetune = True
+    staged = plain.model_copy(deep=True)
+    staged.sft.prompt_curriculum = [
+        PromptPhase(view="goal_only", steps=2), PromptPhase(view="no_scene", steps=1)
+    ]
+    a = run_sft(plain, tmp_path / "plain")
+    b = run_sft(staged, tmp_path / "staged")
+    assert a.steps == b.steps == 1  # the phases' steps do not count in max_steps
+    phases = json.loads((tmp_path / "staged" / "curriculum.json").read_text())
+    assert [(p["view"], p["steps"]) for p in phases] == [("goal_only", 2), ("no_scene", 1)]
+    assert all(p["loss"] > 0 for p in phases)
+    assert not (tmp_path / "plain" / "curriculum.json").exists()
+    # The run proper logs only its own steps, and starts from the phases' weights.
+    order = (tmp_path / "staged" / "samples.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in order] == [1]
+    wa = load_file(str(a.adapter_dir / "model.safetensors"))
+    wb = load_file(str(b.adapter_dir / "model.safetensors"))
+    assert any(not torch.equal(wa[k], wb[k]) for k in wa)

@@ -102,6 +102,14 @@ class SelectSpec(Strict):
     per_family: int = Field(10, ge=1)
 
 
+class PromptPhase(Strict):
+    """One phase of SFT's prompt curriculum: `steps` optimiser steps on the rows in `view`
+    (`training/sft/views.py`: no_tools, no_scene, goal_only) before the run proper."""
+
+    view: Literal["goal_only", "no_scene", "no_tools"]
+    steps: int = Field(ge=1)
+
+
 class SFTSpec(Strict):
     data: list[str] = Field(default_factory=list)  # Parquet files or folders (store export)
     # Train every weight instead of a LoRA adapter; the run then saves a full model in
@@ -122,6 +130,10 @@ class SFTSpec(Strict):
     cpu_threads: int | None = Field(None, ge=1)
     # Pipeline: choose among the kept checkpoints (run.save_total_limit) on validation seeds.
     select_checkpoint: SelectSpec | None = None
+    # Shorter views of the same rows, trained in order before `max_steps` on the full rows: a
+    # random tiny model learns to copy names from the goal there, which it then does behind
+    # the whole prompt (README, "The CPU pipeline"). Phase steps do not count in `max_steps`.
+    prompt_curriculum: list[PromptPhase] = Field(default_factory=list)
 
 
 class CurriculumSpec(Strict):

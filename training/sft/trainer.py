@@ -87,11 +87,11 @@ def peft_config(spec: LoraSpec):
     )
 
 
-def sft_args(spec: SFTSpec, run: RunSpec, out_dir: Path, use_cpu: bool):
+def sft_args(spec: SFTSpec, run: RunSpec, out_dir: Path, use_cpu: bool, **override: Any):
     from trl import SFTConfig
 
     return SFTConfig(
-        **trainer_options(spec, run, out_dir, use_cpu),
+        **{**trainer_options(spec, run, out_dir, use_cpu), **override},
         warmup_steps=spec.warmup_steps,
         weight_decay=spec.weight_decay,
         assistant_only_loss=True,
@@ -120,6 +120,51 @@ def _trainer_class():
             return super().compute_loss(model, inputs, *args, **kwargs)
 
     return ModelwrightSFTTrainer
+
+
+class _ViewCollator:
+    """Shows the collator each row in one prompt view (`training/sft/views.py`)."""
+
+    def __init__(self, inner: Any, view: str) -> None:
+        self.inner, self.view = inner, view
+
+    def __call__(self, rows: list[dict]) -> dict:
+        from training.sft.views import abridge
+
+        return self.inner([abridge(r, self.view) for r in rows])
+
+
+def _prompt_curriculum(model, processor, data, collator, spec: SFTSpec, run: RunSpec,
+                       out_dir: Path, peft: Any, use_cpu: bool):  # fmt: skip
+    """Train `model` through `spec.prompt_curriculum`'s phases in order; returns the model the
+    run proper starts from (with the LoRA adapter on it when `peft` is given). Each phase has
+    its own optimiser and schedule and saves no checkpoint: a run killed during the phases
+    starts them again on `--resume`. Their losses go to RUN/curriculum.json."""
+    import json
+
+    done = []
+    for i, phase in enumerate(spec.prompt_curriculum):
+        args = sft_args(
+            spec.model_copy(update={"max_steps": phase.steps}),
+            run,
+            out_dir / "curriculum" / f"{i}-{phase.view}",
+            use_cpu,
+            save_strategy="no",
+            report_to=[],
+        )
+        trainer = _trainer_class()(
+            model=model,
+            args=args,
+            train_dataset=data,
+            processing_class=processor,
+            data_collator=_ViewCollator(collator, phase.view),
+            peft_config=peft,
+        )
+        output = trainer.train()
+        model, peft = trainer.model, None  # later phases and the run train the same weights
+        done.append({"view": phase.view, "steps": phase.steps, "loss": output.training_loss})
+        (out_dir / "curriculum.json").write_text(json.dumps(done, indent=1))
+    return model
 
 
 class _IdCollator:
@@ -166,15 +211,22 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
     id_column = next((c for c in ("episode_id", "id") if c in data.column_names), None)
     model, processor = load_model(config.model, out_dir, model_path)
     collator = _IdCollator(ConversationCollator(processor, spec.max_length), id_column)
-    args = sft_args(spec, run, out_dir, use_cpu=not torch.cuda.is_available())
+    use_cpu = not torch.cuda.is_available()
+    args = sft_args(spec, run, out_dir, use_cpu=use_cpu)
     tensorboard_dir(out_dir)
+    peft = None if spec.full_finetune else peft_config(config.lora)
+    if spec.prompt_curriculum and ckpt is None:  # a checkpoint of the run proper holds them
+        model = _prompt_curriculum(
+            model, processor, data, collator, spec, run, out_dir, peft, use_cpu
+        )
+        peft = None
     trainer = _trainer_class()(
         model=model,
         args=args,
         train_dataset=data,
         processing_class=processor,
         data_collator=collator,
-        peft_config=None if spec.full_finetune else peft_config(config.lora),
+        peft_config=peft,
         callbacks=make_callbacks(
             out_dir,
             serve_url=run.serve_url,
