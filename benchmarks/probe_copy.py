@@ -15,6 +15,16 @@ name it copies exactly (teacher-forced argmax), next to the shortest prefix meas
 same run. Chance is about 1/16.
 
     .venv/bin/python benchmarks/probe_copy.py [--prefix-tokens 0,300,1200] [--steps 300]
+
+`--layout` trains on whole first-turn prompts instead, rendered by the tiny model's own chat
+template: the default system prompt, the goal as `materials` words it, the montage's 16 image
+tokens and a scene JSON of 2 or 3 objects as the loop writes it; the model completes a
+`set_material` call whose name it must copy. `schemas` shows the pipeline's tool schemas
+(~1,150 tokens, as in the pipeline), `no-schemas` leaves them out (~450), `no-scene` also the
+scene JSON (~200), `no-system` the system prompt, `bare` is the goal alone (~75). `--curriculum
+bare:150,no-scene:150` trains those layouts first, then `--steps` on the layout scored:
+
+    .venv/bin/python benchmarks/probe_copy.py --layout bare,no-scene,no-schemas --steps 400
 """
 
 from __future__ import annotations
@@ -76,33 +86,124 @@ def run_one(prefix_tokens: int, steps: int, batch: int, lr: float, rope_theta: f
     rng, held = random.Random(0), random.Random(12345)
     test = [sample(held) for _ in range(64)]
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
-
-    def accuracy() -> float:
-        model.eval()
-        ok = 0
-        with torch.no_grad():
-            for p, c in test:
-                logits = model(input_ids=torch.tensor([p + c])).logits[0]
-                ok += logits[len(p) - 1 : len(p) + len(c) - 1].argmax(-1).tolist() == c
-        model.train()
-        return ok / len(test)
-
     curve = []
     for step in range(1, steps + 1):
-        rows = [sample(rng) for _ in range(batch)]
-        width = max(len(p) + len(c) for p, c in rows)
-        ids = torch.full((batch, width), tok.pad_token_id)
-        labels = torch.full((batch, width), -100)
-        mask = torch.zeros((batch, width), dtype=torch.long)
-        for i, (p, c) in enumerate(rows):
-            ids[i, : len(p) + len(c)] = torch.tensor(p + c)
-            labels[i, len(p) : len(p) + len(c)] = torch.tensor(c)
-            mask[i, : len(p) + len(c)] = 1
-        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
-        opt.step()
-        opt.zero_grad()
+        train_step(model, opt, tok, [sample(rng) for _ in range(batch)])
         if step % max(1, steps // 6) == 0:
-            curve.append((step, accuracy()))
+            curve.append((step, copy_rate(model, test)))
+    return len(test[0][0]), curve
+
+
+def copy_rate(model, test: list[tuple[list[int], list[int]]]) -> float:
+    """Share of `test` whose completion is the argmax at every position (teacher-forced)."""
+    import torch
+
+    model.eval()
+    ok = 0
+    with torch.no_grad():
+        for p, c in test:
+            logits = model(input_ids=torch.tensor([p + c])).logits[0]
+            ok += logits[len(p) - 1 : len(p) + len(c) - 1].argmax(-1).tolist() == c
+    model.train()
+    return ok / len(test)
+
+
+def train_step(model, opt, tok, rows: list[tuple[list[int], list[int]]]) -> None:
+    """One optimiser step on right-padded rows, the loss on the completions only."""
+    import torch
+
+    width = max(len(p) + len(c) for p, c in rows)
+    ids = torch.full((len(rows), width), tok.pad_token_id)
+    labels = torch.full((len(rows), width), -100)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (p, c) in enumerate(rows):
+        ids[i, : len(p) + len(c)] = torch.tensor(p + c)
+        labels[i, len(p) : len(p) + len(c)] = torch.tensor(c)
+        mask[i, : len(p) + len(c)] = 1
+    model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+
+LAYOUTS = ("schemas", "no-schemas", "no-system", "no-scene", "bare")
+
+
+def layout_sampler(tok, layout: str):
+    """`sample(rng) -> (prompt ids, name-and-close ids)` for a first-turn prompt of `layout`."""
+    from agents.loop import openai_tools
+    from agents.loop_config import DEFAULT_SYSTEM
+    from tools import catalogue
+    from training.tasks.scene_families import COLOURS, random_items
+    from training.train_config import load_config
+
+    if layout not in LAYOUTS:
+        raise SystemExit(f"--layout: unknown {layout!r}; one of {', '.join(LAYOUTS)}")
+    shown = set(load_config(PIPELINE).tools or ())
+    tools = [t for t in openai_tools(catalogue()) if t["function"]["name"] in shown]
+    image = "<|image_pad|>" * 16  # a 256 px montage is 16 tokens for the tiny processor
+
+    def sample(r: random.Random) -> tuple[list[int], list[int]]:
+        items = random_items(r, r.choice((2, 3)))
+        it, colour = r.choice(items), r.choice(sorted(COLOURS))
+        goal = f"Goal: Set materials: make '{it['name']}' {colour} ({COLOURS[colour]})."
+        objects = [{"name": x["name"], "type": "mesh", "source": "blender",
+                    "location": x["location"], "rotation_deg": x["rotation_deg"],
+                    "dimensions": x["dimensions"]} for x in items]  # fmt: skip
+        scene = json.dumps({"objects": objects, "changed": [items[-1]["name"]]},
+                           separators=(",", ":"))  # fmt: skip
+        content = [{"type": "text", "text": goal}]
+        if layout != "bare":
+            content.append({"type": "image"})
+        if layout not in ("bare", "no-scene"):
+            content.append({"type": "text", "text": f"Scene: {scene}"})
+        messages = [{"role": "user", "content": content}]
+        if layout not in ("bare", "no-system"):
+            messages.insert(0, {"role": "system", "content": DEFAULT_SYSTEM})
+        text = tok.apply_chat_template(messages, tools=tools if layout == "schemas" else None,
+                                       tokenize=False, add_generation_prompt=True)  # fmt: skip
+        text = text.replace("<|image_pad|>", image)
+        head = '<tool_call>\n{"name": "set_material", "arguments": {"color": "%s", "name": "'
+        prompt = tok(text + head % COLOURS[colour], add_special_tokens=False)["input_ids"]
+        return prompt, tok(it["name"] + '"}}', add_special_tokens=False)["input_ids"]
+
+    return sample
+
+
+def run_layout(layout: str, steps: int, batch: int, lr: float, curriculum: list[tuple[str, int]],
+               pool: int | None = None):  # fmt: skip
+    """Train a fresh tiny model on the `curriculum` layouts, then `steps` on `layout`; the curve
+    is the exact-copy share on 64 unseen prompts of `layout`, checked through all the steps.
+    With `pool`, every phase draws its rows from the same `pool` tasks (as SFT repeats its
+    demonstrations) instead of fresh ones."""
+    import torch
+    from transformers import Qwen3VLForConditionalGeneration
+
+    from agents.tinymodel import tiny_config, train_tokenizer
+
+    torch.manual_seed(0)
+    tok = train_tokenizer(0)
+    model = Qwen3VLForConditionalGeneration(tiny_config(tok, "tiny"))
+    held = random.Random(12345)
+    scored = layout_sampler(tok, layout)
+    test = [scored(held) for _ in range(64)]
+    plan = [(layout_sampler(tok, name), n) for name, n in curriculum] + [(scored, steps)]
+    total = sum(n for _, n in plan)
+    rng = random.Random(0)
+    if pool:
+        # One pool of tasks, each phase showing them in its own layout: the same seeds.
+        def pooled(sample):
+            rows = [sample(random.Random(i)) for i in range(pool)]
+            return lambda r: r.choice(rows)
+
+        plan = [(pooled(sample), n) for sample, n in plan]
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    curve, step = [], 0
+    for sample, n in plan:
+        for _ in range(n):
+            step += 1
+            train_step(model, opt, tok, [sample(rng) for _ in range(batch)])
+            if step % max(1, total // 6) == 0:
+                curve.append((step, copy_rate(model, test)))
     return len(test[0][0]), curve
 
 
@@ -115,10 +216,31 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=5e-3, help="the pipeline's SFT learning rate")
     ap.add_argument("--rope-theta", type=float, default=None,
                     help="override the tiny model's rope_theta (1e6)")  # fmt: skip
+    ap.add_argument("--layout", default=None,
+                    help=f"comma-separated whole-prompt layouts ({', '.join(LAYOUTS)}) instead of prefixes")  # fmt: skip
+    ap.add_argument("--pool", type=int, default=None,
+                    help="draw training rows from this many fixed tasks (SFT's demonstrations) instead of fresh ones")  # fmt: skip
+    ap.add_argument("--curriculum", default="",
+                    help="layout:steps,... trained before --steps on each --layout")  # fmt: skip
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
+    if args.layout:
+        curriculum = []
+        for part in filter(None, args.curriculum.split(",")):
+            name, _, n = part.partition(":")
+            if name not in LAYOUTS or not n.isdigit():
+                raise SystemExit(f"--curriculum: {part!r} is not LAYOUT:STEPS")
+            curriculum.append((name, int(n)))
+        print(f"copy-probe: {args.curriculum or 'no curriculum'}, then {args.steps} steps x "
+              f"{args.batch} rows from {args.pool or 'fresh'} tasks, lr {args.lr:g}; chance ~{1 / 16:.2f}")  # fmt: skip
+        for layout in args.layout.split(","):
+            tokens, curve = run_layout(layout, args.steps, args.batch, args.lr, curriculum,
+                                       args.pool)  # fmt: skip
+            shown = ", ".join(f"{s}:{a:.2f}" for s, a in curve)
+            print(f"layout {layout:10s} (prompt {tokens}): copied by step {shown}", flush=True)
+        return
     lengths = [int(x) for x in args.prefix_tokens.split(",")]
     print(f"copy-probe: {args.steps} steps x {args.batch} rows, lr {args.lr:g}, "
           f"rope_theta {args.rope_theta or 'default'}; chance ~{1 / 16:.2f}")  # fmt: skip
