@@ -227,6 +227,24 @@ def test_resume_after_kill_continues_step_counter_and_data_order(tmp_path, tiny_
     assert logged[:steps] == list(range(1, steps + 1))
 
 
+def test_resuming_a_finished_run_trains_nothing_more(tmp_path, tiny_model_dir, demos):
+    from training.sft.trainer import run_sft
+    from training.train_config import load_config
+
+    cfg = load_config(_sft_config(tmp_path, tiny_model_dir, demos, steps=2, save=1))
+    done = run_sft(cfg, tmp_path / "run")
+    order = (tmp_path / "run" / "samples.jsonl").read_text()
+    final = _adapter_tensors(done.adapter_dir)
+    (done.adapter_dir / "adapter_model.safetensors").unlink()  # as if killed before the save
+    again = run_sft(cfg, tmp_path / "run", resume=True)
+    assert (again.steps, again.resumed_from) == (2, 2)
+    assert (tmp_path / "run" / "samples.jsonl").read_text() == order  # no step 3
+    restored = _adapter_tensors(again.adapter_dir)
+    assert restored.keys() == final.keys()
+    assert all(bool((restored[k] == final[k]).all()) for k in final)
+    assert not (again.adapter_dir / "optimizer.pt").exists()
+
+
 def test_each_checkpoint_is_hot_loaded_into_a_running_server(
     tmp_path, tiny_model_dir, demos, monkeypatch
 ):

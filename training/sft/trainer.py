@@ -8,11 +8,14 @@ assistant turns only; images included. Writes a run folder (see `training/runs.p
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from training.runs import (
+    COMPLETE,
+    checkpoint_step,
     make_callbacks,
     prepare_run_dir,
     set_cpu_threads,
@@ -122,6 +125,23 @@ def _trainer_class():
     return ModelwrightSFTTrainer
 
 
+# What a checkpoint holds beside the weights and the processor: the Trainer's own state.
+_TRAINER_STATE = {"optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", COMPLETE}
+
+
+def _from_last_checkpoint(ckpt: Path, out_dir: Path, spec: SFTSpec) -> SFTResult:
+    """A run resumed at (or past) its last step has nothing left to train; the Trainer would
+    still take one step more (seen on this machine: `max_steps: 2` resumed logged a step 3).
+    The result is that checkpoint's weights, saved where a finished run saves them."""
+    adapter_dir = out_dir / ("model" if spec.full_finetune else "adapter")
+    adapter_dir.mkdir(exist_ok=True)
+    for f in ckpt.iterdir():
+        if f.is_file() and f.name not in _TRAINER_STATE and not f.name.startswith("rng_state"):
+            shutil.copy2(f, adapter_dir / f.name)
+    step = checkpoint_step(ckpt)
+    return SFTResult(out_dir, adapter_dir, step, None, step)
+
+
 class _ViewCollator:
     """Shows the collator each row in one prompt view (`training/sft/views.py`)."""
 
@@ -206,6 +226,8 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
 
     spec, run = config.sft, config.run
     ckpt = prepare_run_dir(out_dir, config_text or config.model_dump_json(indent=2), resume)
+    if ckpt is not None and checkpoint_step(ckpt) >= spec.max_steps:
+        return _from_last_checkpoint(ckpt, out_dir, spec)
     where = DataFilter(**spec.filter.model_dump())
     data = load_conversations(spec.data, where)
     id_column = next((c for c in ("episode_id", "id") if c in data.column_names), None)
