@@ -130,9 +130,9 @@ class SFTSpec(Strict):
     cpu_threads: int | None = Field(None, ge=1)
     # Pipeline: choose among the kept checkpoints (run.save_total_limit) on validation seeds.
     select_checkpoint: SelectSpec | None = None
-    # Shorter views of the same rows, trained in order before `max_steps` on the full rows: a
-    # random tiny model learns to copy names from the goal there, which it then does behind
-    # the whole prompt (README, "The CPU pipeline"). Phase steps do not count in `max_steps`.
+    # Shorter views of the same rows, trained in order before `max_steps` on the full rows, for
+    # a model from random weights that must first learn to copy names from the goal (README,
+    # "SFT"). Phase steps do not count in `max_steps`.
     prompt_curriculum: list[PromptPhase] = Field(default_factory=list)
 
 

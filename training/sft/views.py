@@ -3,9 +3,11 @@
 A randomly initialised model learns to copy a name from the goal into a call within a few
 hundred steps when the goal is nearly all it reads, but not within the pipeline's SFT budget
 behind the real first-turn prompt: ~770 tokens of tool schemas before the goal and a scene
-JSON after it that lists every object's name (`benchmarks/probe_copy.py --layout`). Trained
-on shorter views of the same rows first, the copy it learns carries over to the full prompt.
-A pretrained model brings that skill with it and needs no curriculum.
+JSON after it that lists every object's name (`benchmarks/probe_copy.py --layout`). In that
+probe, trained on fresh rows of shorter layouts first, the copy carries over to the full prompt.
+On the CPU pipeline's 600 repeated demonstration rows it moved SFT only within noise (README,
+"The CPU pipeline, measured"), so the shipped config leaves it off. A pretrained model brings
+the skill with it and needs no curriculum.
 
 The views keep every assistant turn (the labels) as it is and only drop prompt parts:
 - `no_tools`: the tool schemas (the row's `tools`);
