@@ -59,16 +59,27 @@ def _killable(run_dir: Path) -> bool:
         return False
 
 
-def test_grpo_resume_after_kill_continues_step_counter_and_data_order(tmp_path, tiny_model_dir):
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, tiny_model_dir):
+    """(config, run folder) of a run of STEPS steps, never interrupted."""
+    from training.rl.grpo import run_grpo
+    from training.train_config import load_config
+
+    tmp_path = tmp_path_factory.mktemp("grpo-straight")
+    cfg_path = _grpo_config(tmp_path, tiny_model_dir)
+    reference = run_grpo(load_config(cfg_path), tmp_path / "straight")
+    assert reference.steps == STEPS
+    return cfg_path, tmp_path / "straight"
+
+
+def test_grpo_resume_after_kill_continues_step_counter_and_data_order(tmp_path, straight):
     from training.rl.grpo import run_grpo
     from training.runs import checkpoint_step, latest_checkpoint
     from training.train_config import load_config
 
-    cfg_path = _grpo_config(tmp_path, tiny_model_dir)
-    straight = tmp_path / "straight"
-    reference = run_grpo(load_config(cfg_path), straight)
+    cfg_path, straight = straight
     order = _rows(straight / "samples.jsonl")
-    assert reference.steps == STEPS and [r["step"] for r in order] == list(range(1, STEPS + 1))
+    assert [r["step"] for r in order] == list(range(1, STEPS + 1))
     assert all(len(r["tasks"]) == 2 and r["tasks"][0] == r["tasks"][1] for r in order)  # a group
 
     run_dir = tmp_path / "killed"
@@ -107,3 +118,33 @@ def test_grpo_resume_after_kill_continues_step_counter_and_data_order(tmp_path, 
     assert state["global_step"] == STEPS
     # The curriculum (success history, tasks assigned to slots) went on as if never stopped.
     assert _curricula(run_dir) == _curricula(straight)
+
+
+def _tensors(adapter_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(adapter_dir / "adapter_model.safetensors"))
+
+
+def test_resuming_a_finished_grpo_run_trains_nothing_more(straight):
+    """The Trainer resumed at its last step would take one step more (rollouts, an update);
+    the run returns its last checkpoint's adapter instead."""
+    from training.rl.grpo import run_grpo
+    from training.train_config import load_config
+
+    cfg_path, run_dir = straight
+    samples, metrics = (
+        (run_dir / "samples.jsonl").read_text(),
+        (run_dir / "metrics.jsonl").read_text(),
+    )
+    final = _tensors(run_dir / "adapter")
+    (run_dir / "adapter" / "adapter_model.safetensors").unlink()  # as if killed before the save
+    again = run_grpo(load_config(cfg_path), run_dir, resume=True)
+    assert (again.steps, again.resumed_from) == (STEPS, STEPS)
+    assert (run_dir / "samples.jsonl").read_text() == samples  # no step STEPS + 1
+    assert (run_dir / "metrics.jsonl").read_text() == metrics
+    restored = _tensors(again.adapter_dir)
+    assert restored.keys() == final.keys()
+    assert all(bool((restored[k] == final[k]).all()) for k in final)
+    assert not (again.adapter_dir / "optimizer.pt").exists()
+    assert not (again.adapter_dir / "extra_state.json").exists()

@@ -69,6 +69,28 @@ def checkpoint_step(ckpt: Path) -> int:
     return int(json.loads((ckpt / "trainer_state.json").read_text())["global_step"])
 
 
+# What a checkpoint holds beside the weights and the processor: the Trainer's own state and
+# ours (the curriculum's `extra_state.json`).
+TRAINER_STATE = {"optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin",
+                 "extra_state.json", COMPLETE}  # fmt: skip
+
+
+def weights_from_checkpoint(ckpt: Path, dest: Path) -> int:
+    """Copy a checkpoint's weights and processor (not the trainer state) to `dest`; its step.
+
+    A run resumed at (or past) its last step has nothing left to train, but the Trainer would
+    still take one step more (seen on this machine: SFT and GRPO runs of `max_steps: 2`
+    resumed logged a step 3). Both trainers return this checkpoint instead, saved where a
+    finished run saves its result."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in ckpt.iterdir():
+        if f.is_file() and f.name not in TRAINER_STATE and not f.name.startswith("rng_state"):
+            shutil.copy2(f, dest / f.name)
+    return checkpoint_step(ckpt)
+
+
 def truncate_jsonl(path: Path, last_step: int) -> None:
     """Drop lines logged after `last_step` (they will be logged again by the resumed run)."""
     if not path.is_file():

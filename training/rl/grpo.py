@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from training.runs import (
+    checkpoint_step,
     make_callbacks,
     prepare_run_dir,
     restore_extra_state,
     set_cpu_threads,
     tensorboard_dir,
     trainer_options,
+    weights_from_checkpoint,
 )
 from training.train_config import GRPOSpec, RunSpec, TrainConfig
 
@@ -280,6 +282,9 @@ def run_grpo(
     spec, run = config.grpo, config.run
     set_cpu_threads(run.cpu_threads if not torch.cuda.is_available() else None)
     ckpt = prepare_run_dir(out_dir, config_text or config.model_dump_json(indent=2), resume)
+    if ckpt is not None and checkpoint_step(ckpt) >= spec.max_steps:  # a finished run resumed
+        step = weights_from_checkpoint(ckpt, out_dir / "adapter")
+        return GRPOResult(out_dir, out_dir / "adapter", step, step, 0)
     own_runtime = runtime is None
     runtime = runtime or build_runtime(spec, run.seed, config.tools,
                                        rollout_store(spec, out_dir))  # fmt: skip

@@ -8,19 +8,18 @@ assistant turns only; images included. Writes a run folder (see `training/runs.p
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from training.runs import (
-    COMPLETE,
     checkpoint_step,
     make_callbacks,
     prepare_run_dir,
     set_cpu_threads,
     tensorboard_dir,
     trainer_options,
+    weights_from_checkpoint,
 )
 from training.sft.data import ConversationCollator, DataFilter, load_conversations
 from training.train_config import LoraSpec, ModelSpec, RunSpec, SFTSpec, TrainConfig
@@ -125,20 +124,10 @@ def _trainer_class():
     return ModelwrightSFTTrainer
 
 
-# What a checkpoint holds beside the weights and the processor: the Trainer's own state.
-_TRAINER_STATE = {"optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", COMPLETE}
-
-
 def _from_last_checkpoint(ckpt: Path, out_dir: Path, spec: SFTSpec) -> SFTResult:
-    """A run resumed at (or past) its last step has nothing left to train; the Trainer would
-    still take one step more (seen on this machine: `max_steps: 2` resumed logged a step 3).
-    The result is that checkpoint's weights, saved where a finished run saves them."""
+    """A finished run resumed: its last checkpoint is the result (`weights_from_checkpoint`)."""
     adapter_dir = out_dir / ("model" if spec.full_finetune else "adapter")
-    adapter_dir.mkdir(exist_ok=True)
-    for f in ckpt.iterdir():
-        if f.is_file() and f.name not in _TRAINER_STATE and not f.name.startswith("rng_state"):
-            shutil.copy2(f, adapter_dir / f.name)
-    step = checkpoint_step(ckpt)
+    step = weights_from_checkpoint(ckpt, adapter_dir)
     return SFTResult(out_dir, adapter_dir, step, None, step)
 
 
