@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from agents.model_source import EXAMPLE_HUB_ID, is_hub_id
+from training.sft.views import View
 
 
 class ConfigError(ValueError):
@@ -106,7 +107,7 @@ class PromptPhase(Strict):
     """One phase of SFT's prompt curriculum: `steps` optimiser steps on the rows in `view`
     (`training/sft/views.py`: no_tools, no_scene, goal_only) before the run proper."""
 
-    view: Literal["goal_only", "no_scene", "no_tools"]
+    view: View
     steps: int = Field(ge=1)
 
 

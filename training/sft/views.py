@@ -18,11 +18,12 @@ The views keep every assistant turn (the labels) as it is and only drop prompt p
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Literal, get_args
 
 from agents.context import SCENE_PREFIX
 
-VIEWS = ("goal_only", "no_scene", "no_tools")
+View = Literal["goal_only", "no_scene", "no_tools"]  # what `sft.prompt_curriculum` validates
+VIEWS: tuple[str, ...] = get_args(View)
 
 
 def abridge(row: dict, view: str) -> dict:
