@@ -21,7 +21,6 @@ from pydantic import (
 )
 
 from agents.model_source import EXAMPLE_HUB_ID, is_hub_id
-from training.sft.views import View
 
 
 class ConfigError(ValueError):
@@ -103,11 +102,15 @@ class SelectSpec(Strict):
     per_family: int = Field(10, ge=1)
 
 
+# The prompt views `training/sft/views.py` renders (its VIEWS is read from this one list).
+PromptView = Literal["goal_only", "no_scene", "no_tools"]
+
+
 class PromptPhase(Strict):
     """One phase of SFT's prompt curriculum: `steps` optimiser steps on the rows in `view`
     (`training/sft/views.py`: no_tools, no_scene, goal_only) before the run proper."""
 
-    view: View
+    view: PromptView
     steps: int = Field(ge=1)
 
 

@@ -18,12 +18,12 @@ The views keep every assistant turn (the labels) as it is and only drop prompt p
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from agents.context import SCENE_PREFIX
+from training.train_config import PromptView
 
-View = Literal["goal_only", "no_scene", "no_tools"]  # what `sft.prompt_curriculum` validates
-VIEWS: tuple[str, ...] = get_args(View)
+VIEWS: tuple[str, ...] = get_args(PromptView)  # what `sft.prompt_curriculum` validates
 
 
 def abridge(row: dict, view: str) -> dict:
