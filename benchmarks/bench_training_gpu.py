@@ -84,13 +84,16 @@ def rates(url: str, groups: int, spec) -> list[dict]:
 def grpo(model: Path, url: str, steps: int, out: Path) -> dict:
     from training.rl.grpo import run_grpo
 
-    run_grpo(config(model, url, steps, 8), out)
+    result = run_grpo(config(model, url, steps, 8), out)
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "time/update_s" in r][1:] or rows
     keys = ("rollout", "generate", "tools", "start", "reward", "update")
     split = {k: round(statistics.fmean(r[f"time/{k}_s"] for r in rows), 3) for k in keys}
+    last = result.last_rollout or {}
     return {"split_s": split, "staleness": max(r["rollout/staleness"] for r in rows),
-            "zero_spread_share": statistics.fmean(r["rollout/zero_spread_share"] for r in rows)}
+            "zero_spread_share": statistics.fmean(r["rollout/zero_spread_share"] for r in rows),
+            # server turns whose pixels the trainer rebuilt to fit vLLM's prompt ids, and not
+            "server_vision": last.get("server_vision"), "vision_misses": last.get("vision_misses")}
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 900) -> None:

@@ -105,6 +105,81 @@ def test_server_mode_rollouts_are_shown_only_the_configs_tools(tmp_path):
     assert Scripted.seen[0]["model"] == "rl-v1" and reply.tokens.completion_ids == [7]
 
 
+def test_server_mode_turns_carry_the_pixels_of_the_prompt_the_server_was_sent(
+    tmp_path, tiny_model_dir
+):
+    """The server sends token ids, not pixels: the trainer renders the same messages through
+    the trained model's processor, keeps the tensors only when they fill exactly the image
+    tokens of the server's prompt ids, and its forward pass then scores the turn with them."""
+    import http.server
+    import threading
+
+    import torch
+    from test_agents_openai_policy import Scripted, completion, first_prompt
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from agents.loop import openai_tools
+    from agents.policies.hf_policy import encode_prompt, shown_tools
+    from tools import catalogue
+    from training.rl.grpo import image_token_id
+    from training.rl.grpo_server import ServerSync, ServerVision
+    from training.rl.rollouts import VisionRows
+    from training.train_config import GRPOSpec
+
+    processor = AutoProcessor.from_pretrained(tiny_model_dir)
+    image_token = image_token_id(processor)
+    messages, catalog = first_prompt("x", image=True), openai_tools(catalogue())
+    local = encode_prompt(processor, messages, shown_tools(catalog, TOOLS))
+    ids = local["input_ids"][0].tolist()
+    assert ids.count(image_token) > 1
+
+    def answer(prompt_ids):
+        body = completion("")
+        body["prompt_token_ids"], body["choices"][0]["token_ids"] = prompt_ids, [7]
+        body["choices"][0]["logprobs"] = {"content": [{"token": "a", "logprob": -0.5,
+                                                       "bytes": None, "top_logprobs": []}]}
+        return (200, body)
+
+    one_short = list(ids)
+    one_short.remove(image_token)  # a server whose processor made one patch fewer
+    Scripted.plan, Scripted.seen = [answer(ids), answer(one_short)], []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        spec = GRPOSpec(generation="server", server_url=url, num_generations=2, max_turns=1,
+                        per_device_train_batch_size=2)  # fmt: skip
+        sync = ServerSync(spec, tmp_path, ServerVision(processor, image_token))
+        sync.served = "rl-v1"
+        turn = sync.policy(0, 32, 1.0, TOOLS).act(messages, catalog).tokens
+        short = sync.policy(0, 32, 1.0, TOOLS).act(messages, catalog).tokens
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert turn.prompt_ids == ids and turn.vision is not None
+    for key in ("pixel_values", "image_grid_thw"):
+        assert torch.equal(turn.vision[key], local[key])
+    assert short.vision is None and (sync.vision.matched, sync.vision.mismatches) == (1, 1)
+
+    # The trainer's forward (ids only, as TRL's rollout_func path calls it) gets the pixels.
+    model = AutoModelForImageTextToText.from_pretrained(tiny_model_dir).eval()
+    rows = VisionRows(image_token)
+    rows.add(turn.prompt_ids, turn.completion_ids, turn.vision)
+    full = torch.tensor([turn.prompt_ids + turn.completion_ids])
+    hook = rows.attach(model)
+    try:
+        with torch.no_grad():
+            hooked = model(input_ids=full, attention_mask=torch.ones_like(full)).logits
+    finally:
+        hook.remove()
+    with torch.no_grad():
+        direct = model(input_ids=full, attention_mask=torch.ones_like(full),
+                       pixel_values=local["pixel_values"], image_grid_thw=local["image_grid_thw"],
+                       mm_token_type_ids=(full == image_token).long()).logits  # fmt: skip
+    assert rows.attached == 1 and rows.misses == 0
+    assert torch.equal(hooked, direct)
+
+
 def test_curriculum_is_reproducible_and_prefers_tasks_solved_sometimes():
     spec = CurriculumSpec(floor=0.01, window=10)
     a = Curriculum(["primitive_placement", "materials"], [1, 2], seed=7, spec=spec)

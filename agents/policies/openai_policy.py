@@ -47,10 +47,14 @@ class OpenAIPolicyConfig:
 class OpenAIPolicy:
     """Chat-completions client behind the Policy interface."""
 
-    def __init__(self, config: OpenAIPolicyConfig | None = None) -> None:
+    def __init__(self, config: OpenAIPolicyConfig | None = None, vision_for: Any = None) -> None:
+        """`vision_for(messages, tools, prompt_ids)`, with `token_ids`: the image tensors a
+        trainer's forward pass needs for the turn (the server sends ids, not pixels); GRPO's
+        server mode passes one built on the trained model's processor."""
         from openai import OpenAI  # light, but keep CLI start-up lean
 
         self.config = config or OpenAIPolicyConfig()
+        self.vision_for = vision_for
         key = os.environ.get(self.config.api_key_env) or "EMPTY"  # local servers ignore it
         self._client = OpenAI(
             base_url=self.config.base_url,
@@ -97,6 +101,8 @@ class OpenAIPolicy:
         reply = self._reply(response, tools, latency_ms)
         if self.config.token_ids:
             reply.tokens = server_tokens(reply.raw, messages, tools, self.model)
+            if self.vision_for is not None:
+                reply.tokens.vision = self.vision_for(messages, tools, reply.tokens.prompt_ids)
         return reply
 
     def _reply(self, response: Any, tools: list[dict], latency_ms: float) -> PolicyReply:

@@ -275,7 +275,7 @@ def run_grpo(
     import torch
     from trl import GRPOTrainer
 
-    from training.rl.grpo_server import ServerSync
+    from training.rl.grpo_server import ServerSync, ServerVision
     from training.rl.rollouts import VisionRows
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's notice, once known
@@ -296,7 +296,9 @@ def run_grpo(
         rows = spec.max_steps * spec.per_device_train_batch_size * spec.gradient_accumulation_steps
         vision = VisionRows(image_token_id(processor))
         label = Path(str(model.name_or_path or "model")).name  # the folder or hub id loaded
-        server = ServerSync(spec, out_dir) if spec.generation == "server" else None
+        server = None
+        if spec.generation == "server":
+            server = ServerSync(spec, out_dir, ServerVision(processor, vision.image_token_id))
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=[episode_reward],
@@ -328,6 +330,9 @@ def run_grpo(
         processor.save_pretrained(str(adapter_dir))
         last = dict(runtime.last or {}, vision_attached=vision.attached,
                     vision_misses=vision.misses, trained_rows=vision.trained)  # fmt: skip
+        if server is not None and server.vision is not None:
+            last["server_vision"] = {"matched": server.vision.matched,
+                                     "mismatched": server.vision.mismatches}  # fmt: skip
         return GRPOResult(
             out_dir,
             adapter_dir,

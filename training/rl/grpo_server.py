@@ -27,12 +27,42 @@ class StaleRollouts(RuntimeError):
     """The server's adapter is older than `grpo.max_staleness` steps allows."""
 
 
+class ServerVision:
+    """The pixels of a server-generated turn, for the trainer's forward pass.
+
+    The server returns token ids, not the image tensors it computed, so the trainer renders the
+    turn's messages (the same PNGs the server was sent) through the trained model's own
+    processor. The tensors are kept only when they fill exactly the image tokens in the
+    server's prompt ids; otherwise the turn gets none (`VisionRows` then counts a miss and
+    leaves that batch's forward without pixels) and `mismatches` counts it."""
+
+    def __init__(self, processor: Any, image_token_id: int | None) -> None:
+        self.processor = processor
+        self.image_token_id = image_token_id
+        self.mismatches = 0
+        self.matched = 0
+
+    def __call__(self, messages: list[dict], tools: list[dict], prompt_ids: list[int]):
+        from agents.policies.hf_policy import VISION_KEYS, encode_prompt
+
+        token = self.image_token_id
+        if token is None or token not in prompt_ids:
+            return None
+        inputs = encode_prompt(self.processor, messages, tools)
+        if inputs["input_ids"][0].tolist().count(token) != prompt_ids.count(token):
+            self.mismatches += 1
+            return None
+        self.matched += 1
+        return {k: inputs[k].detach().cpu() for k in VISION_KEYS if k in inputs} or None
+
+
 class ServerSync:
     """The served adapter version, its sync after each step, and the rollout policies."""
 
-    def __init__(self, spec: Any, out_dir: Path) -> None:
+    def __init__(self, spec: Any, out_dir: Path, vision: ServerVision | None = None) -> None:
         self.spec = spec
         self.out_dir = out_dir
+        self.vision = vision
         self.served: str | None = None  # None: the base model, before the first sync
         self.served_step = 0
         self.failures: list[str] = []
@@ -57,7 +87,7 @@ class ServerSync:
         return OpenAIPolicy(OpenAIPolicyConfig(
             base_url=self.spec.server_url, model=self.served, temperature=temperature,
             max_tokens=max_tokens, seed=seed, token_ids=True, tools=tools,
-        ))  # fmt: skip
+        ), vision_for=self.vision)  # fmt: skip
 
     def sync(self, model: Any, step: int) -> None:
         """Save the adapter of `step` and hot-load it; a failure is logged and counted."""
