@@ -8,6 +8,7 @@ TRL member is used anywhere in the project.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -71,36 +72,55 @@ def test_grpo_starts_from_the_model_sft_would_with_build_tiny(tmp_path):
     assert lora is not None and processor is not None
 
 
-def test_server_mode_rollouts_are_shown_only_the_configs_tools(tmp_path):
-    """`tools:` limits what a server-mode rollout's model is shown, as it does in-process and
-    in the SFT rows (a real loopback server records the request the policy sent)."""
+def _token_answer(prompt_ids: list[int], completion_ids: list[int] | None = None) -> tuple:
+    """A vLLM-style chat reply with token ids and one log-prob per completion token."""
+    from test_agents_openai_policy import completion
+
+    completion_ids = completion_ids or [7]
+    body = completion("")
+    body["prompt_token_ids"], body["choices"][0]["token_ids"] = prompt_ids, completion_ids
+    body["choices"][0]["logprobs"] = {"content": [
+        {"token": "a", "logprob": -0.5, "bytes": None, "top_logprobs": []} for _ in completion_ids
+    ]}  # fmt: skip
+    return (200, body)
+
+
+@contextlib.contextmanager
+def _scripted_sync(tmp_path: Path, plan: list, vision=None):
+    """Server mode against a real loopback server that answers `plan` in order."""
     import http.server
     import threading
 
-    from test_agents_openai_policy import Scripted, completion, first_prompt
+    from test_agents_openai_policy import Scripted
 
-    from agents.loop import openai_tools
-    from tools import catalogue
     from training.rl.grpo_server import ServerSync
     from training.train_config import GRPOSpec
 
-    body = completion("")
-    body["prompt_token_ids"], body["choices"][0]["token_ids"] = [5, 6], [7]
-    body["choices"][0]["logprobs"] = {"content": [{"token": "a", "logprob": -0.5,
-                                                   "bytes": None, "top_logprobs": []}]}
-    Scripted.plan, Scripted.seen = [(200, body)], []
+    Scripted.plan, Scripted.seen = list(plan), []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         spec = GRPOSpec(generation="server", server_url=url, num_generations=2, max_turns=1,
                         per_device_train_batch_size=2)  # fmt: skip
-        sync = ServerSync(spec, tmp_path)
+        sync = ServerSync(spec, tmp_path, vision)
         sync.served = "rl-v1"  # as after the first step's adapter sync
-        reply = sync.policy(0, 32, 1.0, TOOLS).act(first_prompt("x"), openai_tools(catalogue()))
+        yield sync
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_server_mode_rollouts_are_shown_only_the_configs_tools(tmp_path):
+    """`tools:` limits what a server-mode rollout's model is shown, as it does in-process and
+    in the SFT rows (a real loopback server records the request the policy sent)."""
+    from test_agents_openai_policy import Scripted, first_prompt
+
+    from agents.loop import openai_tools
+    from tools import catalogue
+
+    with _scripted_sync(tmp_path, [_token_answer([5, 6])]) as sync:
+        reply = sync.policy(0, 32, 1.0, TOOLS).act(first_prompt("x"), openai_tools(catalogue()))
     assert [t["function"]["name"] for t in Scripted.seen[0]["tools"]] == TOOLS
     assert Scripted.seen[0]["model"] == "rl-v1" and reply.tokens.completion_ids == [7]
 
@@ -111,20 +131,16 @@ def test_server_mode_turns_carry_the_pixels_of_the_prompt_the_server_was_sent(
     """The server sends token ids, not pixels: the trainer renders the same messages through
     the trained model's processor, keeps the tensors only when they fill exactly the image
     tokens of the server's prompt ids, and its forward pass then scores the turn with them."""
-    import http.server
-    import threading
-
     import torch
-    from test_agents_openai_policy import Scripted, completion, first_prompt
+    from test_agents_openai_policy import first_prompt
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from agents.loop import openai_tools
     from agents.policies.hf_policy import encode_prompt, shown_tools
     from tools import catalogue
     from training.rl.grpo import image_token_id
-    from training.rl.grpo_server import ServerSync, ServerVision
+    from training.rl.grpo_server import ServerVision
     from training.rl.rollouts import VisionRows
-    from training.train_config import GRPOSpec
 
     processor = AutoProcessor.from_pretrained(tiny_model_dir)
     image_token = image_token_id(processor)
@@ -133,29 +149,12 @@ def test_server_mode_turns_carry_the_pixels_of_the_prompt_the_server_was_sent(
     ids = local["input_ids"][0].tolist()
     assert ids.count(image_token) > 1
 
-    def answer(prompt_ids):
-        body = completion("")
-        body["prompt_token_ids"], body["choices"][0]["token_ids"] = prompt_ids, [7]
-        body["choices"][0]["logprobs"] = {"content": [{"token": "a", "logprob": -0.5,
-                                                       "bytes": None, "top_logprobs": []}]}
-        return (200, body)
-
     one_short = list(ids)
     one_short.remove(image_token)  # a server whose processor made one patch fewer
-    Scripted.plan, Scripted.seen = [answer(ids), answer(one_short)], []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        spec = GRPOSpec(generation="server", server_url=url, num_generations=2, max_turns=1,
-                        per_device_train_batch_size=2)  # fmt: skip
-        sync = ServerSync(spec, tmp_path, ServerVision(processor, image_token))
-        sync.served = "rl-v1"
+    plan = [_token_answer(ids), _token_answer(one_short)]
+    with _scripted_sync(tmp_path, plan, ServerVision(processor, image_token)) as sync:
         turn = sync.policy(0, 32, 1.0, TOOLS).act(messages, catalog).tokens
         short = sync.policy(0, 32, 1.0, TOOLS).act(messages, catalog).tokens
-    finally:
-        server.shutdown()
-        server.server_close()
     assert turn.prompt_ids == ids and turn.vision is not None
     for key in ("pixel_values", "image_grid_thw"):
         assert torch.equal(turn.vision[key], local[key])
