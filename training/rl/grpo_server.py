@@ -5,11 +5,11 @@ turn's prompt and completion token ids and the sampled tokens' log-probs (vLLM's
 `return_token_ids` + `logprobs`), so training rows are built from the ids the server
 generated, as in the in-process mode; the pixels of each turn's renders are rebuilt on the
 trainer's side from the same messages (`ServerVision`). After every optimiser step the
-trainer saves the adapter and hot-loads it into the server (`serve load-adapter`'s call: NAME-v1, NAME-v2, ...,
-the previous version unloaded); the next step's rollouts ask for that version. Staleness (the
-steps between the adapter trained and the one that generated) is logged; a sync that keeps
-failing past `grpo.max_staleness` stops the run with the reason rather than letting it
-train on ever older rollouts.
+trainer saves the adapter and hot-loads it into the server (`serve load-adapter`'s call:
+NAME-v1, NAME-v2, ..., the previous version unloaded); the next step's rollouts ask for that
+version. Staleness (the steps between the adapter trained and the one that generated) is
+logged; a sync that keeps failing past `grpo.max_staleness` stops the run with the reason
+rather than letting it train on ever older rollouts.
 
 `plan(config)` is what `train grpo --dry-run` prints: the rows and groups a step holds, the
 generation backend, and the server it would talk to, without loading a model.
