@@ -22,8 +22,8 @@ tokens and a scene JSON of 2 or 3 objects as the loop writes it; the model compl
 `set_material` call whose name it must copy. Prompt tokens as measured: `schemas` shows the
 pipeline's tool schemas (1,222, as in the pipeline), `no-schemas` leaves them out (453),
 `no-scene` also the scene JSON (200), `no-system` the system prompt, `bare` is the goal alone
-(65). `--curriculum
-bare:150,no-scene:150` trains those layouts first, then `--steps` on the layout scored:
+(65). `--curriculum bare:150,no-scene:150` trains those layouts first, then `--steps` on the
+layout scored:
 
     .venv/bin/python benchmarks/probe_copy.py --layout bare,no-scene,no-schemas --steps 400
 """

@@ -62,12 +62,19 @@ def _killable(run_dir: Path) -> bool:
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory, tiny_model_dir):
     """(config, run folder) of a run of STEPS steps, never interrupted."""
+    import torch
+
     from training.rl.grpo import run_grpo
     from training.train_config import load_config
 
     tmp_path = tmp_path_factory.mktemp("grpo-straight")
     cfg_path = _grpo_config(tmp_path, tiny_model_dir)
-    reference = run_grpo(load_config(cfg_path), tmp_path / "straight")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as `one_torch_thread`, which a module fixture runs before
+    try:
+        reference = run_grpo(load_config(cfg_path), tmp_path / "straight")
+    finally:
+        torch.set_num_threads(before)
     assert reference.steps == STEPS
     return cfg_path, tmp_path / "straight"
 

@@ -38,10 +38,13 @@ class ServerVision:
     leaves that batch's forward without pixels) and `mismatches` counts it."""
 
     def __init__(self, processor: Any, image_token_id: int | None) -> None:
+        import threading
+
         self.processor = processor
         self.image_token_id = image_token_id
         self.mismatches = 0
         self.matched = 0
+        self._lock = threading.Lock()  # a step's rollouts call it from several threads
 
     def __call__(self, messages: list[dict], tools: list[dict], prompt_ids: list[int]):
         from agents.policies.hf_policy import VISION_KEYS, encode_prompt
@@ -50,10 +53,14 @@ class ServerVision:
         if token is None or token not in prompt_ids:
             return None
         inputs = encode_prompt(self.processor, messages, tools)
-        if inputs["input_ids"][0].tolist().count(token) != prompt_ids.count(token):
-            self.mismatches += 1
+        fits = inputs["input_ids"][0].tolist().count(token) == prompt_ids.count(token)
+        with self._lock:
+            if fits:
+                self.matched += 1
+            else:
+                self.mismatches += 1
+        if not fits:
             return None
-        self.matched += 1
         return {k: inputs[k].detach().cpu() for k in VISION_KEYS if k in inputs} or None
 
 
