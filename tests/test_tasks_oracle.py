@@ -149,3 +149,47 @@ def test_render_reconstruction_has_a_target_image_and_others_do_not(task_session
     assert png.startswith(b"\x89PNG") and len(png) > 1000
     assert task.target_image == png  # cached: no second worker
     assert get_task("materials:1:4").target_image is None
+
+
+def test_a_wrong_name_earns_part_credit_for_what_the_stand_in_got_right(task_session):
+    """An object built right under another name stands in for the goal's: its constraints earn
+    STAND_IN_CREDIT each (success still needs the name), so kind, size and place count. Each
+    check that a stand-in meets less lowers the score; with names shuffled across three
+    objects, the assignment pairs each goal with the object that matches it."""
+    from training.tasks.checks import STAND_IN_CREDIT
+
+    def renamed(plan, names):
+        return [{**c, "args": {**c["args"], "name": n}} for c, n in zip(plan, names, strict=True)]
+
+    task = get_task("primitive_placement:1:11")
+    (goal,) = task.oracle
+    rename = renamed(task.oracle, ["NotTheName"])
+    r = attempt(task, task_session, rename).reward
+    per_object = [c for c in task.spec.constraints if c["kind"] != "count"]
+    assert not r.success and len(per_object) == 3
+    want = (STAND_IN_CREDIT * 3 + 1) / 4  # the count constraint is met by name or not
+    assert r.components["constraints"] == pytest.approx(want)
+    assert {c["stand_in"]["object"] for c in r.details["constraints"] if "stand_in" in c} == {
+        "NotTheName"}
+    right = attempt(task, task_session, task.oracle).reward
+    assert right.total > r.total
+
+    other = "cone" if goal["args"]["kind"] != "cone" else "cube"
+    wrong_kind = [{**rename[0], "args": {**rename[0]["args"], "kind": other}}]
+    k = attempt(task, task_session, wrong_kind).reward
+    assert k.components["constraints"] == pytest.approx((STAND_IN_CREDIT * 2 + 1) / 4)
+    far = [{**wrong_kind[0], "args": {**wrong_kind[0]["args"], "location": [40.0, 40.0, 0.5]}}]
+    f = attempt(task, task_session, far).reward
+    assert f.components["constraints"] == pytest.approx((STAND_IN_CREDIT + 1) / 4)
+    assert right.total > r.total > k.total > f.total
+
+    three = get_task("primitive_placement:2:11")
+    shuffled = renamed(three.oracle[::-1], ["X1", "X2", "X3"])
+    s = attempt(three, task_session, shuffled).reward
+    n = sum(c["kind"] != "count" for c in three.spec.constraints)
+    assert s.components["constraints"] == pytest.approx((STAND_IN_CREDIT * n + 1) / (n + 1))
+    pairs = {c["constraint"]["object"]: c["stand_in"]["object"]
+             for c in s.details["constraints"] if "stand_in" in c}
+    built_as = {c["args"]["name"]: n for c, n in zip(three.oracle[::-1], ["X1", "X2", "X3"],
+                                                     strict=True)}
+    assert pairs == built_as

@@ -298,6 +298,47 @@ def evaluate_task(task: Any, session: Session, calls: list[dict[str, Any]]) -> r
         shutil.rmtree(ctx.workspace / ctx.check_dir, ignore_errors=True)
 
 
+# Constraints on one object that a differently named object can be checked against.
+STAND_IN_KINDS = frozenset({"position", "size", "rotation", "shape_kind", "material", "on_ground"})
+# What a constraint met by a stand-in earns, against 1 for the object of the goal's name.
+STAND_IN_CREDIT = 0.5
+
+
+def _named(c: dict[str, Any]) -> set[str]:
+    """Every object name a constraint refers to."""
+    names = {c.get(k) for k in ("object", "a", "b", "upper", "lower")} | set(c.get("objects", ()))
+    return {n for n in names if isinstance(n, str)}
+
+
+def stand_ins(ctx: EvalContext, constraints: list[dict[str, Any]]) -> dict[str, str]:
+    """{missing name: the scene object standing in for it}, for partial constraint credit.
+
+    An object the goal names but the scene lacks (the agent built it under another name) is
+    matched to one of the objects no constraint names, one to one, so that the matched pairs
+    meet the most constraint weight (an optimal assignment); a pair meeting none is no match.
+    Without it a call that gets kind, size and place right but the name wrong scores the same
+    as one that gets nothing right, and GRPO groups of such calls have no reward spread.
+    """
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for c in constraints:
+        if c["kind"] in STAND_IN_KINDS and ctx.obj(c["object"]) is None:
+            by_name.setdefault(c["object"], []).append(c)
+    named = set().union(*(_named(c) for c in constraints)) if constraints else set()
+    spare = [n for n in ctx.objects if n not in named]
+    if not by_name or not spare:
+        return {}
+    from scipy.optimize import linear_sum_assignment
+
+    def met(goal: str, other: str) -> float:
+        cs = by_name[goal]
+        return sum(float(c.get("weight", 1.0)) for c in cs if check(ctx, {**c, "object": other})[0])
+
+    missing = list(by_name)
+    score = np.array([[met(m, s) for s in spare] for m in missing])
+    rows, cols = linear_sum_assignment(score, maximize=True)
+    return {missing[r]: spare[k] for r, k in zip(rows, cols, strict=True) if score[r, k] > 0}
+
+
 def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
     spec = task.spec
     results = []
@@ -305,9 +346,23 @@ def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> reward
         ok, measured = check(ctx, c)
         results.append({"constraint": c, "ok": bool(ok), "measured": measured})
     met = sum(r["ok"] for r in results)
+    # Success needs every constraint met on the object of its name; the graded share gives a
+    # constraint met only by a stand-in (the same object under another name) part credit.
+    standing = stand_ins(ctx, spec.constraints)
+    for r in results:
+        c = r["constraint"]
+        if not r["ok"] and c.get("object") in standing:
+            ok, measured = check(ctx, {**c, "object": standing[c["object"]]})
+            r["stand_in"] = {"object": standing[c["object"]], "ok": bool(ok), "measured": measured}
     weight = [float(r["constraint"].get("weight", 1.0)) for r in results]
+
+    def credit(r: dict[str, Any]) -> float:
+        if r["ok"]:
+            return 1.0
+        return STAND_IN_CREDIT if r.get("stand_in", {}).get("ok") else 0.0
+
     share = (
-        sum(w for w, r in zip(weight, results, strict=True) if r["ok"]) / sum(weight)
+        sum(w * credit(r) for w, r in zip(weight, results, strict=True)) / sum(weight)
         if results
         else 1.0
     )
