@@ -193,3 +193,19 @@ def test_a_wrong_name_earns_part_credit_for_what_the_stand_in_got_right(task_ses
     built_as = {c["args"]["name"]: n for c, n in zip(three.oracle[::-1], ["X1", "X2", "X3"],
                                                      strict=True)}
     assert pairs == built_as
+
+
+def test_only_the_stand_in_kinds_earn_stand_in_credit(task_session):
+    """A renamed fence meets its size and place as a stand-in (half credit each); its volume and
+    occupancy checks are not stand-in kinds and earn nothing under the wrong name."""
+    import json
+
+    from training.tasks.checks import STAND_IN_CREDIT, STAND_IN_KINDS
+
+    task = get_task("booleans:2:11")
+    plan = json.loads(json.dumps(task.oracle).replace('"Fence"', '"Other"'))
+    r = attempt(task, task_session, plan).reward
+    kinds = {c["constraint"]["kind"]: c for c in r.details["constraints"]}
+    assert {"mesh_volume", "occupancy"} <= set(kinds) and not r.success
+    assert {k for k, c in kinds.items() if "stand_in" in c} == {"size", "position"} <= STAND_IN_KINDS
+    assert r.components["constraints"] == pytest.approx((1 + 2 * STAND_IN_CREDIT) / len(kinds))

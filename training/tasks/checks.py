@@ -310,33 +310,44 @@ def _named(c: dict[str, Any]) -> set[str]:
     return {n for n in names if isinstance(n, str)}
 
 
-def stand_ins(ctx: EvalContext, constraints: list[dict[str, Any]]) -> dict[str, str]:
-    """{missing name: the scene object standing in for it}, for partial constraint credit.
+def mark_stand_ins(ctx: EvalContext, results: list[dict[str, Any]]) -> None:
+    """Give each unmet check of a missing object its stand-in's verdict (`result["stand_in"]`).
 
     An object the goal names but the scene lacks (the agent built it under another name) is
     matched to one of the objects no constraint names, one to one, so that the matched pairs
     meet the most constraint weight (an optimal assignment); a pair meeting none is no match.
+    Only the STAND_IN_KINDS checks of the missing object are tried, each once per candidate.
     Without it a call that gets kind, size and place right but the name wrong scores the same
     as one that gets nothing right, and GRPO groups of such calls have no reward spread.
     """
     by_name: dict[str, list[dict[str, Any]]] = {}
-    for c in constraints:
-        if c["kind"] in STAND_IN_KINDS and ctx.obj(c["object"]) is None:
-            by_name.setdefault(c["object"], []).append(c)
-    named = set().union(*(_named(c) for c in constraints)) if constraints else set()
+    for r in results:
+        c = r["constraint"]
+        if not r["ok"] and c["kind"] in STAND_IN_KINDS and ctx.obj(c["object"]) is None:
+            by_name.setdefault(c["object"], []).append(r)
+    named = set().union(*(_named(r["constraint"]) for r in results))
     spare = [n for n in ctx.objects if n not in named]
     if not by_name or not spare:
-        return {}
+        return
     from scipy.optimize import linear_sum_assignment
 
-    def met(goal: str, other: str) -> float:
-        cs = by_name[goal]
-        return sum(float(c.get("weight", 1.0)) for c in cs if check(ctx, {**c, "object": other})[0])
-
     missing = list(by_name)
+    tried = {
+        (m, s): [check(ctx, {**r["constraint"], "object": s}) for r in by_name[m]]
+        for m in missing
+        for s in spare
+    }
+
+    def met(m: str, s: str) -> float:
+        verdicts = zip(by_name[m], tried[m, s], strict=True)
+        return sum(float(r["constraint"].get("weight", 1.0)) for r, (ok, _) in verdicts if ok)
+
     score = np.array([[met(m, s) for s in spare] for m in missing])
-    rows, cols = linear_sum_assignment(score, maximize=True)
-    return {missing[r]: spare[k] for r, k in zip(rows, cols, strict=True) if score[r, k] > 0}
+    for i, j in zip(*linear_sum_assignment(score, maximize=True), strict=True):
+        if score[i, j] > 0:
+            m, s = missing[i], spare[j]
+            for r, (ok, measured) in zip(by_name[m], tried[m, s], strict=True):
+                r["stand_in"] = {"object": s, "ok": bool(ok), "measured": measured}
 
 
 def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
@@ -348,12 +359,7 @@ def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> reward
     met = sum(r["ok"] for r in results)
     # Success needs every constraint met on the object of its name; the graded share gives a
     # constraint met only by a stand-in (the same object under another name) part credit.
-    standing = stand_ins(ctx, spec.constraints)
-    for r in results:
-        c = r["constraint"]
-        if not r["ok"] and c.get("object") in standing:
-            ok, measured = check(ctx, {**c, "object": standing[c["object"]]})
-            r["stand_in"] = {"object": standing[c["object"]], "ok": bool(ok), "measured": measured}
+    mark_stand_ins(ctx, results)
     weight = [float(r["constraint"].get("weight", 1.0)) for r in results]
 
     def credit(r: dict[str, Any]) -> float:
