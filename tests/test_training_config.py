@@ -58,6 +58,15 @@ def test_group_size_must_divide_the_batch(tmp_path):
         load_config(_write(tmp_path, body))
 
 
+def test_a_greedy_member_is_refused_in_server_mode(tmp_path):
+    body = BASE + "  greedy_member: true\n  generation: server\n"
+    with pytest.raises(ConfigError, match="greedy_member: in-process generation only"):
+        load_config(_write(tmp_path, body))
+    from training.train_config import GRPOSpec
+
+    assert GRPOSpec(greedy_member=True).greedy_member  # in-process: allowed
+
+
 def test_gpu_grpo_config_renders_the_rollout_server_and_accelerate_lines():
     cfg = load_config(CONFIGS / "grpo-qwen3-vl-8b-vllm.yaml")
     server = render(vllm_server_command(cfg, tensor_parallel=1, gpus="7"))

@@ -461,6 +461,59 @@ def test_rollouts_are_eval_episodes_and_trl_trains_on_the_generated_ids(tmp_path
     assert all("step:1" in e.tags and "run:run" in e.tags for e in episodes)
 
 
+def test_a_greedy_member_is_the_eval_episode_scored_at_the_groups_temperature(tmp_path, taught,
+                                                                             roomy_session):  # fmt: skip
+    """`grpo.greedy_member`: rollout 0 of a group is exactly the episode `eval` runs (greedy
+    decoding, the same ids turn by turn, the same reward); its log-probs are those of the
+    group's sampling temperature, which the trainer scores, not of temperature 1; rollout 1
+    still samples with its own seed."""
+    from peft import get_peft_model
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from agents.policies.hf_policy import HFPolicy
+    from training.eval.harness import run_spec, task_spec
+    from training.rl.grpo import build_runtime, image_token_id, loop_config, run_grpo
+    from training.rl.rollouts import VisionRows, logprob_mismatch, training_rows
+    from training.sft.trainer import peft_config
+    from training.train_config import load_config
+
+    model_dir, task = taught
+    config = load_config(_config(tmp_path, model_dir, temperature=0.5, greedy_member=True))
+    runtime = build_runtime(config.grpo, config.run.seed, TOOLS)
+    _pin_task(runtime, task.id)
+    try:
+        result = run_grpo(config, tmp_path / "run", runtime=runtime)
+    finally:
+        runtime.close()
+    greedy, sampled = result.last_rollout["groups"][0]
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = get_peft_model(AutoModelForImageTextToText.from_pretrained(model_dir),
+                           peft_config(config.lora))  # fmt: skip
+    for rollout, temperature in ((greedy, None), (sampled, 0.5)):
+        policy = HFPolicy.from_loaded(model, processor, model=model_dir.name, max_tokens=96,
+                                      temperature=temperature, seed=rollout.seed, tools=TOOLS)  # fmt: skip
+        record = run_spec(task_spec(rollout.task_id), policy, roomy_session,
+                          config=loop_config(config.grpo))  # fmt: skip
+        again = [s.tokens for s in record["_result"].steps if s.tokens is not None]
+        assert [(t.prompt_ids, t.completion_ids) for t in again] == [
+            (t.prompt_ids, t.completion_ids) for t in rollout.turns]  # fmt: skip
+        assert record["reward"] == rollout.reward
+
+    rows = training_rows([[greedy]], 2, processor.tokenizer.pad_token_id,
+                         processor.tokenizer.eos_token_id)  # fmt: skip
+    vision = VisionRows(image_token_id(processor))
+    for tok in greedy.turns:
+        vision.add(tok.prompt_ids, tok.completion_ids, tok.vision)
+    hook = vision.attach(model)
+    try:
+        at_group, at_one = (logprob_mismatch(model, rows, t) for t in (0.5, 1.0))
+    finally:
+        hook.remove()
+    assert vision.misses == 0
+    assert at_group < 1e-4 < 1e-2 < at_one, (at_group, at_one)
+
+
 def test_a_stuck_compacted_rollout_trains_on_its_turns_as_shown(tmp_path, tiny_model_dir,
                                                                 session):  # fmt: skip
     from transformers import AutoTokenizer

@@ -171,6 +171,12 @@ class GRPOSpec(Strict):
     # In-process generation: a group's rollouts start from one prompt, so their first turns
     # are sampled as one batch (one generate, num_generations rows) instead of one by one.
     batch_first_turn: bool = True
+    # Self-critical member (SCST, Rennie et al. 2017): one rollout of each group decodes
+    # greedily, as `eval` and the studio do, the others sample. Sampled groups alone seldom
+    # hold the greedy reply, so GRPO sharpens the sampling distribution around it without
+    # ever ranking it; with this member a reply that beats the greedy one is pushed up and a
+    # greedy reply that loses is pushed down (its log-probs are scored at `temperature`).
+    greedy_member: bool = False
     # Where rollout episodes are recorded: "run" (RUN/store), "default" (the user's store,
     # seen in the studio's Episodes dock), a folder, or "off".
     rollout_store: str = "run"
@@ -204,6 +210,11 @@ class GRPOSpec(Strict):
             raise ValueError(
                 f"per_device_train_batch_size x gradient_accumulation_steps ({batch}) must be a "
                 f"multiple of num_generations ({self.num_generations})"
+            )
+        if self.greedy_member and self.generation == "server":
+            raise ValueError(
+                "greedy_member: in-process generation only (a server's log-probs of a greedy "
+                "reply are not those of the sampling temperature the trainer scores)"
             )
         per_task = self.num_generations * self.max_turns
         if batch % per_task:

@@ -45,6 +45,9 @@ class HFPolicyConfig:
     # Keep the sampled tokens' log-probs (per-step logits: vocabulary x new tokens of memory
     # during the turn); off for long generations of a large-vocabulary model outside RL.
     logprobs: bool = True
+    # Score the chosen tokens' log-probs at this temperature (default: the sampling one); a
+    # greedy GRPO member is scored at its group's temperature, as the trainer scores it.
+    score_temperature: float | None = None
 
 
 class HFPolicy:
@@ -155,7 +158,8 @@ class HFPolicy:
             ids = out.sequences[r, prompt_len:].tolist()
             if n > 1 and tokenizer.eos_token_id in ids:  # a row that ended early is padded
                 ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
-            logps = (sampling_logprobs(out.logits, ids, self.config.temperature, row=r)
+            scale = self.config.score_temperature or self.config.temperature
+            logps = (sampling_logprobs(out.logits, ids, scale, row=r)
                      if self.config.logprobs else None)  # fmt: skip
             rows.append((ids, logps))
         return rows

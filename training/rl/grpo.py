@@ -173,21 +173,23 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
         if server is not None:
             version = server.served or label
 
-        def policy_for(seed: int) -> Any:
+        def policy_for(seed: int, greedy: bool = False) -> Any:
             if server is not None:
                 return server.policy(seed, spec.max_completion_length, spec.temperature,
                                      config.tools)  # fmt: skip
             return HFPolicy.from_loaded(
                 trainer.model, processor, model=label, max_tokens=spec.max_completion_length,
-                temperature=spec.temperature, top_p=spec.top_p, seed=seed, tools=config.tools,
-                version=version,
+                temperature=None if greedy else spec.temperature,
+                top_p=None if greedy else spec.top_p, seed=seed, tools=config.tools,
+                version=version, score_temperature=spec.temperature,
             )  # fmt: skip
 
         meta = {"model": label, "adapter": version,
                 "tags": [f"run:{out_dir.name}", f"step:{step + 1}", "rl"]}  # fmt: skip
         groups = run_groups(runtime.scheduler, slots, spec.num_generations, policy_for,
                             loop_config(spec, runtime), run_seed=run.seed, store=runtime.store,
-                            meta=meta, batch_first_turn=spec.batch_first_turn)  # fmt: skip
+                            meta=meta, batch_first_turn=spec.batch_first_turn,
+                            greedy_member=spec.greedy_member)  # fmt: skip
         for group in groups:
             for r in group:
                 runtime.curriculum.record(r.task_id, r.success)

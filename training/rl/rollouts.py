@@ -67,6 +67,7 @@ def run_groups(
     store: Any = None,
     meta: dict | None = None,
     batch_first_turn: bool = False,
+    greedy_member: bool = False,
 ) -> list[list[Rollout]]:
     """Run `group_size` episodes for each (slot, task id); returns the groups in order.
 
@@ -75,14 +76,18 @@ def run_groups(
     scheduler; an episode that still cannot run raises (a step must not train on holes).
     With `batch_first_turn`, a policy that can (`share_first_turn`: the in-process `hf`
     policy) takes its first turn from one batched generation per group
-    (`agents.policies.hf_policy.GroupSampler`): a group's rollouts start from one prompt."""
+    (`agents.policies.hf_policy.GroupSampler`): a group's rollouts start from one prompt.
+    With `greedy_member`, rollout 0 of each group decodes greedily (`policy_for(seed,
+    greedy=True)`), as eval does, and the others sample (their batch one row smaller)."""
     from training.eval.harness import run_spec, task_spec
+
+    greedy = 1 if greedy_member else 0
 
     def job(task_id: str, seed: int, group: Any, index: int):
         def run(session: Any, _job_seed: int) -> Rollout:
-            policy = policy_for(seed)
-            if group is not None and hasattr(policy, "share_first_turn"):
-                policy.share_first_turn(group, index)
+            policy = policy_for(seed, greedy=True) if index < greedy else policy_for(seed)
+            if group is not None and index >= greedy and hasattr(policy, "share_first_turn"):
+                policy.share_first_turn(group, index - greedy)
             record = run_spec(task_spec(task_id), policy, session, config=loop_config,
                               store=store, source="rollout", meta=meta)  # fmt: skip
             return Rollout(task_id, seed, record.pop("_result"), record)
@@ -92,8 +97,8 @@ def run_groups(
     if batch_first_turn:
         from agents.policies.hf_policy import GroupSampler
     for slot, task_id in slots:
-        group = (GroupSampler(group_size, rollout_seed(run_seed, slot, group_size))
-                 if batch_first_turn else None)  # fmt: skip
+        group = (GroupSampler(group_size - greedy, rollout_seed(run_seed, slot, group_size))
+                 if batch_first_turn and group_size - greedy > 1 else None)  # fmt: skip
         for i in range(group_size):
             scheduler.submit(f"{slot}/{i}",
                              job(task_id, rollout_seed(run_seed, slot, i), group, i))  # fmt: skip
