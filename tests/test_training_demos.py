@@ -55,3 +55,39 @@ def test_every_turn_becomes_a_row_with_the_prompt_of_that_turn():
     last = conversation_row(*sink[1]["conversation"])
     assert [m["role"] for m in last["messages"]][-2:] == ["user", "assistant"]
     assert last["messages"][-1]["content"][0]["text"] == "Done."
+
+
+def test_recovery_demonstrations_show_the_retry_after_the_error_never_the_wrong_call(tmp_path):
+    """`demos.recovery_per_family`: real oracle episodes on Blender whose first call names a
+    decoy; the rows start at the retry, whose prompt holds the tool's error listing the
+    scene's objects, and whose answer is the oracle's own first call."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from training.pipeline import collect_demos
+    from training.sft.demos import DECOYS
+    from training.tasks import get_task
+    from training.train_config import load_config
+
+    root = Path(__file__).resolve().parent.parent
+    config = load_config(root / "configs" / "pipeline-tiny-cpu.yaml")
+    demos = config.demos.model_copy(update={"families": ["materials", "scene_editing"],
+                                            "per_family": 1, "recovery_per_family": 1})  # fmt: skip
+    config = config.model_copy(update={"demos": demos})
+    info = collect_demos(config, tmp_path)
+    assert info["recovery_kept"] == info["recovery_episodes"] == 2
+    rows = pd.read_parquet(tmp_path / "demos.parquet")
+    assert len(rows) == info["rows"] == info["recovery_rows"] + 4  # 2 episodes x 2 turns
+    retries = rows[rows["episode_id"].str.endswith("#recovery#turn1")]
+    assert len(retries) == 2
+    assert not rows["episode_id"].str.endswith("#recovery#turn0").any()  # never the wrong call
+    for _, row in retries.iterrows():
+        messages = list(row["messages"])
+        text = json.dumps(messages[:-1], default=str)
+        assert "no object named" in text and any(f"'{d}'" in text for d in DECOYS)
+        answer = json.dumps(messages[-1], default=str)
+        first = get_task(row["task_id"]).oracle[0]
+        assert first["tool"] in answer and f'\\"name\\": \\"{first["args"]["name"]}\\"' in answer
+        assert not any(f'\\"{d}\\"' in answer for d in DECOYS)

@@ -27,26 +27,54 @@ __all__ = ["CallCounter", "collect_demos", "evaluate_model", "run_pipeline", "ta
 def collect_demos(config: TrainConfig, out: Path) -> dict:
     """Oracle episodes on training seeds -> one row per turn of each success in demos.parquet."""
     from training.eval.oracle import OraclePolicy
-    from training.sft.demos import CapturingPolicy, conversation_row, write_rows
+    from training.sft.demos import CapturingPolicy, write_rows
 
     spec = config.demos
     ids = task_ids(spec.families, spec.levels, "train", spec.per_family)
+    max_steps = max(8, config.eval.max_steps)
     sink: list[dict] = []
     lock = threading.Lock()
     report = run_episodes(
-        ids,
-        lambda: CapturingPolicy(OraclePolicy(), sink, lock, config.tools),
-        max_steps=max(8, config.eval.max_steps),
+        ids, lambda: CapturingPolicy(OraclePolicy(), sink, lock, config.tools), max_steps
     )
-    success = {e["task"]: e for e in report["episodes"]}
+    rows = _demo_rows(sink, report, "", first_turn=0)
+    out_info = {
+        "episodes": len(ids),
+        "kept": len({r["task_id"] for r in rows}),
+        "rows": len(rows),
+        "oracle_success_rate": report["overall"]["success_rate"],
+    }
+    if spec.recovery_per_family:
+        from training.sft.demos import FumblingOracle
+
+        retry = task_ids(spec.families, spec.levels, "train", spec.recovery_per_family)
+        sink = []
+        fumbled = run_episodes(
+            retry, lambda: CapturingPolicy(FumblingOracle(), sink, lock, config.tools), max_steps
+        )
+        # Kept: episodes whose wrong first call failed and which the oracle then solved.
+        recovered = [e for e in fumbled["episodes"] if e["success"] and e["tool_errors"] >= 1]
+        extra = _demo_rows(sink, {"episodes": recovered}, "#recovery", first_turn=1)
+        rows += extra
+        out_info.update(recovery_episodes=len(retry), recovery_kept=len(recovered),
+                        recovery_rows=len(extra), rows=len(rows))  # fmt: skip
+    write_rows(rows, out / "demos.parquet")
+    return out_info
+
+
+def _demo_rows(sink: list[dict], report: dict, tag: str, first_turn: int) -> list[dict]:
+    """SFT rows of the successful episodes' turns from `first_turn` on, in task/turn order."""
+    from training.sft.demos import conversation_row
+
+    success = {e["task"]: e for e in report["episodes"] if e["success"]}
     rows = []
     for item in sorted(sink, key=lambda d: (d["task_id"], d["turn"])):
         ep = success.get(item["task_id"])
-        if not ep or not ep["success"]:
+        if ep is None or item["turn"] < first_turn:
             continue
         row = conversation_row(*item["conversation"])
         row.update(
-            episode_id=f"{item['task_id']}#turn{item['turn']}",
+            episode_id=f"{item['task_id']}{tag}#turn{item['turn']}",
             task_id=item["task_id"],
             success=True,
             reward=float(ep["reward"]),
@@ -54,13 +82,7 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
             model="oracle",
         )
         rows.append(row)
-    write_rows(rows, out / "demos.parquet")
-    return {
-        "episodes": len(ids),
-        "kept": len({r["task_id"] for r in rows}),
-        "rows": len(rows),
-        "oracle_success_rate": report["overall"]["success_rate"],
-    }
+    return rows
 
 
 def evaluate_model(

@@ -244,6 +244,11 @@ class DemoSpec(Strict):
     levels: list[int] = Field(default_factory=lambda: [1])
     per_family: int = Field(16, ge=1)
     split: Literal["train"] = "train"
+    # Recovery demonstrations: for this many of each family's tasks, one more oracle episode
+    # whose first call names an object the scene lacks; the tool's error (which lists the
+    # scene's objects) comes back and the oracle then plays its plan. Only the turns after
+    # the error become rows, so SFT is shown a retry, never the wrong call.
+    recovery_per_family: int = Field(0, ge=0)
 
 
 class AccelerateSpec(Strict):

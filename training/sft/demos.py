@@ -57,6 +57,45 @@ class CapturingPolicy:
         return reply
 
 
+# Names a recovery demonstration's first call asks for instead of the task's own (one per task,
+# by a hash of its id); an episode whose decoy happens to exist makes no error and is dropped.
+DECOYS = ("Object", "Part", "Item", "Thing", "Piece", "Shape")
+
+
+class FumblingOracle:
+    """The oracle, except that its first call names a decoy instead of the object the task
+    names. The loop answers with the tool's error, which lists the scene's objects, and the
+    oracle then plays its whole plan: a recovery demonstration. A first call without a
+    `name` argument is played as is (the episode then has no error and is not kept)."""
+
+    def __init__(self) -> None:
+        from training.eval.oracle import OraclePolicy
+
+        self.name = "oracle"
+        self.inner = OraclePolicy()
+        self._fumble: Any = None
+
+    def reset(self, task_info: dict | None = None) -> None:
+        import hashlib
+
+        from agents.policy import ToolCall
+        from training.tasks import get_task
+
+        self.inner.reset(task_info)
+        self._fumble = None
+        task_id = (task_info or {}).get("task_id")
+        plan = get_task(task_id).oracle if task_id else []
+        if plan and isinstance(plan[0].get("args"), dict) and "name" in plan[0]["args"]:
+            pick = int(hashlib.sha256(task_id.encode()).hexdigest(), 16) % len(DECOYS)
+            args = {**plan[0]["args"], "name": DECOYS[pick]}
+            self._fumble = PolicyReply(text=None, tool_calls=[
+                ToolCall("fumble-0", plan[0]["tool"], args)])  # fmt: skip
+
+    def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
+        fumble, self._fumble = self._fumble, None
+        return fumble if fumble is not None else self.inner.act(messages, tools)
+
+
 def conversation_row(messages: list[dict], tools: list[dict], final: PolicyReply) -> dict:
     """Loop messages + the final reply -> {messages, images, tools} in the export's schema."""
     out: list[dict] = []
