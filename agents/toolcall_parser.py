@@ -251,7 +251,13 @@ def _load_lenient(text: str) -> object | None:
         value = ast.literal_eval(repaired)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
-    return value if isinstance(value, dict | list) else None
+    if not isinstance(value, dict | list):
+        return None
+    try:  # Python literals JSON has no form for (a set, bytes, a tuple key): not a call
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return value
 
 
 def _matching_paren(text: str, start: int) -> int | None:

@@ -236,3 +236,25 @@ def test_text_without_call_syntax_has_no_calls(text: str) -> None:
     got = parse_tool_calls(text, known_tools=KNOWN)
     assert got.calls == []
     assert got.text == (text.strip() or None)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "{'name': 'set_material', 'arguments': {'Bead', 'red'}}",  # a set (found in a GRPO rollout)
+        "{'name': 'set_material', 'arguments': {'name': {'Bead'}}}",  # a set inside the arguments
+        "{'name': 'delete', 'arguments': {'name': b'Bead'}}",  # bytes
+        "{'name': 'delete', 'arguments': {('a', 'b'): 1}}",  # a tuple key
+    ],
+)
+def test_python_literals_json_cannot_hold_never_raise_and_never_become_arguments(payload) -> None:
+    """A reply JSON cannot represent (sets, bytes, tuple keys) parses to a call whose arguments
+    are the raw text, which the loop reports to the model as a malformed call; it never raises
+    (it once ended a GRPO run at step 29) and every dict it returns is JSON."""
+    import json
+
+    got = parse_tool_calls(f"<tool_call>\n{payload}\n</tool_call>", known_tools=KNOWN)
+    assert len(got.calls) == 1
+    for call in got.calls:
+        assert isinstance(call.arguments, str) or json.dumps(call.arguments)
+        assert not isinstance(call.arguments, dict)
