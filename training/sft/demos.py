@@ -78,7 +78,7 @@ class FumblingOracle:
     def reset(self, task_info: dict | None = None) -> None:
         import hashlib
 
-        from agents.policy import ToolCall
+        from agents import ToolCall
         from training.tasks import get_task
 
         self.inner.reset(task_info)
