@@ -478,14 +478,19 @@ def test_a_greedy_member_is_the_eval_episode_scored_at_the_groups_temperature(tm
     from training.train_config import load_config
 
     model_dir, task = taught
+    from agents.store import EpisodeFilter, Store
+
     config = load_config(_config(tmp_path, model_dir, temperature=0.5, greedy_member=True))
-    runtime = build_runtime(config.grpo, config.run.seed, TOOLS)
+    runtime = build_runtime(config.grpo, config.run.seed, TOOLS, Store(tmp_path / "store"))
     _pin_task(runtime, task.id)
     try:
         result = run_grpo(config, tmp_path / "run", runtime=runtime)
     finally:
         runtime.close()
     greedy, sampled = result.last_rollout["groups"][0]
+    stored = Store(tmp_path / "store").list_episodes(EpisodeFilter(source="rollout"))
+    assert len(stored) == 2
+    assert sorted("greedy" in (e.tags or []) for e in stored) == [False, True]
 
     processor = AutoProcessor.from_pretrained(model_dir)
     model = get_peft_model(AutoModelForImageTextToText.from_pretrained(model_dir),

@@ -81,7 +81,9 @@ def run_groups(
     greedy=True)`), as eval does, and the others sample (their batch one row smaller)."""
     from training.eval.harness import run_spec, task_spec
 
-    greedy = 1 if greedy_member else 0
+    greedy = int(greedy_member)
+    # The greedy member's episode says so in the store (the Episodes dock filters by tag).
+    greedy_meta = {**(meta or {}), "tags": [*(meta or {}).get("tags", []), "greedy"]}
 
     def job(task_id: str, seed: int, group: Any, index: int):
         def run(session: Any, _job_seed: int) -> Rollout:
@@ -89,7 +91,8 @@ def run_groups(
             if group is not None and index >= greedy and hasattr(policy, "share_first_turn"):
                 policy.share_first_turn(group, index - greedy)
             record = run_spec(task_spec(task_id), policy, session, config=loop_config,
-                              store=store, source="rollout", meta=meta)  # fmt: skip
+                              store=store, source="rollout",
+                              meta=greedy_meta if index < greedy else meta)  # fmt: skip
             return Rollout(task_id, seed, record.pop("_result"), record)
 
         return run
