@@ -22,7 +22,8 @@ tokens and a scene JSON of 2 or 3 objects as the loop writes it; the model compl
 `set_material` call whose name it must copy. Prompt tokens as measured: `schemas` shows the
 pipeline's tool schemas (1,222, as in the pipeline), `no-schemas` leaves them out (453),
 `no-scene` also the scene JSON (200), `no-system` the system prompt, `bare` is the goal alone
-(65). `--curriculum bare:150,no-scene:150` trains those layouts first, then `--steps` on the
+(65); `goal-last` is the real prompt with the goal moved after the scene JSON, next to the reply
+(1,222). `--curriculum bare:150,no-scene:150` trains those layouts first, then `--steps` on the
 layout scored:
 
     .venv/bin/python benchmarks/probe_copy.py --layout bare,no-scene,no-schemas --steps 400
@@ -126,7 +127,7 @@ def train_step(model, opt, tok, rows: list[tuple[list[int], list[int]]]) -> None
     opt.zero_grad()
 
 
-LAYOUTS = ("schemas", "no-schemas", "no-system", "no-scene", "bare")
+LAYOUTS = ("schemas", "goal-last", "no-schemas", "no-system", "no-scene", "bare")
 
 
 def layout_sampler(tok, layout: str):
@@ -157,10 +158,13 @@ def layout_sampler(tok, layout: str):
             content.append({"type": "image"})
         if layout not in ("bare", "no-scene"):
             content.append({"type": "text", "text": f"Scene: {scene}"})
+        if layout == "goal-last":  # the goal after the scene, next to the reply
+            content.append(content.pop(0))
         messages = [{"role": "user", "content": content}]
         if layout not in ("bare", "no-system"):
             messages.insert(0, {"role": "system", "content": DEFAULT_SYSTEM})
-        text = tok.apply_chat_template(messages, tools=tools if layout == "schemas" else None,
+        shows_tools = layout in ("schemas", "goal-last")
+        text = tok.apply_chat_template(messages, tools=tools if shows_tools else None,
                                        tokenize=False, add_generation_prompt=True)  # fmt: skip
         text = text.replace("<|image_pad|>", image)
         head = '<tool_call>\n{"name": "set_material", "arguments": {"color": "%s", "name": "'
