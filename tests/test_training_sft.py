@@ -295,6 +295,43 @@ def test_each_checkpoint_is_hot_loaded_into_a_running_server(
     assert [Path(p["lora_path"]).name for p in posted] == ["checkpoint-1", "checkpoint-2"]
 
 
+def test_a_rows_encoding_is_reused_only_for_the_same_row(tiny_model_dir, demos):
+    """Later epochs take a row's encoding from the collator's cache: the same tensors as a fresh
+    encode; another row, an abridged view of it or a changed image is encoded anew; the cache
+    keeps to its byte bound, dropping the least recently used row first."""
+    import torch
+    from transformers import AutoProcessor
+
+    from training.sft.data import ConversationCollator, load_conversations
+    from training.sft.views import abridge
+
+    processor = AutoProcessor.from_pretrained(tiny_model_dir)
+    data = load_conversations(demos)
+    collator = ConversationCollator(processor)
+    first = collator([data[0], data[1]])
+    again = collator([data[0], data[1]])  # new dicts from the dataset, the same rows
+    assert (collator.misses, collator.hits) == (2, 2)
+    assert first.keys() == again.keys()
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    fresh = ConversationCollator(processor).encode_row(data[0])
+    assert all(torch.equal(fresh[k], collator.encode(data[0])[k]) for k in fresh)
+
+    view = collator.encode(abridge(data[0], "no_tools"))
+    assert collator.misses == 3 and view["input_ids"].shape[1] < fresh["input_ids"].shape[1]
+    row = dict(data[0])
+    row["images"] = [data[1]["images"][0], *row["images"][1:]]  # another render, same words
+    collator.encode(row)
+    assert collator.misses == 4
+
+    one = sum(t.numel() * t.element_size() for t in fresh.values())
+    small = ConversationCollator(processor, cache_bytes=int(one * 1.5))
+    small.encode(data[0])
+    small.encode(data[2])  # over the bound: row 0, the least recently used, goes
+    small.encode(data[2])
+    small.encode(data[0])
+    assert (small.hits, small.misses) == (1, 3)
+
+
 def test_prompt_views_drop_prompt_parts_and_keep_every_label(tiny_model_dir, demos):
     """The curriculum's views cut the tools block, the scene JSON, the system prompt and the
     images, and the tokens that carry loss stay exactly those of the full row."""

@@ -15,8 +15,10 @@ the training template): tool results, prompts and images never carry loss.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,17 +153,49 @@ def row_tools(row: dict) -> list[dict] | None:
 
 
 class ConversationCollator:
-    """Tokenise rows one by one (each with its own tools), then pad into a batch with labels."""
+    """Tokenise rows one by one (each with its own tools), then pad into a batch with labels.
 
-    def __init__(self, processor: Any, max_length: int | None = None) -> None:
+    A row's encoding is kept (up to `cache_bytes` of tensors, least recently used dropped first)
+    under a digest of everything it is made of, so the epochs after the first reuse it: SFT
+    repeats each demonstration several times, and rendering the template and processing the
+    images was a quarter of a CPU step (README, "SFT"). The digest covers the messages, tools
+    and image bytes, so an abridged view of a row (`training/sft/views.py`) is its own entry.
+    """
+
+    def __init__(
+        self, processor: Any, max_length: int | None = None, cache_bytes: int = 1 << 30
+    ) -> None:
         from trl.chat_template_utils import get_training_chat_template
 
         self.processor = processor
         self.max_length = max_length
         # The training variant wraps assistant turns in {% generation %} for the assistant mask.
         self.chat_template = get_training_chat_template(processor)
+        self.cache_bytes = cache_bytes
+        self._cache: OrderedDict[str, dict] = OrderedDict()
+        self._cached_bytes = 0
+        self.hits = self.misses = 0
 
     def encode(self, row: dict) -> dict:
+        """`encode_row(row)`, from the cache when this exact row was encoded before."""
+        key = row_digest(row)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            self.hits += 1
+            return hit
+        self.misses += 1
+        out = self.encode_row(row)
+        size = sum(t.numel() * t.element_size() for t in out.values())
+        if size <= self.cache_bytes:
+            self._cache[key] = out
+            self._cached_bytes += size
+            while self._cached_bytes > self.cache_bytes:
+                _, old = self._cache.popitem(last=False)
+                self._cached_bytes -= sum(t.numel() * t.element_size() for t in old.values())
+        return out
+
+    def encode_row(self, row: dict) -> dict:
         """input_ids, attention_mask, labels (assistant-only) and vision tensors for one row."""
         messages = template_messages(row["messages"], list(row.get("images") or []))
         out = self.processor.apply_chat_template(
@@ -207,6 +241,24 @@ class ConversationCollator:
             if parts:
                 batch[key] = torch.cat(parts, dim=0)
         return batch
+
+
+def row_digest(row: dict) -> str:
+    """A digest of what a row's encoding depends on: its messages, tools and image bytes."""
+    h = hashlib.sha256()
+    h.update(json.dumps(row.get("messages"), sort_keys=True, default=str).encode())
+    tools = row.get("tools")
+    h.update(tools.encode() if isinstance(tools, str) else json.dumps(tools, default=str).encode())
+    for image in row.get("images") or []:
+        if isinstance(image, dict):
+            image = image.get("bytes") or image.get("path")
+        if isinstance(image, bytes | bytearray):
+            h.update(hashlib.sha256(image).digest())
+        elif isinstance(image, str | Path):
+            h.update(f"path:{image}".encode())
+        else:  # a PIL image: its pixels
+            h.update(hashlib.sha256(image.tobytes()).digest())
+    return h.hexdigest()
 
 
 def _looks_like_parquet(path: Path) -> bool:
