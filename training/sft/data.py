@@ -158,7 +158,7 @@ class ConversationCollator:
     A row's encoding is kept (up to `cache_bytes` of tensors, least recently used dropped first)
     under a digest of everything it is made of, so the epochs after the first reuse it: SFT
     repeats each demonstration several times, and rendering the template and processing the
-    images was a quarter of a CPU step (README, "SFT"). The digest covers the messages, tools
+    images was about a fifth of a CPU step (README, "SFT"). The digest covers the messages, tools
     and image bytes, so an abridged view of a row (`training/sft/views.py`) is its own entry.
     """
 
@@ -183,16 +183,16 @@ class ConversationCollator:
         if hit is not None:
             self._cache.move_to_end(key)
             self.hits += 1
-            return hit
+            return dict(hit)  # the caller may pop keys; the tensors are never written to
         self.misses += 1
         out = self.encode_row(row)
-        size = sum(t.numel() * t.element_size() for t in out.values())
+        size = _nbytes(out)
         if size <= self.cache_bytes:
-            self._cache[key] = out
+            self._cache[key] = dict(out)
             self._cached_bytes += size
             while self._cached_bytes > self.cache_bytes:
                 _, old = self._cache.popitem(last=False)
-                self._cached_bytes -= sum(t.numel() * t.element_size() for t in old.values())
+                self._cached_bytes -= _nbytes(old)
         return out
 
     def encode_row(self, row: dict) -> dict:
@@ -241,6 +241,10 @@ class ConversationCollator:
             if parts:
                 batch[key] = torch.cat(parts, dim=0)
         return batch
+
+
+def _nbytes(encoded: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in encoded.values())
 
 
 def row_digest(row: dict) -> str:
