@@ -295,7 +295,7 @@ def test_each_checkpoint_is_hot_loaded_into_a_running_server(
     assert [Path(p["lora_path"]).name for p in posted] == ["checkpoint-1", "checkpoint-2"]
 
 
-def test_a_rows_encoding_is_reused_only_for_the_same_row(tiny_model_dir, demos):
+def test_a_rows_encoding_is_reused_only_for_the_same_row(tiny_model_dir, demos, tmp_path):
     """Later epochs take a row's encoding from the collator's cache: the same tensors as a fresh
     encode; another row, an abridged view of it or a changed image is encoded anew; the cache
     keeps to its byte bound, dropping the least recently used row first."""
@@ -322,6 +322,15 @@ def test_a_rows_encoding_is_reused_only_for_the_same_row(tiny_model_dir, demos):
     row["images"] = [data[1]["images"][0], *row["images"][1:]]  # another render, same words
     collator.encode(row)
     assert collator.misses == 4
+    image = tmp_path / "render.png"  # an image given as a file: its bytes count, not its path
+    image.write_bytes(base64.b64decode(_png((1, 2, 3)).split(",", 1)[1]))
+    on_disk = {**data[0], "images": [str(image), *data[0]["images"][1:]]}
+    misses, hits = collator.misses, collator.hits
+    collator.encode(on_disk)
+    collator.encode(on_disk)
+    image.write_bytes(base64.b64decode(_png((3, 2, 1)).split(",", 1)[1]))
+    collator.encode(on_disk)
+    assert (collator.misses - misses, collator.hits - hits) == (2, 1)
 
     one = sum(t.numel() * t.element_size() for t in fresh.values())
     small = ConversationCollator(processor, cache_bytes=int(one * 1.5))

@@ -258,8 +258,8 @@ def row_digest(row: dict) -> str:
             image = image.get("bytes") or image.get("path")
         if isinstance(image, bytes | bytearray):
             h.update(hashlib.sha256(image).digest())
-        elif isinstance(image, str | Path):
-            h.update(f"path:{image}".encode())
+        elif isinstance(image, str | Path):  # the file's bytes: the file may be rewritten
+            h.update(hashlib.sha256(Path(image).read_bytes()).digest())
         else:  # a PIL image: its pixels
             h.update(hashlib.sha256(image.tobytes()).digest())
     return h.hexdigest()
