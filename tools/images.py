@@ -80,6 +80,30 @@ def decode_png(source: bytes | bytearray | str | os.PathLike, mode: str | None =
         raise ImageError(f"the PNG does not decode: {e}") from None
 
 
+def decode_image(source: bytes | bytearray | str | os.PathLike, mode: str | None = "RGB",
+                 max_pixels: int | None = None) -> Any:
+    """`decode_png` for a PNG; any other format Pillow reads is held to the same cap on the
+    size its header gives (Pillow's open reads only the header), before it is loaded."""
+    from PIL import Image
+
+    data = read_png_bytes(source)
+    if data.startswith(PNG_SIGNATURE):
+        return decode_png(data, mode, max_pixels)
+    cap = MAX_PIXELS if max_pixels is None else max_pixels
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+    try:
+        image = Image.open(io.BytesIO(data))
+        width, height = image.size
+        if width * height > cap:
+            raise ImageError(f"the image claims {width} x {height} pixels; the cap is {cap} pixels")
+        image.load()
+        return image.convert(mode) if mode else image
+    except ImageError:
+        raise
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        raise ImageError(f"the image does not decode: {e}") from None
+
+
 def reencode_png(data: bytes, max_pixels: int | None = None) -> bytes:
     """`data` decoded under the cap and written anew as a plain PNG (no text or extra chunks)."""
     image = decode_png(data, mode=None, max_pixels=max_pixels)

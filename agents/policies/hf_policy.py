@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 from agents.policy import PolicyError, PolicyReply, TurnTokens
 from agents.toolcall_parser import parse_tool_calls
+from tools import images
 
 # One generation at a time per process: rollouts of a batch run on several threads, and the
 # per-turn seed (torch's global generator) must not be drawn by another turn in between.
@@ -282,10 +282,11 @@ def decode_image(part: dict) -> Any:
         raw = part.get("image")
     if isinstance(raw, Image.Image):
         return raw.convert("RGB")
-    if isinstance(raw, bytes | bytearray):
-        return Image.open(io.BytesIO(raw)).convert("RGB")
-    if isinstance(raw, str | Path):
-        return Image.open(raw).convert("RGB")
+    if isinstance(raw, bytes | bytearray | str | Path):
+        try:  # renders come from a worker: the header's pixel count is checked before decoding
+            return images.decode_image(raw)
+        except images.ImageError as e:
+            raise PolicyError(f"unreadable image part: {e.message}", fatal=False) from None
     raise PolicyError(f"unreadable image part: {str(part)[:80]}", fatal=False)
 
 

@@ -16,13 +16,14 @@ the training template): tool results, prompts and images never carry loss.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tools import images
 
 
 class DatasetError(ValueError):
@@ -98,14 +99,13 @@ def load_conversations(paths: str | Path | Iterable[str | Path], where: DataFilt
 
 def to_pil(image: Any) -> Any:
     """PIL image from PNG bytes, a `{"bytes": ...}` dict (datasets' Image encoding) or a PIL image."""
-    from PIL import Image
-
     if isinstance(image, dict):
         image = image.get("bytes") or image.get("path")
-    if isinstance(image, bytes | bytearray):
-        return Image.open(io.BytesIO(image)).convert("RGB")
-    if isinstance(image, str | Path):
-        return Image.open(image).convert("RGB")
+    if isinstance(image, bytes | bytearray | str | Path):
+        try:  # renders come from a worker: the header's pixel count is checked before decoding
+            return images.decode_image(image)
+        except images.ImageError as e:
+            raise DatasetError(f"an episode's image is unreadable: {e.message}") from None
     return image.convert("RGB")
 
 
