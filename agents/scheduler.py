@@ -1,17 +1,18 @@
 """A queue of episodes over a pool of tool workers: for `eval`, batch runs and RL rollouts.
 
-Each worker thread holds one ToolSession (one sandboxed worker process) and takes jobs from
-a shared priority queue (higher priority first, then submission order). A job that fails
-for infrastructure reasons (`InfrastructureError`: its worker died while the start state
-was being built, or the pool could not give a session) is put back and retried on a fresh
-session, up to `max_retries`; a job the policy failed is a result like any other and is
-never retried. Outcomes come back in submission order and each job gets a seed fixed at
-submission, so the results do not depend on the number of workers.
+`workers` threads take jobs from a shared priority queue (higher priority first, then
+submission order). One worker, one episode: every job (every attempt of it) opens its own
+ToolSession, a sandboxed worker process no other job has touched, and closes it when the
+job ends, which kills the worker with its scratch (tools/supervisor.py WorkerPool). Whatever
+an episode's code did to its interpreter (a monkeypatched kernel, a thread, a file) cannot
+move the next episode's reward. The scheduler's own pool keeps `workers` spares booting in
+the background, so a job waits for a start only when jobs end faster than workers boot.
 
-Two additions serve RL rollouts (`training/rl/rollouts.py`: a batch's episodes are jobs here):
-`keep_sessions=True` keeps each worker slot's session open across `run()` calls (until
-`close()`), so a run does not start workers per step, and `submit(..., worker=w)` pins a job
-to slot `w`.
+A job that fails for infrastructure reasons (`InfrastructureError`: its worker died while the
+start state was being built, or the pool could not give a session) is put back and retried on
+a fresh session, up to `max_retries`; a job the policy failed is a result like any other and
+is never retried. Outcomes come back in submission order and each job gets a seed fixed at
+submission, so the results do not depend on the number of workers.
 """
 
 from __future__ import annotations
@@ -57,11 +58,11 @@ class _Queued:
     fn: JobFn = field(compare=False)
     seed: int = field(compare=False)
     attempts: int = field(default=0, compare=False)
-    worker: int | None = field(default=None, compare=False)  # pinned to this slot
 
 
 class Scheduler:
-    """Runs submitted jobs on `workers` sessions; `run()` blocks until all are done."""
+    """Runs submitted jobs, `workers` at a time, each on a fresh session; `run()` blocks
+    until all are done."""
 
     def __init__(
         self,
@@ -71,7 +72,6 @@ class Scheduler:
         max_retries: int = 2,
         seed: int = 0,
         retry_backoff_s: float = 0.2,
-        keep_sessions: bool = False,
         deadline_s: float | None = None,  # per tool call, for sessions of the scheduler's own pool
     ) -> None:
         if workers < 1:
@@ -81,8 +81,8 @@ class Scheduler:
         if session_factory is None:
             from tools import ToolSession, WorkerPool
 
-            # Kept sessions hold their workers for good: no spare workers to keep warm then.
-            pool = self._own_pool = WorkerPool(size=0 if keep_sessions else workers)
+            # A spare per slot: the next episode's worker boots while this one runs.
+            pool = self._own_pool = WorkerPool(size=workers)
             options = {} if deadline_s is None else {"deadline_s": deadline_s}
 
             def session_factory() -> Any:
@@ -97,48 +97,13 @@ class Scheduler:
         self._lock = threading.Lock()
         self._outcomes: dict[int, JobOutcome] = {}
         self.retries = 0  # jobs put back after an infrastructure failure
-        self.keep_sessions = keep_sessions
-        self._kept: dict[int, Any] = {}  # worker slot -> its session, with keep_sessions
 
-    def session(self, worker: int) -> Any:
-        """The kept session of worker slot `worker` (opened on first use); keep_sessions only.
-
-        For callers that drive a slot's session directly between `run()` calls, never during one.
-        """
-        if not self.keep_sessions:
-            raise RuntimeError("Scheduler.session() needs keep_sessions=True")
-        if not 0 <= worker < self.workers:
-            raise ValueError(f"worker {worker} is not in 0..{self.workers - 1}")
-        if worker not in self._kept:
-            self._kept[worker] = self.session_factory()
-        return self._kept[worker]
-
-    def replace_session(self, worker: int) -> Any:
-        """Close slot `worker`'s kept session (it is broken) and open a fresh one."""
-        old = self._kept.pop(worker, None)
-        if old is not None:
-            _close(old)
-        return self.session(worker)
-
-    def submit(
-        self,
-        key: str,
-        fn: JobFn,
-        *,
-        priority: int = 0,
-        seed: int | None = None,
-        worker: int | None = None,
-    ) -> int:
-        """Queue `fn(session, seed)`; returns the job's index in the outcome list. With
-        `worker`, the job runs only on that slot (and its retries too)."""
-        if worker is not None and not 0 <= worker < self.workers:
-            raise ValueError(f"worker {worker} is not in 0..{self.workers - 1}")
+    def submit(self, key: str, fn: JobFn, *, priority: int = 0, seed: int | None = None) -> int:
+        """Queue `fn(session, seed)`; returns the job's index in the outcome list."""
         index = next(self._count)
         job_seed = seed if seed is not None else (self.seed * 1_000_003 + index) % 2**31
         with self._lock:
-            heapq.heappush(
-                self._heap, _Queued((-priority, index), index, key, fn, job_seed, worker=worker)
-            )
+            heapq.heappush(self._heap, _Queued((-priority, index), index, key, fn, job_seed))
         return index
 
     def run(
@@ -151,15 +116,13 @@ class Scheduler:
         cancel = cancel or threading.Event()
         total = len(self._heap)
         done = [0]
-        pinned = any(job.worker is not None for job in self._heap)
-        slots = range(self.workers if pinned else min(self.workers, max(total, 1)))
         threads = [
             threading.Thread(
                 target=self._work,
                 args=(w, progress, cancel, done, total),
                 name=f"episode-worker-{w}",
             )
-            for w in slots
+            for w in range(min(self.workers, max(total, 1)))
         ]
         for t in threads:
             t.start()
@@ -170,8 +133,6 @@ class Scheduler:
         return outcomes
 
     def close(self) -> None:
-        for worker in list(self._kept):
-            _close(self._kept.pop(worker))
         if self._own_pool is not None:
             self._own_pool.close()
             self._own_pool = None
@@ -184,71 +145,45 @@ class Scheduler:
 
     # -- worker threads --------------------------------------------------------------------
 
-    def _next(self, worker: int) -> _Queued | None:
-        """The best queued job this slot may run (unpinned, or pinned to it)."""
+    def _next(self) -> _Queued | None:
         with self._lock:
-            skipped, found = [], None
-            while self._heap:
-                job = heapq.heappop(self._heap)
-                if job.worker is None or job.worker == worker:
-                    found = job
-                    break
-                skipped.append(job)
-            for job in skipped:
-                heapq.heappush(self._heap, job)
-            return found
+            return heapq.heappop(self._heap) if self._heap else None
 
     def _work(
         self, worker: int, progress, cancel: threading.Event, done: list[int], total: int
     ) -> None:
-        session = None
-        try:
-            while not cancel.is_set():
-                job = self._next(worker)
-                if job is None:
-                    return
-                if self.keep_sessions:  # a job may have replaced the slot's session
-                    session = self._kept.get(worker)
-                if session is None:
-                    try:
-                        session = self.session_factory()
-                        if self.keep_sessions:
-                            self._kept[worker] = session
-                    except Exception as exc:  # the pool failed: retry the job later
-                        job.attempts += 1
-                        self._retry_or_fail(
-                            job, worker, f"no tool session: {exc}", 0.0, progress, done, total
-                        )
-                        continue
-                job.attempts += 1
-                start = time.perf_counter()
-                try:
-                    result = job.fn(session, job.seed)
-                except InfrastructureError as exc:
-                    wall = (time.perf_counter() - start) * 1e3
-                    _close(session)
-                    session = None  # the next attempt gets a fresh worker
-                    self._kept.pop(worker, None)
-                    self._retry_or_fail(job, worker, str(exc), wall, progress, done, total)
-                    continue
-                except Exception as exc:  # a bug or a policy that raised: not retried
-                    log.exception("job %s failed", job.key)
-                    wall = (time.perf_counter() - start) * 1e3
-                    self._settle(
-                        JobOutcome(job.key, job.seed, error=f"{type(exc).__name__}: {exc}",
-                                   attempts=job.attempts, worker=worker, wall_ms=wall),
-                        job.index, progress, done, total,
-                    )  # fmt: skip
-                    continue
-                wall = (time.perf_counter() - start) * 1e3
-                self._settle(
-                    JobOutcome(job.key, job.seed, result=result, attempts=job.attempts,
-                               worker=worker, wall_ms=wall),
-                    job.index, progress, done, total,
-                )  # fmt: skip
-        finally:
-            if session is not None and not self.keep_sessions:
-                _close(session)
+        while not cancel.is_set():
+            job = self._next()
+            if job is None:
+                return
+            job.attempts += 1
+            try:
+                session = self.session_factory()
+            except Exception as exc:  # the pool failed: retry the job later
+                self._retry_or_fail(
+                    job, worker, f"no tool session: {exc}", 0.0, progress, done, total
+                )
+                continue
+            start = time.perf_counter()
+            try:
+                result, failure = job.fn(session, job.seed), None
+            except Exception as exc:
+                result, failure = None, exc
+            wall = (time.perf_counter() - start) * 1e3
+            _close(session)  # one worker, one episode: it dies with its scratch
+            if isinstance(failure, InfrastructureError):
+                self._retry_or_fail(job, worker, str(failure), wall, progress, done, total)
+                continue
+            if failure is not None:  # a bug or a policy that raised: not retried
+                log.error("job %s failed", job.key, exc_info=failure)
+                error = f"{type(failure).__name__}: {failure}"
+            else:
+                error = None
+            self._settle(
+                JobOutcome(job.key, job.seed, result=result, error=error, attempts=job.attempts,
+                           worker=worker, wall_ms=wall),
+                job.index, progress, done, total,
+            )  # fmt: skip
 
     def _retry_or_fail(
         self, job: _Queued, worker: int, error: str, wall: float, progress, done, total

@@ -142,37 +142,28 @@ def test_two_workers_run_jobs_in_parallel(worker_pool) -> None:
     assert all(o.ok and o.result["tool_errors"] == 0 for o in outcomes)
 
 
-def test_pinned_jobs_run_on_their_slot_and_kept_sessions_outlive_a_run(worker_pool) -> None:
-    """What GRPO rollouts rely on: state left on slot w is found there by the next run."""
-    scheduler = Scheduler(2, lambda: ToolSession(worker_pool), keep_sessions=True)
+def test_every_job_gets_a_fresh_worker_that_dies_with_it(worker_pool) -> None:
+    """One worker, one episode: nothing a job leaves in its worker reaches the next job, on
+    the same slot or in the next run, and each job's session is closed when it ends."""
+    opened: list[ToolSession] = []
+
+    def factory():
+        opened.append(ToolSession(worker_pool))
+        return opened[-1]
 
     def add(name):
         def run(session, seed):
             session.call("add_primitive", {**CUBE, "name": name})
-            return sorted(o["name"] for o in session.scene()["objects"])
+            return sorted(o["name"] for o in session.scene()["objects"]), session.worker.scratch
 
         return run
 
-    scheduler.submit("on1", add("X"), worker=1)
-    scheduler.submit("on0", add("Y"), worker=0)
-    scheduler.submit("also1", add("Z"), worker=1)
+    scheduler = Scheduler(1, factory)
+    for name in ("X", "Y"):
+        scheduler.submit(name, add(name))
     outcomes = scheduler.run()
-    assert [o.worker for o in outcomes] == [1, 0, 1]
-    assert outcomes[2].result == ["X", "Z"]  # the same session, in submission order
-    kept = scheduler.session(1)
-    assert sorted(o["name"] for o in kept.scene()["objects"]) == ["X", "Z"]
-    scheduler.submit("again1", add("W"), worker=1)
-    (again,) = scheduler.run()
-    assert again.result == ["W", "X", "Z"] and scheduler.session(1) is kept
-    fresh = scheduler.replace_session(1)
-    assert fresh is not kept and fresh.scene()["objects"] == [] and kept.closed
-    scheduler.close()
-    assert fresh.closed and scheduler.session(0).closed is False  # reopened on demand
-    scheduler.close()
-    with_bad_slot = Scheduler(2, lambda: ToolSession(worker_pool))
-    try:
-        with_bad_slot.submit("x", add("Q"), worker=2)
-    except ValueError as exc:
-        assert "worker 2" in str(exc)
-    else:
-        raise AssertionError("a job pinned to a slot that does not exist was accepted")
+    scheduler.submit("Z", add("Z"))
+    outcomes += scheduler.run()
+    assert [o.result[0] for o in outcomes] == [["X"], ["Y"], ["Z"]]
+    assert len({o.result[1] for o in outcomes}) == 3  # three workers, three scratches
+    assert len(opened) == 3 and all(s.closed for s in opened)

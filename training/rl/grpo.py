@@ -49,7 +49,8 @@ class GRPOResult:
 
 @dataclass
 class RLRuntime:
-    """What a run's rollouts share: the scheduler's kept worker slots, the curriculum, tools."""
+    """What a run's rollouts share: the scheduler (its pool of spare workers), the curriculum,
+    tools."""
 
     scheduler: Any
     curriculum: Any
@@ -103,9 +104,10 @@ def episode_reward(prompts=None, completions=None, episode_reward=None, **_: Any
 
 def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
                   store: Any = None) -> RLRuntime:  # fmt: skip
-    """Rollout workers are the eval scheduler's: `rollout_workers` sandboxed sessions kept
-    for the whole run; the episodes of a batch run on them concurrently (and are scored in
-    as many warm clean workers, as eval's are)."""
+    """Rollout workers are the eval scheduler's: `rollout_workers` episodes of a batch run at
+    once, each on a fresh sandboxed worker (spares boot in the background while the others
+    run; one worker, one episode, so no rollout's code reaches another's reward), and are
+    scored in as many warm clean workers, as eval's are."""
     from tools import catalogue
     from training.eval.harness import episode_scheduler
     from training.rl.curriculum import Curriculum
@@ -117,9 +119,7 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
     curriculum = Curriculum(
         spec.tasks.families, spec.tasks.levels, spec.tasks.split, seed, spec.curriculum
     )
-    scheduler = episode_scheduler(
-        spec.rollout_workers, seed=seed, keep_sessions=True, deadline_s=spec.tool_deadline_s
-    )
+    scheduler = episode_scheduler(spec.rollout_workers, seed=seed, deadline_s=spec.tool_deadline_s)
     return RLRuntime(scheduler=scheduler, curriculum=curriculum, shown=shown, store=store)
 
 

@@ -3,10 +3,12 @@
 `run_groups` runs `group_size` episodes per task, each one an `EpisodeLoop` episode with a
 policy that generates from the model being trained, exactly as `run`/`eval` run them
 (`training.eval.harness.run_spec`: the same start state, observations, repeat/stuck handling,
-`max_calls_per_step` refusals and context compaction), concurrently on the scheduler's kept
-worker slots (one tool worker per slot; the tool calls of different rollouts overlap), and
-each one recorded in the store as an episode (source `rollout`, tags `run:`, `step:`,
-`version:`). Rewards are the task checker's verdict, the same call `eval` makes.
+`max_calls_per_step` refusals and context compaction), concurrently on the scheduler's
+workers: a fresh tool worker per episode, whose start state is built there from the task's
+own setup, so no rollout starts from, or is scored on, a state another rollout's code
+touched (the tool calls of different rollouts overlap). Each one is recorded in the store
+as an episode (source `rollout`, tags `run:`, `step:`, `version:`).
+Rewards are the task checker's verdict, the same call `eval` makes.
 
 Each model turn carries the `TurnTokens` the policy generated (prompt ids, completion ids,
 sampling log-probs, image tensors). `training_rows` turns them into the rows TRL's
@@ -71,8 +73,8 @@ def run_groups(
 ) -> list[list[Rollout]]:
     """Run `group_size` episodes for each (slot, task id); returns the groups in order.
 
-    `policy_for(seed)` makes a fresh policy for one episode. Episodes run as scheduler jobs
-    on its worker slots; an infrastructure failure is retried on a fresh worker by the
+    `policy_for(seed)` makes a fresh policy for one episode. Episodes run as scheduler jobs,
+    each on its own fresh worker; an infrastructure failure is retried on a fresh worker by the
     scheduler; an episode that still cannot run raises (a step must not train on holes).
     With `batch_first_turn`, a policy that can (`share_first_turn`: the in-process `hf`
     policy) takes its first turn from one batched generation per group
