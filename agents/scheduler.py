@@ -132,6 +132,16 @@ class Scheduler:
         self._outcomes = {}
         return outcomes
 
+    def wait_warm(self, timeout_s: float = 120.0) -> bool:
+        """Wait until the scheduler's own pool holds a spare per slot (a run's first jobs then
+        start at once, as later ones do); False if they were not up in time."""
+        end = time.monotonic() + timeout_s
+        while self._own_pool is not None and self._own_pool.spares < self.workers:
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.05)
+        return True
+
     def close(self) -> None:
         if self._own_pool is not None:
             self._own_pool.close()

@@ -8,8 +8,8 @@ with and without its encoding cache.
 
 Rollouts are `EpisodeLoop` episodes (`training/rl/rollouts.py`) with an `HFPolicy` sampling at
 temperature 1.0. The sequential baseline runs the same episodes one after another in this
-thread on one tool session; the scheduler runs them as jobs on N kept worker slots, so one
-rollout's tool calls overlap another's generation (generation itself is one at a time per
+thread on one tool session; the scheduler runs them as jobs on N workers, a fresh one per
+episode from the pool's spares (one worker, one episode), so one rollout's tool calls overlap another's generation (generation itself is one at a time per
 process: `GENERATE_LOCK`); "+batch" rows sample each group's first turns as one `generate`
 (`grpo.batch_first_turn`, the default). With --pipeline-dir (a finished `train pipeline --out
 DIR`) the policy is that pipeline's SFT model, so rollouts really call tools; otherwise the tiny
@@ -142,9 +142,8 @@ def rollout_rates(model: Path, adapter: Path | None, groups: int) -> list[dict]:
     out.append({"mode": "sequential", "episodes": n, "wall_s": round(wall, 2), "generate_s": None,
                 "episodes_per_min": round(n * 60 / wall, 2), "calls": calls})  # fmt: skip
     for workers, batched in ((1, False), (2, False), (1, True), (2, True)):
-        with Scheduler(workers, keep_sessions=True) as scheduler:
-            for w in range(workers):
-                scheduler.session(w).status()  # started before the clock, as in a run
+        with Scheduler(workers) as scheduler:
+            scheduler.wait_warm()  # spares up before the clock, as in a run's steady state
             start = time.perf_counter()
             done = run_groups(scheduler, slots, GROUP, policy_for, config,
                               batch_first_turn=batched)  # fmt: skip

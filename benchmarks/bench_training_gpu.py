@@ -68,9 +68,8 @@ def rates(url: str, groups: int, spec) -> list[dict]:
 
     out = []
     for workers in (1, 2, 4, 8):
-        with Scheduler(workers, keep_sessions=True) as scheduler:
-            for w in range(workers):
-                scheduler.session(w).status()
+        with Scheduler(workers) as scheduler:
+            scheduler.wait_warm()
             start = time.perf_counter()
             done = run_groups(scheduler, slots, GROUP, policy_for, loop_config(spec))
             wall = time.perf_counter() - start

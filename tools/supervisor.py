@@ -241,6 +241,12 @@ class WorkerPool:
             threading.Thread(target=self._warm_one, args=(self.preload_cad,), daemon=True,
                              name="mw-warm").start()
 
+    @property
+    def spares(self) -> int:
+        """How many booted workers wait idle for a session now."""
+        with self._lock:
+            return len(self._idle)
+
     def boot(self) -> None:
         """Start one worker in the background now, for a session about to open (a one-shot
         command overlaps its own imports and set-up with the worker's start); no spare
