@@ -39,7 +39,9 @@ INSTRUCTIONS = (
 @dataclass
 class McpSettings:
     deadline_s: float = 30.0  # wall-clock limit per tool call
-    workspace: Path | None = None  # host folder for import/export; None: a private one
+    # a person's folder for import/export; the worker never sees it (tools/outbox.py): files
+    # named by import_file are copied in before the call, exports copied out after it
+    workspace: Path | None = None
     record: bool = True
     data_dir: Path | None = None  # trajectory store; None: MODELWRIGHT_DATA_DIR or the default
 
@@ -91,6 +93,7 @@ class ToolBridge:
         self._session: Any = None
         self._store: Any = None
         self._recorder: Any = None
+        self._folder: Any = None  # tools.outbox.UserFolder on settings.workspace
 
     def catalogue(self) -> list[dict]:
         from tools import catalogue
@@ -100,8 +103,12 @@ class ToolBridge:
     def _open(self) -> None:
         from tools import ToolSession
 
+        if self.settings.workspace is not None:
+            from tools.outbox import UserFolder
+
+            self._folder = UserFolder(self.settings.workspace)
         self._session = ToolSession(  # an MCP client is someone else: refused without a jail
-            deadline_s=self.settings.deadline_s, workspace=self.settings.workspace, untrusted=True
+            deadline_s=self.settings.deadline_s, untrusted=True
         )
         if self.settings.record:
             from agents.store import Store
@@ -120,7 +127,10 @@ class ToolBridge:
             try:
                 if self._session is None:
                     self._open()
-                result = self._session.call(name, arguments or {})
+                if self._folder is None:
+                    result = self._session.call(name, arguments or {})
+                else:
+                    result = self._folder.call(self._session, name, arguments or {})
             except Exception as exc:  # the runtime could not run the call at all
                 log.exception("tool call %s failed in the runtime", name)
                 return _error_result(f"ERROR (crash): the tool runtime failed: {exc}")

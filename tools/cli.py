@@ -60,28 +60,30 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
         calls = read_sequence(seq)
     except typer.BadParameter as e:
         fail(str(e))
-    from tools import confined
     from tools.errors import ToolError
+    from tools.outbox import UserFolder
     from tools.session import ToolSession
     from tools.supervisor import WorkerPool
 
-    out.mkdir(parents=True, exist_ok=True)
-    out = out.resolve()
+    try:
+        folder = UserFolder(out)
+    except ToolError as e:
+        fail(e.message)
+    out, box = folder.root, folder.outbox
     pool = WorkerPool(size=0, prewarm=False)
     failures: list[str] = []
     ran = renders = 0
-    # `out` is also the worker's workspace: what the worker made there (a link, a FIFO) is
-    # never followed; every file below is written by name through tools.confined.
+    # The worker works in its private scratch and never sees `out`: an import is copied in
+    # before its call, and every file below is written by the trusted side through the outbox.
     try:
-        with ToolSession(pool=pool, workspace=out, deadline_s=deadline) as s, \
-                confined.create_file(out, "results.jsonl") as f:
+        with ToolSession(pool=pool, deadline_s=deadline) as s, box.log("results.jsonl") as f:
             for n, call in enumerate(calls, 1):
-                r = s.call(call["tool"], call["args"])
+                r = folder.call(s, call["tool"], call["args"])
                 ran += 1
                 f.write((json.dumps(r.to_dict()) + "\n").encode())
                 f.flush()
                 for i, img in enumerate(r.images):
-                    confined.write_file(out, f"render_{renders:03d}_{i}.png", img)
+                    box.write(f"render_{renders:03d}_{i}.png", img)
                 renders += bool(r.images)
                 if not r.ok:
                     err = r.error
@@ -92,12 +94,12 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
                                    f"{len(calls)} (--keep-going runs them all)", err=True)
                         break
                     typer.echo(f"error: {failures[-1]}", err=True)
-            confined.write_file(out, "scene.json", json.dumps(s.scene(), indent=2).encode())
+            box.write_json("scene.json", s.scene(), indent=2)
             final = s.render()
             if final.ok:
-                confined.write_file(out, "final.png", final.images[0])
+                box.write("final.png", final.images[0])
     except ToolError as e:
-        typer.echo(f"error: {e.message}", err=True)
+        typer.echo(f"error: {one_line(e.message)}", err=True)
         raise typer.Exit(1) from None
     finally:
         pool.close()

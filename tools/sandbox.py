@@ -184,19 +184,6 @@ def give_to_jail(path: str) -> None:
         os.chown(path, JAIL_UID, JAIL_UID, follow_symlinks=False)
 
 
-def take_back(path: str) -> None:
-    """Return a tree the jail wrote back to the app's user, never following the jail's links."""
-    if not _is_root() or not os.path.isdir(path):
-        return
-    for root, dirs, files in os.walk(path):
-        for name in dirs + files:
-            try:
-                os.chown(os.path.join(root, name), os.geteuid(), os.getegid(), follow_symlinks=False)
-            except OSError:
-                pass
-    os.chown(path, os.geteuid(), os.getegid(), follow_symlinks=False)
-
-
 def traversable(root: str) -> None:
     """A pool's root dir must be searchable by the jail's uid (as root the jail is nobody)."""
     if _is_root():

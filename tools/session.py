@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import threading
 import time
 from pathlib import Path
@@ -20,26 +19,22 @@ UNTRUSTED_INPUT_TOOLS = frozenset({"cadquery_script", "import_file"})
 
 
 class ToolSession:
-    """Holds one worker (from a pool, or dedicated when a host `workspace` folder is given).
+    """Holds one worker from a pool, working in its private scratch only.
 
+    No person's folder is ever bound into the jail: a command that delivers files copies them
+    out after the call through tools.outbox (and an import in, through tools.outbox.UserFolder).
     The worker is this session's alone and dies with it (see WorkerPool). `untrusted=True`
     marks every call as coming from someone else (MCP clients): without a working jail they
     are all refused, not only UNTRUSTED_INPUT_TOOLS.
     """
 
     def __init__(self, pool: WorkerPool | None = None, deadline_s: float = DEFAULT_DEADLINE_S,
-                 workspace: str | os.PathLike | None = None, untrusted: bool = False):
+                 untrusted: bool = False):
         self.untrusted = untrusted
         self.pool = pool or default_pool()
         self.deadline_s = deadline_s
         self._lock = threading.RLock()
-        self._dedicated = workspace is not None
-        if workspace is not None:
-            ws = os.path.realpath(os.fspath(workspace))
-            os.makedirs(ws, exist_ok=True)
-            self.worker: WorkerProcess | None = self.pool.spawn(workspace=ws)
-        else:
-            self.worker = self.pool.acquire()
+        self.worker: WorkerProcess | None = self.pool.acquire()
         self.restarts = 0
         self.closed = False
         self._last_hash: str | None = None
@@ -65,11 +60,7 @@ class ToolSession:
                 return
             self.closed = True
             self.worker = None
-            if self._dedicated:
-                w.kill()
-                sandbox.take_back(w.workspace)  # the jail's files belong to the user again
-            else:
-                self.pool.release(w)
+            self.pool.release(w)
 
     @property
     def workspace(self) -> Path:
@@ -163,13 +154,12 @@ class ToolSession:
         """Start a fresh worker restored from the session's last commit, in the background:
         the failed call returns at once, and the next call waits for the replacement."""
         self.restarts += 1
-        ws = dead.workspace if self._dedicated else None
         upto = self._acked_commit  # what the caller was last told of
         fut: concurrent.futures.Future = concurrent.futures.Future()
 
         def spawn() -> None:
             try:
-                fut.set_result(self.pool.spawn(workspace=ws, restore_from=dead.scratch,
+                fut.set_result(self.pool.spawn(restore_from=dead.scratch,
                                                restore_upto=upto))
             except BaseException as e:  # handed to the next caller
                 fut.set_exception(e)

@@ -54,27 +54,30 @@ def _open_store(no_record: bool, data_dir: Path | None):
 
 
 def _write_out(out: Path, record: dict, session) -> None:
-    """Keep the renders and the final scene of an episode in `out`."""
-    from tools import confined
+    """Keep the renders and the final scene of an episode in `out`, through the outbox: the
+    frames are a worker's PNGs (re-encoded), the exports files of its scratch (no links)."""
+    from tools.errors import ToolError
+    from tools.outbox import Outbox
 
     result = record["_result"]
-    out.mkdir(parents=True, exist_ok=True)
+    box = Outbox(out)
+    written = []
     if result.initial_frame:
-        (out / "step_start.png").write_bytes(result.initial_frame)
+        written.append(box.write("step_start.png", result.initial_frame).name)
     for step in result.steps:
         if step.frame:
-            (out / f"step_{step.index:03d}.png").write_bytes(step.frame)
+            written.append(box.write(f"step_{step.index:03d}.png", step.frame).name)
     for fmt in ("blend", "glb"):
         name = f"final.{fmt}"
         r = session.call("export", {"format": fmt, "path": name})
-        if r.ok:  # taken out of the worker's workspace as a regular file, never via a link
+        if r.ok:
             try:
-                confined.copy_file(session.workspace, name, out / name)
-            except confined.ConfinedPathError:
+                written.append(box.take(session.workspace, name).name)
+            except ToolError:
                 pass
     summary = {k: v for k, v in record.items() if k != "_result"}
-    summary["files"] = sorted([p.name for p in out.iterdir()] + ["summary.json"])
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    summary["files"] = sorted([*written, "summary.json"])
+    box.write_json("summary.json", summary, indent=2, default=str)
 
 
 def _boot_workers() -> None:
@@ -251,8 +254,9 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     if json_out is None or str(json_out) == "-":
         typer.echo(text)
     else:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(text)
+        from tools.outbox import Outbox
+
+        Outbox(json_out.parent).write_text(json_out.name, text)
     o = report["overall"]
     typer.echo(
         f"{policy}: success {100 * o['success_rate']:.1f}% over {o['episodes']} episodes, "

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from tools.exits import ExitCode, fail
+from tools.exits import ExitCode, fail, one_line
 
 tasks_app = typer.Typer(
     help="The task suite: list families, show a task, try calls on it.", no_args_is_help=True
@@ -87,7 +87,9 @@ def show(
         if as_json:
             view["target_image"] = base64.b64encode(png).decode() if png else None
         if image is not None and png:
-            image.write_bytes(png)
+            from tools.outbox import Outbox
+
+            Outbox(image.parent).write(image.name, png)  # a worker's render: re-encoded
     if as_json:
         _print(view, True)
     else:
@@ -145,35 +147,55 @@ def try_cmd(
     steps = task.oracle if (oracle or reference) else _load_calls(calls) if calls else []
 
     from tools import ToolSession, WorkerPool
+    from tools.errors import ToolError
+    from tools.outbox import Outbox
     from training.tasks.verifier import boot_for_one_episode
 
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+    try:  # the worker never sees `out`: what the command delivers is written here, afterwards
+        box = Outbox(out) if out is not None else None
+    except ToolError as exc:
+        fail(exc.message)
     pool = WorkerPool(size=0, prewarm=False)
-    if out is None:  # else the session's worker is its own, on `out`: spawned when it opens
-        pool.boot()  # the policy's and the verifier's workers start now, side by side
+    pool.boot()  # the policy's and the verifier's workers start now, side by side
     boot_for_one_episode()
     import training.tasks.checks  # noqa: F401  (the checker's imports, while they start)
     from training.tasks.runner import attempt
 
     try:
-        with ToolSession(pool=pool, workspace=out, deadline_s=deadline) as session:
+        with ToolSession(pool=pool, deadline_s=deadline) as session:
             result = attempt(task, session, steps)
             summary = result.summary()
-            if out is not None:
-                with open(out / "calls.jsonl", "w") as f:
-                    for c in result.calls:
-                        f.write(json.dumps(c) + "\n")
-                (out / "scene.json").write_text(json.dumps(session.scene(), indent=2))
-                (out / "reward.json").write_text(json.dumps(_jsonable(summary), indent=2))
-                final = session.render()
-                if final.ok and final.images:
-                    (out / "final.png").write_bytes(final.images[0])
+            if box is not None:
+                _deliver(box, session, result.calls, summary)
+    except ToolError as exc:
+        fail(exc.message, int(ExitCode.FAILED))
     finally:
         pool.close()
     if not as_json:
         summary = {k: v for k, v in summary.items() if k != "details"}
     _print(summary, as_json)
+
+
+def _deliver(box, session, calls: list[dict], summary: dict) -> None:
+    """calls.jsonl, scene.json, reward.json, final.png and every export the calls made, copied
+    out of the worker's scratch through the outbox (tools/outbox.py)."""
+    from tools.errors import ToolError
+    from tools.outbox import export_path
+
+    with box.log("calls.jsonl") as f:
+        for c in calls:
+            f.write((json.dumps(c) + "\n").encode())
+    box.write_json("scene.json", session.scene(), indent=2)
+    box.write_json("reward.json", _jsonable(summary), indent=2)
+    final = session.render()
+    if final.ok and final.images:
+        box.write("final.png", final.images[0])
+    for c in calls:
+        if c.get("tool") == "export" and c.get("ok"):
+            try:
+                box.take(session.workspace, export_path(c["args"]))
+            except ToolError as exc:  # the episode's outcome stands; the file is not delivered
+                typer.echo(f"warning: {one_line(exc.message)}", err=True)
 
 
 @tasks_app.command("verify")
