@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from tools.text import printable
+
 
 class ErrorKind(StrEnum):
     VALIDATION = "validation"  # the call itself is wrong: unknown tool, bad arguments
@@ -26,8 +28,9 @@ class ToolError(Exception):
 
     @classmethod
     def from_dict(cls, d: dict) -> ToolError:
-        """The error a worker reported; a malformed one (a hostile worker) becomes a crash."""
+        """The error a worker reported; a malformed one (a hostile worker) becomes a crash.
+        Its message is foreign text: control and bidi characters arrive escaped."""
         try:
-            return cls(d["kind"], str(d["message"])[:4000])
+            return cls(d["kind"], printable(str(d["message"])[:4000]))
         except (KeyError, TypeError, ValueError):
             return cls(ErrorKind.CRASH, "the worker reported a malformed error")

@@ -7,19 +7,35 @@ Every request carries an `id` and its reply echoes it; the supervisor reads exac
 per request and kills a worker whose reply has another id (a forged or extra frame would
 otherwise shift every later reply by one). A frame's size is capped before any of it is
 read: JSON at MAX_JSON, each blob at MAX_BLOB, all blobs together at MAX_BLOBS_TOTAL.
+
+A reply is data, never a code path: before `json.loads` sees it, a linear scan (strings cut
+out, brackets counted) bounds its nesting depth (no RecursionError), its containers and its
+items (the decoded size: a JSON of tiny containers takes ~30 times its size as Python
+objects). After it, `check_reply` holds the envelope to a schema per op (tools/replies.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 from typing import BinaryIO
 
 MAGIC = b"MW"
 HEADER = struct.Struct(">2sxxI")  # magic, 2 pad bytes, JSON length
-MAX_JSON = 64 * 1024 * 1024
+# The largest real replies (measured, 10,000 objects): get_scene's largest page (10,000, the
+# spec's cap) is 3.2 MB of JSON with 70,000 containers and 260,000 items; the studio's
+# meshes op is 2.6 MB with 280,000 items. Each cap is over twice that; a worst-case frame
+# under all of them decodes to under ~100 MB (tests/security/test_trust_replies.py).
+MAX_JSON = 8 << 20
+MAX_DEPTH = 32  # real replies nest 4 deep
+MAX_CONTAINERS = 250_000
+MAX_ITEMS = 1_000_000  # commas outside strings: the values in all arrays and objects
 MAX_BLOB = 256 * 1024 * 1024
 MAX_BLOBS_TOTAL = 256 * 1024 * 1024  # a render montage is ~100 KB: this is far above need
+MAX_BLOB_COUNT = 65_536  # the meshes op sends one per mesh object; see replies.BLOB_CAPS
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 class ProtocolError(Exception):
@@ -56,14 +72,38 @@ def json_length(header: bytes) -> int:
     return n
 
 
+def check_shape(data: bytes) -> None:
+    """ProtocolError if the JSON text nests deeper than MAX_DEPTH or holds more containers or
+    items than the caps; linear, and no recursion (a string's brackets are cut out first)."""
+    bare = _STRING.sub(b"", data)
+    if bare.count(b",") > MAX_ITEMS:
+        raise ProtocolError(f"frame JSON has over {MAX_ITEMS} items")
+    brackets = bare.translate(None, _NOT_BRACKET)
+    opened = brackets.count(b"[") + brackets.count(b"{")
+    if opened > MAX_CONTAINERS:
+        raise ProtocolError(f"frame JSON has over {MAX_CONTAINERS} arrays and objects")
+    if opened <= MAX_DEPTH:
+        return
+    depth = 0
+    for c in brackets:
+        depth += 1 if c in b"[{" else -1
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"frame JSON nests deeper than {MAX_DEPTH}")
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
 def decode_payload(data: bytes) -> tuple[dict, list[int]]:
     """The frame's JSON and the sizes of the blobs that follow it, or ProtocolError."""
+    check_shape(data)
     try:
-        payload = json.loads(data)
-    except ValueError as e:
-        raise ProtocolError(f"bad frame JSON: {e}") from None
+        payload = json.loads(data, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise ProtocolError(f"bad frame JSON: {str(e)[:200]}") from None
     sizes = payload.pop("_blobs", []) if isinstance(payload, dict) else None
-    if not isinstance(sizes, list) or any(
+    if not isinstance(sizes, list) or len(sizes) > MAX_BLOB_COUNT or any(
             type(s) is not int or s < 0 or s > MAX_BLOB for s in sizes):
         raise ProtocolError("bad blob list")
     if sum(sizes) > MAX_BLOBS_TOTAL:

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from tools import confined, sandbox, scratch, shader_cache
+from tools import confined, replies, sandbox, scratch, shader_cache
 from tools.errors import ErrorKind, ToolError
 from tools.protocol import (
     HEADER,
@@ -33,6 +33,7 @@ from tools.protocol import (
     write_message,
 )
 from tools.results import WorkerDied, WorkerTimedOut, commit_number
+from tools.text import printable
 
 log = logging.getLogger("modelwright.tools")
 STARTUP_DEADLINE_S = 120.0
@@ -94,7 +95,7 @@ class WorkerProcess:
             raise ToolError(ErrorKind.CRASH, f"the worker failed to start ({type(e).__name__}); see {scratch}/worker.log") from None
         if not ready.get("ready"):
             self.kill()
-            raise ToolError(ErrorKind.CRASH, f"the worker failed to start: {ready.get('error', '')[-800:]}")
+            raise ToolError(ErrorKind.CRASH, f"the worker failed to start: {printable(ready.get('error', '')[-800:])}")
         self.versions = ready.get("versions", {})
         self.startup_s = ready.get("startup_s", 0.0)
         self.ready_commit = commit_number(ready.get("commit"))  # a restored one's: the one it kept
@@ -128,10 +129,7 @@ class WorkerProcess:
         except (BrokenPipeError, OSError, ValueError):
             raise WorkerDied() from None
         reply, blobs = self._read(time.monotonic() + deadline_s, payload)
-        if not isinstance(reply.get("scene_hash", ""), str):
-            reply["scene_hash"] = None  # only ever recorded and compared: never trusted
-        rss = reply.get("rss_mb", self.rss_mb)
-        self.rss_mb = float(rss) if isinstance(rss, (int, float)) else self.rss_mb
+        self.rss_mb = float(reply.get("rss_mb", self.rss_mb))  # held to the schema in _read
         return reply, blobs
 
     def _read(self, deadline: float, request: dict | None = None) -> tuple[dict, list[bytes]]:
@@ -141,8 +139,11 @@ class WorkerProcess:
         try:
             n = json_length(self._read_exact(fd, HEADER.size, deadline))
             payload, sizes = decode_payload(self._read_exact(fd, n, deadline))
-            if request is not None:
+            if request is None:
+                replies.check_ready(payload)
+            else:
                 check_reply_id(request, payload)
+                replies.check_reply(request.get("op"), payload, sizes)
         except ProtocolError as e:
             log.warning("worker %s killed: %s", self.scratch, e)
             self.kill()
