@@ -188,7 +188,7 @@ class Outbox:
             f.write(data)
         return self.root / rel
 
-    def write_text(self, rel: str, text: str) -> Path:
+    def save_text(self, rel: str, text: str) -> Path:
         """The trusted side's own text, under any name (a report the person named)."""
         data = text.encode()
         if len(data) > self.max_bytes:
@@ -199,7 +199,7 @@ class Outbox:
         return self.root / rel
 
     def write_json(self, rel: str, value, **dump) -> Path:
-        return self.write_text(rel, json.dumps(value, **dump))
+        return self.save_text(rel, json.dumps(value, **dump))
 
     @contextmanager
     def log(self, rel: str) -> Iterator[BinaryIO]:

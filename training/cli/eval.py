@@ -256,7 +256,7 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     else:
         from tools.outbox import Outbox
 
-        Outbox(json_out.parent).write_text(json_out.name, text)
+        Outbox(json_out.parent).save_text(json_out.name, text)
     o = report["overall"]
     typer.echo(
         f"{policy}: success {100 * o['success_rate']:.1f}% over {o['episodes']} episodes, "
