@@ -170,3 +170,46 @@ def test_tasks_try_out_is_never_the_jails(tmp_path):
 def test_tools_run_and_tasks_try_as_an_ordinary_user(tmp_path, ordinary_user):
     _tools_run(tmp_path, ordinary_user)
     _tasks_try(tmp_path, ordinary_user)
+
+
+CUBE_STL = "solid c\n" + "".join(
+    f"facet normal 0 0 0\nouter loop\nvertex {a}\nvertex {b}\nvertex {c}\nendloop\nendfacet\n"
+    for a, b, c in [("0 0 0", "1 0 0", "0 1 0"), ("0 0 0", "0 1 0", "0 0 1"),
+                    ("0 0 0", "0 0 1", "1 0 0"), ("1 0 0", "0 0 1", "0 1 0")]) + "endsolid c\n"
+
+
+def test_mcp_workspace_is_copied_in_and_out_never_bound(tmp_path):
+    from agents.mcp_server import McpSettings, ToolBridge
+
+    out, victim = setup_folders(tmp_path)
+    (out / "in").mkdir()
+    (out / "in" / "tet.stl").write_text(CUBE_STL)
+    os.symlink(victim, out / "in" / "link.stl")
+    os.mkfifo(out / "in" / "fifo.stl")  # opened to read, it would block forever
+    (out / "exp").mkdir()
+    os.symlink(victim, out / "exp" / "b.stl")  # planted by someone else in the person's folder
+    bridge = ToolBridge(McpSettings(workspace=out, record=False))
+    try:
+        first = bridge.call("import_file", {"path": "in/tet.stl"})
+        again = bridge.call("import_file", {"path": str(out / "in" / "tet.stl")})
+        link = bridge.call("import_file", {"path": "in/link.stl"})
+        fifo = bridge.call("import_file", {"path": "in/fifo.stl"})
+        probe = bridge.call("cadquery_script", hostile_call(out, victim)["args"])
+        made = bridge.call("export", {"format": "stl", "path": "exp/a.stl"})
+        refused = bridge.call("export", {"format": "stl", "path": "exp/b.stl"})
+    finally:
+        bridge.close()
+    assert not first.is_error and not again.is_error, (first.content, again.content)
+    assert link.is_error and "symlink" in link.content[0].text
+    assert fifo.is_error and "not a regular file" in fifo.content[0].text
+    report = report_of([{"error": probe.content[0].text}])
+    stl = (out / "exp" / "a.stl").read_bytes()  # binary: a header, a count, 50 bytes a triangle
+    assert not made.is_error and len(stl) == made.structured_content["bytes"] == 84 + 50 * 8
+    assert refused.is_error and "is a symlink; it was left as it is" in refused.content[0].text
+    assert (out / "exp" / "b.stl").is_symlink() and stat.S_ISFIFO(os.lstat(out / "in" / "fifo.stl").st_mode)
+    (out / "exp" / "b.stl").unlink()  # the person's own link: the walk below checks the rest
+    (out / "in" / "link.stl").unlink()
+    (out / "in" / "fifo.stl").unlink()
+    assert_untouched(out, victim, os.geteuid(), report)
+    assert sorted(p.name for p in out.rglob("*")) == ["a.stl", "canary.txt", "exp", "in",
+                                                      "mine.txt", "tet.stl"]
