@@ -52,8 +52,11 @@ def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
 
 
 def one_line(message: str) -> str:
-    """The message on one line (library messages sometimes carry newlines and indents)."""
-    return " ".join(str(message).split())
+    """The message on one line (library messages sometimes carry newlines and indents), its
+    control and bidi characters escaped (it may quote a worker, a store or a file)."""
+    from tools.text import printable_line
+
+    return printable_line(" ".join(str(message).split()))
 
 
 def classify(exc: BaseException, user_errors: Mapping[str, ExitCode]) -> ExitCode | None:

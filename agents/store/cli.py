@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from tools.exits import ExitCode
+from tools.text import printable
 
 DataDir = Annotated[
     Path | None,
@@ -55,6 +56,11 @@ def _filter(source, family, success, status, model, tag, limit):
     )
 
 
+def _echo(text: str, err: bool = False) -> None:
+    """Every line this command prints: a store's text (an imported one is anyone's) escaped."""
+    typer.echo(printable(text), err=err)
+
+
 def _when(t: float | None) -> str:
     return "-" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -89,19 +95,19 @@ def register(app: typer.Typer) -> None:
             with Store(data_dir, create=False) as store:
                 episodes = store.list_episodes(where)
         if as_json:
-            typer.echo(json.dumps([e.to_dict() for e in episodes]))
+            _echo(json.dumps([e.to_dict() for e in episodes]))
             return
         if not episodes:
-            typer.echo("no episodes")
+            _echo("no episodes")
             return
-        typer.echo(
+        _echo(
             f"{'id':26} {'created (UTC)':19} {'source':7} {'status':11} {'steps':>5} "
             f"{'reward':>7} {'ok':3} task"
         )
         for e in episodes:
             reward = "-" if e.reward is None else f"{e.reward:.3f}"
             ok = "-" if e.success is None else ("yes" if e.success else "no")
-            typer.echo(
+            _echo(
                 f"{e.id:26} {_when(e.created_at):19} {e.source:7} {e.status:11} "
                 f"{e.n_steps:>5} {reward:>7} {ok:3} {e.task_id or '-'}"
             )
@@ -115,23 +121,23 @@ def register(app: typer.Typer) -> None:
             ep = store.episode(episode)
             steps = store.steps(ep.id)
         if as_json:
-            typer.echo(json.dumps({**ep.to_dict(), "steps": [s.to_dict() for s in steps]}))
+            _echo(json.dumps({**ep.to_dict(), "steps": [s.to_dict() for s in steps]}))
             return
-        typer.echo(f"episode {ep.id}  [{ep.status}]  source={ep.source}  task={ep.task_id or '-'}")
-        typer.echo(
+        _echo(f"episode {ep.id}  [{ep.status}]  source={ep.source}  task={ep.task_id or '-'}")
+        _echo(
             f"  created {_when(ep.created_at)}  finished {_when(ep.finished_at)}  "
             f"policy={ep.policy or '-'} model={ep.model or '-'} adapter={ep.adapter or '-'}"
         )
-        typer.echo(f"  reward={ep.reward} success={ep.success} components={ep.components}")
-        typer.echo(
+        _echo(f"  reward={ep.reward} success={ep.success} components={ep.components}")
+        _echo(
             f"  steps={ep.n_steps} errors={ep.n_errors} tool_ms={ep.tool_ms:.1f} "
             f"tokens={ep.tokens_in}/{ep.tokens_out} versions={ep.versions}"
         )
         if ep.prompt:
-            typer.echo(f"  prompt: {ep.prompt}")
+            _echo(f"  prompt: {ep.prompt}")
         for s in steps:
             status = "ok" if s.ok else f"ERROR {s.error_kind}: {s.error_message}"
-            typer.echo(
+            _echo(
                 f"  [{s.index:3}] {s.tool}({json.dumps(s.args)}) -> {status}  "
                 f"{s.duration_ms:.1f} ms  hash={(s.scene_hash or '-')[:12]}"
                 f"{'  frame' if s.frame else ''}"
@@ -179,9 +185,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             from dataclasses import asdict
 
-            typer.echo(json.dumps(asdict(report)))
+            _echo(json.dumps(asdict(report)))
         else:
-            typer.echo(
+            _echo(
                 f"exported {report.episodes} episodes ({report.steps} steps, "
                 f"{report.images} images) to {report.out} in {report.seconds:.2f} s"
             )
@@ -194,7 +200,7 @@ def register(app: typer.Typer) -> None:
 
         with Store(data_dir, create=False) as store:
             report = replay_episode(store, episode)
-        typer.echo(json.dumps(report.to_dict()) if as_json else report.summary())
+        _echo(json.dumps(report.to_dict()) if as_json else report.summary())
         if not report.matched:
             raise typer.Exit(int(ExitCode.FAILED))
 
@@ -209,9 +215,9 @@ def register(app: typer.Typer) -> None:
         with Store(data_dir) as store:
             report = import_into(store, source)
         if as_json:
-            typer.echo(json.dumps(asdict(report)))
+            _echo(json.dumps(asdict(report)))
         else:
-            typer.echo(
+            _echo(
                 f"imported {len(report.imported)} episodes from {report.kind} {source}"
                 f" ({len(report.skipped)} skipped: already present or still recording)"
             )
@@ -230,7 +236,7 @@ def register(app: typer.Typer) -> None:
             if not yes and not typer.confirm(f"delete {len(ids)} episode(s)?"):
                 raise typer.Exit(int(ExitCode.FAILED))
             deleted = store.delete(ids)
-        typer.echo(f"deleted {len(deleted)} episode(s)")
+        _echo(f"deleted {len(deleted)} episode(s)")
 
     @data.command("doctor")
     def doctor_cmd(
@@ -264,13 +270,13 @@ def register(app: typer.Typer) -> None:
             problem = str(exc)
         if problem is None and not rebuild:
             out = {"index": str(root / INDEX_NAME), "healthy": True}
-            typer.echo(json.dumps(out) if as_json else f"{out['index']}: healthy")
+            _echo(json.dumps(out) if as_json else f"{out['index']}: healthy")
             return
         report = rebuild_index(root, root / INDEX_NAME)
         if as_json:
-            typer.echo(json.dumps({**asdict(report), "problem": problem}))
+            _echo(json.dumps({**asdict(report), "problem": problem}))
             return
         aside = f"; the old index is kept as {report.set_aside}" if report.set_aside else ""
         skipped = f", {len(report.skipped)} folder(s) without episode.json skipped" if report.skipped else ""
-        typer.echo(f"rebuilt {report.index}: {report.episodes} episode(s), {report.steps} step(s)"
+        _echo(f"rebuilt {report.index}: {report.episodes} episode(s), {report.steps} step(s)"
                    f"{skipped}{aside}")

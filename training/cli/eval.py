@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from tools.exits import ExitCode, fail
+from tools.exits import ExitCode, fail, one_line
 
 ORACLE_POLICIES = ("oracle", "reference")
 
@@ -151,7 +151,7 @@ def register(app: typer.Typer) -> None:
                 f"{summary['tool_errors']} tool errors, status {summary['status']})"
             )
             if summary.get("error"):
-                typer.echo(f"error: {summary['error']}", err=True)
+                typer.echo(f"error: {one_line(summary['error'])}", err=True)
         if summary["status"] == "fatal":  # the policy could not go on: its server, its model
             raise typer.Exit(int(ExitCode.UNAVAILABLE))
 

@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from tools.exits import ExitCode, fail, one_line
+from tools.text import printable
 
 tasks_app = typer.Typer(
     help="The task suite: list families, show a task, try calls on it.", no_args_is_help=True
@@ -49,7 +50,7 @@ def _print(data: Any, as_json: bool) -> None:
                 if isinstance(value, str | int | float | bool) or value is None
                 else json.dumps(value)
             )
-            typer.echo(f"{key}: {shown}")
+            typer.echo(printable(f"{key}: {shown}"))  # a result quotes the worker
 
 
 @tasks_app.command("list")
