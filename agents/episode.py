@@ -63,9 +63,11 @@ class CallOutcome:
         )
 
     def for_checker(self) -> dict:
-        """The `{"tool", "args", "ok", "error_kind"}` form `task.evaluate` takes."""
+        """The `{"tool", "args", "ok", "error_kind", "seq"}` form `task.evaluate` takes (`seq`:
+        the call's place in the session's ledger, which is how the verifier finds it)."""
         args = self.call.arguments if isinstance(self.call.arguments, dict) else {}
-        return {"tool": self.call.name, "args": args, "ok": self.ok, "error_kind": self.error_kind}
+        return {"tool": self.call.name, "args": args, "ok": self.ok, "error_kind": self.error_kind,
+                "seq": getattr(self.result, "seq", None)}
 
 
 def _kind(error: Any) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import threading
 import time
 from pathlib import Path
 
+from tools import ledger as ledger_mod
 from tools import sandbox
 from tools.errors import ErrorKind, ToolError
 from tools.results import ToolResult, WorkerDied, WorkerTimedOut, commit_number
@@ -41,6 +43,8 @@ class ToolSession:
         # the worker's commit the caller was last told of: its `ready`, then each reply's
         self._acked_commit: int | None = self.worker.ready_commit
         self._recovery: concurrent.futures.Future | None = None
+        # what the trusted side itself knows of every call: the verifier's only evidence
+        self.ledger = ledger_mod.Ledger.open()
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> ToolSession:
@@ -60,6 +64,7 @@ class ToolSession:
                 return
             self.closed = True
             self.worker = None
+            self.ledger.close()
             self.pool.release(w)
 
     @property
@@ -99,23 +104,56 @@ class ToolSession:
             if self.untrusted or spec.name in UNTRUSTED_INPUT_TOOLS:
                 sandbox.require_jail(spec.name)
         except ToolError as e:
+            seq = self.ledger.note(str(tool)[:64], {}, False, "refused")
             return ToolResult(str(tool)[:64], shown_args, False, error=e,
-                              duration_ms=(time.perf_counter() - t0) * 1000)
+                              duration_ms=(time.perf_counter() - t0) * 1000, seq=seq)
         with self._lock:
+            if self.ledger.full:
+                self._fold_ledger()
             reply, blobs, error = self._send({"op": "call", "tool": spec.name, "args": norm,
                                               "mutating": spec.mutating}, deadline_s or self.deadline_s, spec.name)
+            seq = self._note(spec, norm, reply, error)
         ms = (time.perf_counter() - t0) * 1000
         if error is not None:
-            return ToolResult(spec.name, norm, False, error=error, duration_ms=ms, scene_hash=reply.get("scene_hash"))
+            return ToolResult(spec.name, norm, False, error=error, duration_ms=ms,
+                              scene_hash=reply.get("scene_hash"), seq=seq)
         if not reply.get("ok"):
             return ToolResult(spec.name, norm, False, error=ToolError.from_dict(reply["error"]),
-                              duration_ms=ms, scene_hash=reply.get("scene_hash"))
+                              duration_ms=ms, scene_hash=reply.get("scene_hash"), seq=seq)
         output = reply.get("output", {})
         if not isinstance(output, dict):  # a hostile worker's reply: never handed on as data
-            return ToolResult(spec.name, norm, False, duration_ms=ms, error=ToolError(
+            return ToolResult(spec.name, norm, False, duration_ms=ms, seq=seq, error=ToolError(
                 ErrorKind.CRASH, f"the worker sent a malformed {spec.name} result"))
         return ToolResult(spec.name, norm, True, output=output, images=blobs,
-                          duration_ms=ms, scene_hash=reply.get("scene_hash"))
+                          duration_ms=ms, scene_hash=reply.get("scene_hash"), seq=seq)
+
+    def _note(self, spec, norm: dict, reply: dict, error: ToolError | None) -> int:
+        """Record the call in the ledger (under the session lock); a code call that was
+        answered has the commit the worker acknowledged after it copied into the vault now,
+        before anything else runs there."""
+        if error is not None:
+            outcome = "timeout" if error.kind == ErrorKind.TIMEOUT else "crash"
+            return self.ledger.note(spec.name, norm, spec.mutating, outcome)
+        reported = reply.get("ok") is True and isinstance(reply.get("output", {}), dict)
+        vaulted = None
+        if spec.name in ledger_mod.CODE_TOOLS and reported and self._acked_commit is not None:
+            try:
+                vaulted = self.ledger.take(os.fspath(self._w().scratch), self._acked_commit)
+            except (ToolError, OSError, ValueError):
+                vaulted = None  # nothing the verifier can take: the call will not count
+        claims = ledger_mod.claims_of(spec.name, norm, reply.get("output")) if vaulted else ()
+        return self.ledger.note(spec.name, norm, spec.mutating, "answered", reported, vaulted,
+                                claims)
+
+    def _fold_ledger(self) -> None:
+        """A ledger at its cap starts again from the acknowledged commit (vaulted now)."""
+        try:
+            base = self.ledger.take(os.fspath(self._w().scratch), self._acked_commit or 0)
+        except (ToolError, OSError, ValueError):
+            base = None
+        self.ledger.restart(base)
+        if base is None:
+            self.ledger.broken = "its history outgrew the ledger on a scene it could not copy"
 
     def _send(self, payload: dict, deadline_s: float, what: str) -> tuple[dict, list[bytes], ToolError | None]:
         w = self._w()
@@ -210,6 +248,8 @@ class ToolSession:
         if err is not None:
             with self._lock:
                 self._send({"op": "reset"}, 60, "reset")
+        self.ledger.restart(None)
+        self.ledger.broken = None
 
     def switch(self, park: str | None = None, take: str | None = None, fork: bool = False) -> str:
         """Park the whole live state (scene, undo history, snapshots) under `park` (None: drop
@@ -218,6 +258,8 @@ class ToolSession:
         changed then) or the worker failed. A reset or session release drops every stash."""
         reply, _ = self._op({"op": "switch", "park": park, "take": take, "fork": fork}, 60,
                             "switch")
+        with self._lock:  # a whole other state is live: the ledger starts from it
+            self._fold_ledger()
         return reply.get("scene_hash", "")
 
     def status(self) -> dict:

@@ -1,89 +1,70 @@
-"""A clean session holding another session's committed scene: where rewards are measured.
+"""A clean session that rebuilds another session's episode: where rewards are measured.
 
-The worker a policy drove ran the policy's code, so anything it answers (`get_scene`, exports,
-`cad_query`) is only as honest as that code. A worker commits the scene to disk after every
-mutating call (tools/worker/state.py: the Blender main file and the CAD parts' B-reps); here
-the trusted side copies the latest commit out of that worker's scratch (regular files only,
-never through a link, names checked, sizes capped: tools/confined.py), hands it to a worker of
-a separate pool that never runs policy code, and that worker loads it with scripts off
-(`open_mainfile(use_scripts=False)`, SCRIPTED drivers and text blocks stripped on load) and
-the B-reps from disk. Checkers then query that clean session.
+The worker a policy drove ran the policy's code, so anything it answers (`ok` flags,
+`get_scene`, exports, `cad_query`, commit numbers, files in its scratch) is only as honest as
+that code. The verifier believes none of it. It takes the session's ledger (tools/ledger.py:
+what the trusted side itself saw of each call) and rebuilds the episode in a worker of a
+separate pool that never ran policy code: from an empty scene (or the ledger's vaulted base),
+it runs every recorded call itself, so each call's validity is the clean worker's verdict,
+and the final scene is the one those calls make. A call whose effect cannot be recomputed
+without running someone else's code or file (`cadquery_script`, `import_file`) is taken as
+the commit the trusted side vaulted when the worker acknowledged it (digest checked, loaded
+with scripts off: `open_mainfile(use_scripts=False)`, SCRIPTED drivers and text blocks
+stripped), and counts as valid only if the objects it claims to have made are there and
+valid. Checkers then query that clean session.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import secrets
 import shutil
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools import confined
+from tools import ledger as ledger_mod
 from tools.confined import ConfinedPathError
 from tools.errors import ToolError
-from tools.interface import Session
+from tools.ledger import Entry, VaultedCommit
 from tools.session import ToolSession
+from tools.specs import TOOLS
 from tools.supervisor import WorkerPool
 
-_COMMIT = re.compile(r"^\d{6,12}$")
-_BREP = re.compile(r"^[0-9a-f]{24}\.brep$")
-MAX_STATE_BYTES = 2 << 30  # one committed scene, all files together
-MAX_MANIFEST_BYTES = 4 << 20
-MAX_PARTS = 10_000
+# Read-only tools that still leave something a later call reads: always run again.
+STATEFUL_READS = frozenset({"snapshot", "export"})
 
 
-def _latest_commit(scratch: str) -> str:
-    try:
-        with confined.parent_dir(scratch, "state/commits/_") as (dfd, _):
-            names = os.listdir(dfd)
-    except ConfinedPathError as e:
-        raise ConfinedPathError(f"the session has no committed scene: {e.message}") from None
-    for name in sorted((n for n in names if _COMMIT.match(n)), reverse=True):
-        if confined.is_file(scratch, f"state/commits/{name}/parts.json"):
-            return name
-    raise ConfinedPathError("the session has no committed scene")
+@dataclass
+class Rebuilt:
+    """What a rebuild established: each ledger call's validity, as the clean worker saw it."""
+
+    valid: dict[int, bool] = field(default_factory=dict)  # ledger seq -> ran and validated
+    calls: int = 0  # calls run again
+    taken: int = 0  # code calls taken as their vaulted commit
+    overturned: int = 0  # calls whose reported `ok` the rebuild contradicts
 
 
-def _manifest(raw: bytes) -> dict[str, str]:
-    try:
-        manifest = json.loads(raw)
-    except ValueError:
-        raise ConfinedPathError("the committed parts manifest is not JSON") from None
-    if not isinstance(manifest, dict) or len(manifest) > MAX_PARTS or not all(
-            isinstance(k, str) and 0 < len(k) <= 256 and isinstance(v, str) and _BREP.match(v)
-            for k, v in manifest.items()):
-        raise ConfinedPathError("the committed parts manifest is malformed")
-    return manifest
-
-
-def copy_committed_state(scratch: str, state_root: str, key: str) -> dict[str, Any]:
-    """Copy the latest commit of the worker whose scratch is `scratch` into the stash `key`
-    of a clean worker's state folder `state_root`; returns what was copied."""
-    latest = _latest_commit(scratch)
-    manifest = _manifest(confined.read_file(scratch, f"state/commits/{latest}/parts.json",
-                                            MAX_MANIFEST_BYTES))
-    stash = Path(state_root, "stash", key)
-    commit = stash / "commits" / "000001"
-    commit.mkdir(parents=True)
-    (stash / "snapshots").mkdir()
-    budget = MAX_STATE_BYTES
-    budget -= confined.copy_file(scratch, f"state/commits/{latest}/scene.blend",
-                                 commit / "scene.blend", budget)
+def _place(commit: VaultedCommit, state_root: str, folder: str) -> list[Path]:
+    """Copy a vaulted commit into a clean worker's state folder: its main file and manifest
+    into `folder` (relative to `state_root`), its B-reps into the pool. ConfinedPathError if
+    it no longer matches the digest taken when the worker acknowledged it."""
+    ledger_mod.check(commit)
+    dest = Path(state_root, folder)
+    dest.mkdir(parents=True)
     breps = Path(state_root, "breps")
     breps.mkdir(exist_ok=True)
-    for fname in sorted(set(manifest.values())):
-        if budget <= 0:
-            raise ConfinedPathError("the committed scene is over its size cap")
-        budget -= confined.copy_file(scratch, f"state/breps/{fname}", breps / fname, budget)
-    (commit / "parts.json").write_text(json.dumps(manifest, sort_keys=True))
-    _hand_over(state_root, [stash.parent, breps, *stash.rglob("*"), stash,
-                            *(breps / f for f in set(manifest.values()))])
-    return {"commit": latest, "parts": len(manifest), "bytes": MAX_STATE_BYTES - budget}
+    made = [dest, breps]
+    for name in ("scene.blend", "parts.json"):
+        shutil.copyfile(os.path.join(commit.path, name), dest / name)
+        made.append(dest / name)
+    for fname in sorted(set(ledger_mod.manifest_of(commit).values())):
+        shutil.copyfile(os.path.join(commit.path, "breps", fname), breps / fname)
+        made.append(breps / fname)
+    return made
 
 
 def _hand_over(state_root: str, paths: Iterable[Path]) -> None:
@@ -111,31 +92,31 @@ class CleanRoom:
         self._lock = threading.Lock()
 
     @contextmanager
-    def session_from(self, session: Session, files: Iterable[str] = ()) -> Iterator[Any]:
-        """A clean ToolSession holding `session`'s committed scene, with the workspace files
-        `files` copied in (regular files only; a missing or refused one is left out)."""
-        scratch = os.fspath(session.scratch)
-        src_ws = os.fspath(session.workspace)
+    def rebuild(self, base: VaultedCommit | None, entries: Iterable[Entry],
+                wanted: set[int] = frozenset()) -> Iterator[tuple[Any, Rebuilt]]:
+        """A clean ToolSession in which the ledger's calls were run again (read-only calls
+        only when their seq is `wanted`: the ones a checker counts), and what it established."""
+        entries = list(entries)
+        if self._own_pool:  # for the spares started next: CadQuery only while scenes have CAD
+            self.pool.preload_cad = (base is not None and base.parts > 0) or any(
+                getattr(TOOLS.get(e.tool), "kernel", "") == "cadquery" for e in entries)
         clean = ToolSession(self.pool)
         clean_scratch = os.fspath(clean.scratch)
+        state_root = os.path.join(clean_scratch, "state")
+        done = Rebuilt()
         try:
-            key = f"verify_{secrets.token_hex(6)}"
-            copied = copy_committed_state(scratch, os.path.join(clean_scratch, "state"), key)
-            if self._own_pool:
-                self.pool.preload_cad = copied["parts"] > 0  # for the spares started next
-            try:
-                clean.switch(park=None, take=key)
-            except ToolError as e:  # e.g. a commit the policy overwrote with garbage
-                raise ConfinedPathError(f"the committed scene does not load: {e.message}") from None
-            for rel in files:
-                try:
-                    data = confined.read_file(src_ws, rel)
-                except ConfinedPathError:
-                    continue
-                confined.write_file(clean.workspace, rel, data)
-            yield clean
+            if base is not None:
+                key = f"verify_{secrets.token_hex(6)}"
+                made = _place(base, state_root, f"stash/{key}/commits/000001")
+                os.makedirs(os.path.join(state_root, "stash", key, "snapshots"))
+                _hand_over(state_root, [*made, *Path(state_root, "stash").rglob("*"),
+                                        Path(state_root, "stash")])
+                self._load(clean, lambda: clean.switch(park=None, take=key))
+            for e in entries:
+                self._again(clean, state_root, e, wanted, done)
+            yield clean, done
         finally:
-            shutil.rmtree(os.path.join(clean_scratch, "state", "stash"), ignore_errors=True)
+            shutil.rmtree(os.path.join(state_root, "stash"), ignore_errors=True)
             try:
                 clean.workspace  # noqa: B018 - raises if the worker could not be restarted
                 poisoned = False
@@ -144,6 +125,50 @@ class CleanRoom:
             clean.close()
             if poisoned:
                 shutil.rmtree(clean_scratch, ignore_errors=True)
+
+    @staticmethod
+    def _load(clean: ToolSession, load) -> None:
+        try:
+            load()
+        except ToolError as e:  # e.g. a commit the policy's code filled with garbage
+            raise ConfinedPathError(f"the committed scene does not load: {e.message}") from None
+
+    def _again(self, clean: ToolSession, state_root: str, e: Entry, wanted: set[int],
+               done: Rebuilt) -> None:
+        """Run one ledger call again in the clean session (or take its vaulted commit)."""
+        spec = TOOLS.get(e.tool)
+        if e.outcome != "answered" or spec is None:  # refused, timed out or crashed: no effect
+            done.valid[e.seq] = False
+            return
+        if e.code:
+            ok = e.reported_ok and e.commit is not None and self._take(clean, state_root, e)
+            done.taken += 1
+        elif spec.mutating or e.tool in STATEFUL_READS or e.seq in wanted:
+            ok = clean.call(e.tool, dict(e.args)).ok
+            done.calls += 1
+        else:
+            return  # an observation nobody scores (the loop's own montage and scene page)
+        done.valid[e.seq] = ok
+        done.overturned += ok != e.reported_ok
+
+    def _take(self, clean: ToolSession, state_root: str, e: Entry) -> bool:
+        """Make a code call's vaulted commit live as one undo step; True if the objects the
+        call claims to have made are there (and a script's part is a valid solid)."""
+        name = f"mwv_{secrets.token_hex(8)}"
+        made = _place(e.commit, state_root, f"snapshots/{name}")  # a digest mismatch: refused
+        _hand_over(state_root, made)
+        try:
+            if not clean.call("restore", {"name": name}).ok:
+                return False
+        finally:
+            shutil.rmtree(os.path.join(state_root, "snapshots", name), ignore_errors=True)
+        if not e.claims:
+            return False
+        if e.tool == "cadquery_script":
+            r = clean.call("cad_query", {"name": e.claims[0]})
+            return r.ok and r.output.get("valid") is True
+        names = {o.get("name") for o in clean.scene().get("objects", [])}
+        return all(n in names for n in e.claims)
 
     def close(self) -> None:
         if self._own_pool:

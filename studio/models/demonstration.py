@@ -111,7 +111,8 @@ class Demonstration:
         """A call of either actor, for the task's checker."""
         error = result.error
         self.calls.append({"tool": result.tool, "args": result.args, "ok": result.ok,
-                           "error_kind": error.kind.value if error else None})
+                           "error_kind": error.kind.value if error else None,
+                           "seq": getattr(result, "seq", None)})
         self.final_message = None
         self.changed.emit(len(self.calls))
 

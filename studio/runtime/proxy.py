@@ -97,6 +97,10 @@ class BlockingSession:
     def scratch(self):  # the verifier reads the committed scene from here
         return self._run(lambda s: s.scratch)
 
+    @property
+    def ledger(self):  # the verifier rebuilds the episode from the real session's ledger
+        return self._run(lambda s: s.ledger)
+
     # replay_episode opens its session as a context manager: the studio keeps its own open
     def __enter__(self) -> BlockingSession:
         return self

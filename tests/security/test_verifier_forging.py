@@ -167,7 +167,8 @@ def test_forging_through_cadquery_script_lint_escape_gets_honest_reward(worker_p
         task.setup(s)
         r = s.call("cadquery_script", {"code": script, "name": "Dust"})
         calls = [{"tool": "cadquery_script", "args": {"code": script, "name": "Dust"},
-                  "ok": r.ok, "error_kind": r.error.kind.value if r.error else None}]
+                  "ok": r.ok, "error_kind": r.error.kind.value if r.error else None,
+                  "seq": r.seq}]
         if r.ok:  # the lint let it through: the policy's worker now lies about its scene
             assert s.scene() == scene
         forged = verify(task, s, calls)
@@ -182,8 +183,10 @@ def test_forging_through_cadquery_script_lint_escape_gets_honest_reward(worker_p
 
 @pytest.mark.parametrize("tamper", ["manifest_escape", "brep_symlink", "commit_symlink",
                                     "garbage_blend"])
-def test_verifier_refuses_tampered_commit_files(hostile_pool, tamper):
-    """The worker rewrites its own commit to point the verifier outside its scratch."""
+def test_tampered_commit_files_are_never_read(worker_pool, hostile_pool, tamper):
+    """The worker rewrites its own commit to point the verifier outside its scratch, or
+    fills it with garbage: the verifier rebuilds the episode from the ledger and never reads
+    those files, so the reward is exactly the honest one."""
     task = get_task(TASK)
     code = {
         "manifest_escape": "import glob, json\np = sorted(glob.glob(runtime.scratch + "
@@ -202,16 +205,35 @@ def test_verifier_refuses_tampered_commit_files(hostile_pool, tamper):
     with ToolSession(hostile_pool) as s:
         s.reset()
         task.setup(s)
+        calls = run_calls(s, task.oracle)
         _exec(s, code)
-        verdict = verify(task, s, [])
-    assert verdict.success is False and verdict.total == INVALID_TOTAL
-    assert verdict.details["verifier"].startswith("refused")
+        verdict = verify(task, s, calls)
+    _same(verdict, _honest(worker_pool, task, task.oracle))
+    assert verdict.success and "verifier" not in verdict.details
+
+
+def test_a_vaulted_commit_that_fails_its_digest_is_refused(worker_pool):
+    """The vault is the trusted side's own folder; if a copy in it no longer matches the
+    digest taken when the worker acknowledged it, nothing from it is scored."""
+    task = get_task(TASK)
+    with ToolSession(worker_pool) as s:
+        s.reset()
+        task.setup(s)
+        calls = run_calls(s, [{"tool": "cadquery_script",
+                               "args": {"code": "result = cq.Workplane().box(1, 1, 1)\n",
+                                        "name": "Dust"}}, *task.oracle])
+        entry = s.ledger.snapshot()[1][-len(calls)]
+        with open(entry.commit.path + "/scene.blend", "ab") as f:
+            f.write(b"\0")
+        verdict = verify(task, s, calls)
+    assert verdict.total == INVALID_TOTAL and verdict.details["verifier"].startswith("refused")
 
 
 @pytest.mark.parametrize("plant", ["symlink", "fifo"])
 def test_deliverable_planted_as_link_or_fifo_is_not_delivered(hostile_pool, tmp_path, plant):
-    """The deliverable is a link to a good file outside the workspace (or a FIFO that would
-    block a reader): the verifier copies only regular files reached without links."""
+    """The deliverable is replaced by a link to a good file outside the workspace (or a FIFO
+    that would block a reader): the verifier never reads the policy's workspace; the export
+    call is run again in the clean worker, so the reward is the honest one either way."""
     task = get_task("deliverables:1:7")
     rel = task.spec.deliverables[0]["path"]
     outside = tmp_path / "good_copy"
@@ -231,7 +253,7 @@ def test_deliverable_planted_as_link_or_fifo_is_not_delivered(hostile_pool, tmp_
 
             os.mkfifo(target)
         verdict = verify(task, s, calls)
-    assert not verdict.success and verdict.components["completeness"] < 1.0
+    assert verdict.success and verdict.components["completeness"] == 1.0
 
 
 def test_clean_workers_import_cadquery_only_while_the_scenes_have_cad_parts(worker_pool):
@@ -249,7 +271,8 @@ def test_clean_workers_import_cadquery_only_while_the_scenes_have_cad_parts(work
                 s.reset()
                 task.setup(s)
                 calls = run_calls(s, task.oracle)
-                with room.session_from(s) as clean:
+                base, entries = s.ledger.snapshot()
+                with room.rebuild(base, entries) as (clean, _):
                     assert evaluate_task(task, clean, calls).success, task_id
             assert room.pool.preload_cad is has_parts  # the next spares follow this scene
     finally:

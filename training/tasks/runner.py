@@ -42,6 +42,7 @@ def run_calls(session: Session, steps: list[dict[str, Any]]) -> list[dict[str, A
                 "ok": bool(result.ok),
                 "error_kind": str(getattr(err.kind, "value", err.kind)) if err else None,
                 "error": err.message if err else None,
+                "seq": result.seq,
             }
         )
     return records

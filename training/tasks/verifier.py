@@ -2,10 +2,12 @@
 
 `verify(task, session, calls)` is the one way a task is scored (`Task.evaluate` calls it, so
 eval, `run`, replays, the GRPO environment, `tasks try`/`verify` and the studio's live reward
-all go through it). The policy's session is only read from disk: its latest committed scene is
-copied into a clean worker (tools/verifier.py), with the task's deliverable files, and the
-checkers measure that clean session. A policy that monkeypatches CadQuery, bpy or the tool
-runtime's own handlers inside its worker changes nothing the checker reads.
+all go through it). Nothing the policy's worker says is evidence: the episode is rebuilt from
+the session's ledger (the trusted side's own record of each call) in a clean worker
+(tools/verifier.py), every call's validity is what that rebuild established, and the
+checkers measure the clean session. A policy that monkeypatches CadQuery, bpy or the tool
+runtime's own handlers, forges its replies' `ok` flags or plants commits in its scratch
+changes nothing the checker reads (docs/SECURITY.md, "Where each reward component comes from").
 
 The clean workers live in their own warm pool (`MODELWRIGHT_VERIFIER_POOL_SIZE`, default 1),
 apart from the pools whose workers run policies; `Verifier.stats` counts what it costs.
@@ -44,17 +46,29 @@ class Verifier:
         self._lock = threading.Lock()
 
     def verify(self, task: Any, session: Session, calls: list[dict[str, Any]]) -> RewardBreakdown:
-        """The reward of `session`'s committed scene. A commit the trusted side refuses to
-        read (a link, a name or size out of bounds: the policy tampered with it) scores as
-        an invalid result, with the reason in `details["verifier"]`."""
+        """The reward of the episode `calls` belong to, rebuilt from `session`'s ledger in a
+        clean worker (tools/verifier.py). Each call's `ok` is what the rebuild established
+        for the ledger entry its `seq` names; a call without one (or naming another tool)
+        did not run on this session and counts as failed. A history the trusted side refuses
+        to rebuild (a vaulted commit that does not load or match its digest, a ledger that
+        overflowed) scores as an invalid result, with the reason in `details["verifier"]`."""
         from tools.confined import ConfinedPathError
         from training.tasks.checks import evaluate_task
 
         t0 = time.perf_counter()
-        files = [d["path"] for d in task.spec.deliverables]
+        ledger = getattr(session, "ledger", None)
         try:
-            with self.room.session_from(session, files) as clean:
-                verdict = evaluate_task(task, clean, calls)
+            if ledger is None:
+                raise ConfinedPathError("the session keeps no ledger of its calls")
+            if ledger.broken:
+                raise ConfinedPathError(ledger.broken)
+            base, entries = ledger.snapshot()
+            wanted = {c["seq"] for c in calls if isinstance(c.get("seq"), int)}
+            with self.room.rebuild(base, entries, wanted) as (clean, done):
+                trusted = established(calls, entries, done.valid)
+                verdict = evaluate_task(task, clean, trusted)
+                verdict.details["rebuild"] = {"calls": done.calls, "taken": done.taken,
+                                              "overturned": done.overturned}
         except ConfinedPathError as e:
             verdict = refused(task, calls, e.message)
         with self._lock:
@@ -76,12 +90,23 @@ class Verifier:
         self.room.close()
 
 
+def established(calls: list[dict[str, Any]], entries: list[Any],
+                valid: dict[int, bool]) -> list[dict[str, Any]]:
+    """`calls` with each `ok` replaced by what the rebuild established (see `verify`)."""
+    tools_by_seq = {e.seq: e.tool for e in entries}
+    out = []
+    for c in calls:
+        seq = c.get("seq")
+        ok = isinstance(seq, int) and tools_by_seq.get(seq) == c.get("tool") and valid.get(seq, False)
+        out.append(dict(c, ok=bool(ok), reported_ok=bool(c.get("ok"))))
+    return out
+
+
 def refused(task: Any, calls: list[dict[str, Any]], reason: str) -> RewardBreakdown:
     from training import rewards
 
     details = {"verifier": f"refused: {reason}", "steps": len(calls)}
-    return rewards.combine({"validity": rewards.validity(calls)}, task.weights, False, False,
-                           details)
+    return rewards.combine({"validity": 0.0}, task.weights, False, False, details)
 
 
 _default: Verifier | None = None
