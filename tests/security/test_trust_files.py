@@ -32,7 +32,7 @@ def test_tools_run_refuses_links_in_its_out_folder_and_leaves_them(tmp_path):
     out.mkdir()
     os.symlink(victim, out / "results.jsonl")
     seq = tmp_path / "seq.jsonl"
-    seq.write_text(json.dumps({"tool": "add_primitive", "args": {"kind": "cube", "name": "A"}}) + "\n")
+    seq.write_text(json.dumps({"tool": "add_primitive", "args": {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}}) + "\n")
     p = subprocess.run([sys.executable, "-m", "studio.cli", "tools", "run", str(seq), "--out", str(out)],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
