@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from studio.agent.dock import AgentDock
 from studio.episodes.dock import EpisodesDock
+from studio.foreign import plain_label
 from studio.history.dock import HistoryDock
 from studio.outliner.dock import OutlinerDock
 from studio.palette.dock import PaletteDock
@@ -34,6 +35,7 @@ from studio.tasks.dock import TaskDock
 from studio.theme import apply_theme
 from studio.training.dock import TrainingDock
 from studio.viewport.panel import ViewportPanel
+from tools.text import printable, printable_line
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ class ErrorBar(QFrame):
         super().__init__()
         self.setObjectName("errorbar")
         self.errors: list[str] = []
-        self.text = QLabel()
+        self.text = plain_label()  # errors quote workers, policies and files
         self.text.setWordWrap(True)
         dismiss = QPushButton("Dismiss")
         dismiss.clicked.connect(self.hide)
@@ -58,7 +60,7 @@ class ErrorBar(QFrame):
     def show_error(self, message: str) -> None:
         self.errors.append(message)
         more = f"  (+{len(self.errors) - 1} earlier)" if len(self.errors) > 1 else ""
-        self.text.setText(f"⚠ {message}{more}")
+        self.text.setText(printable(f"⚠ {message}{more}"))
         self.show()
 
 
@@ -204,7 +206,7 @@ class MainWindow(QMainWindow):
     def show_error(self, message: str) -> None:
         log.warning("%s", message)
         self.errors.show_error(message)
-        self.statusBar().showMessage(message, 10000)
+        self.statusBar().showMessage(printable_line(message), 10000)
 
     def restore_layout(self) -> None:
         geometry = self.settings.value("window/geometry")

@@ -12,10 +12,11 @@ Approve/Reject when approval is on.
 
 from __future__ import annotations
 
+import html
 import json
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QImage, QPixmap
+from PySide6.QtGui import QColor, QIcon, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -34,6 +35,8 @@ from PySide6.QtWidgets import (
 )
 
 from studio.agent.runner import AgentRequest, AgentRunner, refusal
+from studio.foreign import plain_label, png_image
+from tools.text import printable
 
 POLICIES = ("oracle", "openai", "hf", "none")
 
@@ -100,6 +103,7 @@ class AgentDock(QWidget):
         self.banner = QFrame()
         self.banner.setObjectName("approval")
         self.banner_text = QLabel()
+        self.banner_text.setTextFormat(Qt.TextFormat.RichText)  # its args are escaped below
         self.banner_text.setWordWrap(True)
         approve, reject = QPushButton("Approve"), QPushButton("Reject")
         approve.clicked.connect(lambda: self.answer(True))
@@ -115,7 +119,7 @@ class AgentDock(QWidget):
         self.steps.setWordWrap(True)
         self.steps.setMinimumHeight(200)
         self.steps.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.status = QLabel("Idle")
+        self.status = plain_label("Idle")  # it quotes the policy's errors
         layout = QVBoxLayout(self)
         layout.addWidget(self.goal)
         layout.addLayout(form)
@@ -152,7 +156,7 @@ class AgentDock(QWidget):
         request = request if isinstance(request, AgentRequest) else self.request()
         why = refusal(request)
         if why:  # in the studio's words, before anything changes
-            self.status.setText(why)
+            self.status.setText(printable(why))
             self.controller.sig_error.emit(why)
             return
         if not request.start and not request.new_scene:  # continue from the scene as it is
@@ -214,7 +218,8 @@ class AgentDock(QWidget):
     def _on_approval(self, request) -> None:
         self._pending = request
         args = json.dumps(request.args)[:300]
-        self.banner_text.setText(f"The agent wants to run the risky tool <b>{request.tool}</b> {args}")
+        self.banner_text.setText(f"The agent wants to run the risky tool <b>{html.escape(printable(request.tool))}</b> "
+                                 f"{html.escape(printable(args))}")
         self.banner.show()
 
     def _on_event(self, kind: str, data: dict) -> None:
@@ -235,14 +240,14 @@ class AgentDock(QWidget):
             else:
                 self._add(f"   {data['text'][:300]}", "#e07a5f")
         elif kind == "render":
-            image = QImage.fromData(data["png"], "PNG")
+            image = png_image(data["png"])
             item = QListWidgetItem(QIcon(QPixmap.fromImage(image)), "render" if data["step"] >= 0 else "start")
             self.steps.addItem(item)
             self.steps.scrollToBottom()
             self.controller.sig_scene_changed.emit()
 
     def _add(self, text: str, color: str | None) -> None:
-        item = QListWidgetItem(text)
+        item = QListWidgetItem(printable(text))
         if color:
             item.setForeground(QColor(color))
         item.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
@@ -260,7 +265,7 @@ class AgentDock(QWidget):
             words += f", reward {reward:.3f}" + (" ✔" if summary.get("success") else "")
         if summary.get("error"):
             words += f" — {summary['error']}"
-        self.status.setText(words)
+        self.status.setText(printable(words))
         self._add(f"end: {words}", None)
         self.controller.agent_finished(summary)
         self.sig_finished.emit(summary)

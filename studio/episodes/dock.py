@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QIcon, QImage, QPixmap
+from PySide6.QtGui import QIcon, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -24,7 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from studio.foreign import png_image, tooltip
 from tools import Session
+from tools.text import printable_line
 
 COLUMNS = ("id", "when", "source", "task", "status", "steps", "reward", "success")
 
@@ -151,10 +153,10 @@ class EpisodesDock(QWidget):
             except Exception:
                 png = None
             if png:
-                icon = QIcon(QPixmap.fromImage(QImage.fromData(png, "PNG")))
+                icon = QIcon(QPixmap.fromImage(png_image(png)))
             mark = "" if step.ok else " ✘"
-            item = QListWidgetItem(icon, f"{step.index}: {step.tool}{mark}")
-            item.setToolTip(step.result_text or step.error_message or "")
+            item = QListWidgetItem(icon, printable_line(f"{step.index}: {step.tool}{mark}"))
+            item.setToolTip(tooltip(step.result_text or step.error_message or ""))
             item.setData(Qt.ItemDataRole.UserRole, step.index)
             self.timeline.addItem(item)
 

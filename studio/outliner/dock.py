@@ -17,7 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from studio.foreign import tooltip
 from studio.models.units import location_text, size_text
+from tools.text import printable_line
 
 
 class OutlinerDock(QWidget):
@@ -50,14 +52,16 @@ class OutlinerDock(QWidget):
             objects = self.controller.scene.objects
             for obj in objects:
                 kind = f"{obj.get('type', '')} ({obj.get('source', '')})"
-                item = QTreeWidgetItem([obj["name"], kind, size_text(obj), location_text(obj)])
+                # names are the worker's: escaped (the real name stays in UserRole)
+                item = QTreeWidgetItem([printable_line(t) for t in (obj["name"], kind, size_text(obj),
+                                                                    location_text(obj))])
                 item.setData(0, Qt.ItemDataRole.UserRole, obj["name"])
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable | Qt.ItemFlag.ItemIsUserCheckable)
                 item.setCheckState(0, Qt.CheckState.Checked if obj.get("visible", True) else Qt.CheckState.Unchecked)
                 item.setToolTip(1, "untick the box to hide the object in renders")
                 color = (obj.get("material") or {}).get("color")
                 if color:
-                    item.setToolTip(0, f"material {color}")
+                    item.setToolTip(0, tooltip(f"material {color}"))
                 items[obj["name"]] = item
             for obj in objects:
                 parent = items.get(obj.get("parent") or "")
@@ -84,8 +88,8 @@ class OutlinerDock(QWidget):
     def _find(self, name: str | None) -> QTreeWidgetItem | None:
         if not name:
             return None
-        found = self.tree.findItems(name, Qt.MatchFlag.MatchExactly | Qt.MatchFlag.MatchRecursive, 0)
-        return found[0] if found else None
+        every = self.tree.findItems("*", Qt.MatchFlag.MatchWildcard | Qt.MatchFlag.MatchRecursive, 0)
+        return next((i for i in every if i.data(0, Qt.ItemDataRole.UserRole) == name), None)
 
     def _select_in_tree(self, name: str | None) -> None:
         item = self._find(name)
@@ -108,7 +112,7 @@ class OutlinerDock(QWidget):
         if self._filling or column != 0:
             return
         old, new = item.data(0, Qt.ItemDataRole.UserRole), item.text(0).strip()
-        if new and new != old:
+        if new and new != printable_line(old):  # shown escaped: an unedited name is not a rename
             self.rename(old, new)
             return
         visible = item.checkState(0) == Qt.CheckState.Checked

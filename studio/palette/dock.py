@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
+from studio.foreign import plain_label
 from studio.palette.forms import FormError, ToolForm
 from tools import TOOLS, ToolError, validate_call
 
@@ -23,7 +24,7 @@ class PaletteDock(QWidget):
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("accent")
         self.send_button.clicked.connect(self.send)
-        self.error = QLabel()
+        self.error = plain_label()
         self.error.setObjectName("error")
         self.error.setWordWrap(True)
         layout = QVBoxLayout(self)

@@ -23,6 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tools.text import printable
+
 NO_VLLM_HINT = ("The model server needs vLLM and a GPU (pip install -e '.[gpu]' on a GPU machine). "
                 "Meanwhile use the oracle policy, or point the Agent dock at any OpenAI-compatible endpoint.")
 
@@ -139,7 +141,7 @@ class ServerDock(QWidget):
     def _read(self) -> None:
         text = bytes(self.process.readAllStandardOutput().data()).decode(errors="replace")
         for line in text.splitlines():
-            self.log.appendPlainText(line)
+            self.log.appendPlainText(printable(line))
             if "http://" in line and ("serving" in line.lower() or "endpoint" in line.lower()):
                 self.sig_status.emit(f"running: {line.strip()}")
 

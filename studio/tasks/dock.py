@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -17,6 +17,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from studio.foreign import png_image
 
 
 class TaskDock(QWidget):
@@ -123,7 +125,7 @@ class TaskDock(QWidget):
         if png is None:
             self.target.setText("(no target image)")
             return
-        pix = QPixmap.fromImage(QImage.fromData(png, "PNG"))
+        pix = QPixmap.fromImage(png_image(png))
         self.target.setPixmap(pix.scaled(200, 130, Qt.AspectRatioMode.KeepAspectRatio,
                                          Qt.TransformationMode.SmoothTransformation))
         self.target.setToolTip("the task solved by the oracle")

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from studio.foreign import plain_label
 from studio.training.demos import (
     NoDemonstrations,
     base_model,
@@ -40,6 +41,7 @@ from studio.training.demos import (
 )
 from studio.training.metrics import MetricsTail, RunMetrics, planned_steps
 from studio.training.plot import LinePlot
+from tools.text import printable
 
 KINDS = ("sft", "grpo", "pipeline", "eval")
 ASSETS_CONFIGS = Path(__file__).resolve().parents[2] / "assets" / "configs"
@@ -71,7 +73,7 @@ class TrainingDock(QWidget):
         use.setToolTip("Drive the Agent dock with the run's adapter (hf policy)")
         demos.clicked.connect(self.from_demonstrations)
         use.clicked.connect(self.use_in_agent)
-        self.error = QLabel("")
+        self.error = plain_label()  # it quotes the run's output
         self.error.setObjectName("error")
         self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -239,7 +241,7 @@ class TrainingDock(QWidget):
         text = bytes(self.process.readAllStandardOutput().data()).decode(errors="replace")
         for line in text.splitlines():
             if line.strip():
-                self.log.appendPlainText(line)
+                self.log.appendPlainText(printable(line))
 
     def _finished(self, code: int, status) -> None:
         self.poll()
@@ -253,7 +255,7 @@ class TrainingDock(QWidget):
         if code and not crashed:
             words = f"{self.kind.currentText()} failed (exit {code}): " + error_line(
                 self.log.toPlainText())
-            self.error.setText(words)
+            self.error.setText(printable(words))
             self.error.show()
             self.controller.sig_error.emit(words)
         self.sig_stopped.emit(-1 if crashed else code)

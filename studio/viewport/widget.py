@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QPoint, QRect, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPixmap
+from PySide6.QtGui import QColor, QFont, QPainter, QPixmap
 from PySide6.QtWidgets import QWidget
 
+from studio.foreign import png_image
 from studio.models.orbit import OrbitCamera
 from studio.runtime.worker import ViewRequest
 
@@ -98,7 +99,7 @@ class Viewport(QWidget):
             if result.error is not None:
                 self.controller.sig_error.emit(f"render: {result.error.message}")
             return
-        image = QImage.fromData(result.images[0], "PNG")
+        image = png_image(result.images[0])
         if image.isNull():
             return
         self.shown_serial = request.serial
