@@ -147,7 +147,9 @@ def register(app: typer.Typer) -> None:
     @app.command("mcp")
     def mcp_cmd(
         deadline_s: float = typer.Option(30.0, help="Wall-clock limit per tool call."),
-        workspace: Path = typer.Option(None, help="Folder tools read and write files in."),
+        workspace: Path = typer.Option(
+            None, help="Folder import_file reads from and export writes to (copied in and out; "
+            "the sandbox never sees it)."),
         record: bool = typer.Option(True, "--record/--no-record", help="Record as an episode."),
         data_dir: Path = typer.Option(None, help="Trajectory store (default: the app's)."),
     ) -> None:
