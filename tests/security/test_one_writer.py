@@ -144,3 +144,22 @@ def test_every_allowance_is_still_used():
             for func, what, _ in _writes(ast.parse(path.read_text(), rel)):
                 used |= _allowances(rel, func, what)
     assert set(ALLOWED) - used == set()
+
+
+def test_no_worker_is_given_a_folder_of_its_callers():
+    """The jail's only writable folder is its scratch: nothing in the product hands a worker
+    another (`workspace=` to a pool's spawn, a WorkerProcess or a ToolSession)."""
+    import inspect
+
+    from tools.session import ToolSession
+
+    assert "workspace" not in inspect.signature(ToolSession).parameters
+    given = []
+    for pkg in PACKAGES:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and _name(node.func).split(".")[-1] in (
+                        "spawn", "WorkerProcess", "ToolSession") \
+                        and any(k.arg == "workspace" for k in node.keywords):
+                    given.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert given == []
