@@ -12,6 +12,7 @@ import secrets
 import shutil
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 TEMP_MARK = ".mwtmp-"
 
@@ -58,14 +59,20 @@ def atomic_write_bytes(final: Path, data: bytes, *, durable: bool = True) -> Non
 
 def atomic_copy_file(source: Path, final: Path) -> None:
     """Copy `source` to `final` atomically (streamed, so large artifacts do not sit in memory)."""
-    tmp = _temp_path(final)
     # Never through a link, never a FIFO or device: sources may come from another store.
     fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(f"{source} is not a regular file")
+    with os.fdopen(fd, "rb") as src:
+        atomic_write_stream(final, src)
+
+
+def atomic_write_stream(final: Path, src: BinaryIO) -> None:
+    """Write what `src` reads to `final` atomically and durably, 1 MiB at a time."""
+    tmp = _temp_path(final)
     try:
-        with os.fdopen(fd, "rb") as src, open(tmp, "wb") as dst:
+        with open(tmp, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
             dst.flush()
             os.fsync(dst.fileno())

@@ -4,6 +4,13 @@ Episodes keep their ids; one already present is skipped (so importing twice is h
 For each episode the files are written first (atomically) and the rows committed last, so
 an import killed half-way leaves only whole episodes. Exports carry no artifacts, so
 episodes imported from an export have none.
+
+The source is anyone's folder (a download, another user's store), so every file read from
+it is reached one component at a time from the source's folder descriptor without
+following a link, and only once it is proven a regular file (tools.confined): a symlinked
+`artifacts/` or `episodes/`, a FIFO in place of a frame, a device, are refused, never read
+or waited on. Every name it gives (episode id, frame path, artifact, tools version) is held
+to the shape the store itself writes before it becomes a path.
 """
 
 from __future__ import annotations
@@ -18,15 +25,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.store import journal
-from agents.store.atomic import TEMP_MARK, atomic_copy_file, atomic_write_bytes, fsync_dir
-from agents.store.errors import ImportSourceError, StoreError
+from agents.store.atomic import TEMP_MARK, atomic_write_bytes, atomic_write_stream, fsync_dir
+from agents.store.errors import CorruptFrame, ImportSourceError, StoreError
 from agents.store.export import EXPORT_FORMAT
 from agents.store.frames import check_png, sha256
 from agents.store.layout import ARTIFACTS, FRAMES, dumps
 from agents.store.lease import Lease, holder_alive
-from agents.store.models import EPISODE_ID
+from agents.store.models import EPISODE_ID, TOOLS_VERSION
 from agents.store.schema import INDEX_NAME
-from agents.store.store import STEP_COLUMNS, tools_version
+from agents.store.store import EPISODES, STEP_COLUMNS, tools_version
+from tools import confined
+from tools.images import MAX_PNG_BYTES
 
 if TYPE_CHECKING:
     from agents.store.store import Store
@@ -206,25 +215,74 @@ def _check_episode(ep: dict, steps: list[dict]) -> None:
         if not isinstance(name, str) or not ARTIFACT_NAME.match(name):
             raise ImportSourceError(f"episode {eid}: artifact name {str(name)[:80]!r} is not a "
                                     "plain file name; nothing was imported from it")
+    version = ep.get("tools_version")
+    if version is not None and not (isinstance(version, str) and TOOLS_VERSION.match(version)):
+        raise ImportSourceError(f"episode {eid}: tools version {str(version)[:80]!r} is not a "
+                                "plain name; nothing was imported from it")
     for st in steps:
         if st.get("episode_id", eid) != eid:
-            raise ImportSourceError(f"episode {eid}: a step claims episode {st['episode_id']!r}")
+            raise ImportSourceError(f"episode {eid}: a step claims episode {str(st['episode_id'])[:80]!r}")
+        index = st.get("index", 0)
+        if type(index) is not int or not 0 <= index < 1_000_000:
+            raise ImportSourceError(f"episode {eid}: step index {str(index)[:40]!r} is not a step number")
+
+
+SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite opens these beside its index
+
+
+def _source_file(root: str, rel: str, max_bytes: int, what: str) -> bytes:
+    """A regular file inside the source, read without following any link."""
+    try:
+        return confined.read_file(root, rel, max_bytes)
+    except confined.ConfinedPathError as exc:
+        raise ImportSourceError(f"{what}: {exc.message} (in {root}); nothing more was imported") from None
+
+
+def _source_frame(root: str, episode_id: str, rel: str, sha: str | None, what: str) -> bytes:
+    data = _source_file(root, f"{EPISODES}/{episode_id}/{rel}", MAX_PNG_BYTES, what)
+    if sha is not None and sha256(data) != sha:
+        raise CorruptFrame(f"{what}: frame {rel} does not match the checksum recorded with it")
+    check_png(data, f"{what}: frame {rel}")
+    return data
+
+
+def _copy_source_file(root: str, rel: str, final: Path, what: str) -> None:
+    try:
+        with confined.open_file(root, rel) as src:
+            atomic_write_stream(final, src)
+    except confined.ConfinedPathError as exc:
+        raise ImportSourceError(f"{what}: {exc.message} (in {root}); nothing more was imported") from None
+
+
+def _check_store_files(root: str) -> None:
+    """The index SQLite opens (and the files it opens beside it) are regular files inside
+    the source, not links to someone else's."""
+    if not confined.is_file(root, INDEX_NAME):
+        raise ImportSourceError(f"{root}/{INDEX_NAME} is not a regular file (a link?); not imported")
+    for suffix in SIDE_FILES:
+        name = INDEX_NAME + suffix
+        if os.path.lexists(os.path.join(root, name)) and not confined.is_file(root, name):
+            raise ImportSourceError(f"{root}/{name} is not a regular file (a link?); not imported")
 
 
 
 
 def import_into(store: Store, source: Path) -> ImportReport:
-    source = Path(source)
-    if (source / INDEX_NAME).is_file():
+    source = Path(os.path.realpath(source))  # the user's own path; inside it, no link is followed
+    if os.path.lexists(source / INDEX_NAME):
         return _from_store(store, source)
     manifest = source / "manifest.json"
-    if manifest.is_file():
+    if os.path.lexists(manifest):
         try:
-            listed = json.loads(manifest.read_text())
+            listed = json.loads(_source_file(str(source), "manifest.json", 64 << 20, "the export"))
         except ValueError as exc:  # a user's file: one line, not a traceback
             raise ImportSourceError(f"{manifest} is not valid JSON ({exc}); re-export with "
                                     "`modelwright data export --out DIR`") from None
-        return _from_export(store, source, listed)
+        try:
+            return _from_export(store, source, listed)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field of the wrong shape
+            raise ImportSourceError(f"{source} is a malformed export ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]}); nothing more was imported") from None
     raise ImportSourceError(
         f"{source} is neither a store (no {INDEX_NAME}) nor a `data export` "
         f"folder (no manifest.json)"
@@ -236,6 +294,8 @@ def _from_store(store: Store, source: Path) -> ImportReport:
 
     if source.resolve() == store.data_dir.resolve():
         raise ImportSourceError(f"{source} is the store being imported into")
+    root = str(source)
+    _check_store_files(root)
     report = ImportReport(str(source), "store")
     have = store.episode_ids()
     with StoreClass(source, create=False) as other:
@@ -247,18 +307,16 @@ def _from_store(store: Store, source: Path) -> ImportReport:
             _check_episode(ep.to_dict(), [st.to_dict() for st in steps])
             with _Staging(store, ep.id) as folder:
                 if ep.initial_frame:
-                    atomic_write_bytes(folder / ep.initial_frame, other.initial_frame(ep))
+                    atomic_write_bytes(folder / ep.initial_frame, _source_frame(
+                        root, ep.id, ep.initial_frame, ep.initial_frame_sha256, f"episode {ep.id}"))
                 for st in steps:
                     if st.frame:
-                        atomic_write_bytes(folder / st.frame, other.step_frame(st))
+                        atomic_write_bytes(folder / st.frame, _source_frame(
+                            root, ep.id, st.frame, st.frame_sha256, f"episode {ep.id} step {st.index}"))
                 for name in ep.artifacts:
                     (folder / ARTIFACTS).mkdir(exist_ok=True)
-                    try:
-                        atomic_copy_file(
-                            other.episode_dir(ep.id) / ARTIFACTS / name, folder / ARTIFACTS / name
-                        )
-                    except OSError as exc:  # a link or a FIFO where an artifact should be
-                        raise ImportSourceError(f"episode {ep.id}: artifact {name}: {exc}") from None
+                    _copy_source_file(root, f"{EPISODES}/{ep.id}/{ARTIFACTS}/{name}",
+                                      folder / ARTIFACTS / name, f"episode {ep.id}: artifact {name}")
                 specs = other.tool_specs(ep.tools_version)
                 folder.publish(lambda ep=ep, steps=steps, specs=specs: _commit(
                     store, ep.to_dict(), [s.to_dict() for s in steps], specs))
@@ -269,21 +327,25 @@ def _from_store(store: Store, source: Path) -> ImportReport:
 def _from_export(store: Store, source: Path, manifest: dict) -> ImportReport:
     import pyarrow.parquet as pq
 
-    if manifest.get("format") != EXPORT_FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") != EXPORT_FORMAT:
         raise ImportSourceError(f"{source}/manifest.json is not a Modelwright export")
     report = ImportReport(str(source), "export")
     have = store.episode_ids()
     try:
-        episodes = pq.read_table(
-            source / "episodes.parquet", columns=["episode_id", "images", "meta"]
-        ).to_pylist()
-        steps_table = pq.read_table(source / "steps.parquet")
+        with confined.open_file(source, "episodes.parquet") as f:
+            episodes = pq.read_table(f, columns=["episode_id", "images", "meta"]).to_pylist()
+        with confined.open_file(source, "steps.parquet") as f:
+            steps_table = pq.read_table(f)
+    except confined.ConfinedPathError as exc:
+        raise ImportSourceError(f"{source}: {exc.message}; nothing was imported") from None
     except (OSError, ValueError) as exc:  # ArrowInvalid (a file that is not Parquet) too
         raise ImportSourceError(f"cannot read the export in {source}: {exc}") from None
     by_episode: dict[str, list[dict]] = {}
     for row in steps_table.to_pylist():
         by_episode.setdefault(row["episode_id"], []).append(row)
-    specs = manifest.get("tool_specs", {})
+    specs = manifest.get("tool_specs") or {}
+    if not isinstance(specs, dict):
+        raise ImportSourceError(f"{source}/manifest.json: `tool_specs` is not an object")
     for row in episodes:
         ep = json.loads(row["meta"])
         if not isinstance(ep, dict):

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.store.atomic import atomic_write_bytes
-from agents.store.models import EPISODE_ID
+from agents.store.errors import StoreError
+from agents.store.models import EPISODE_ID, TOOLS_VERSION
 
 EPISODE_FILE = "episode.json"
 STEPS_FILE = "steps.jsonl"
@@ -41,6 +42,8 @@ def append_step(folder: Path, columns: tuple[str, ...], values: tuple) -> None:
 
 
 def write_specs(data_dir: Path, version: str, text: str, durable: bool) -> None:
+    if not isinstance(version, str) or not TOOLS_VERSION.match(version):
+        raise StoreError(f"tools version {str(version)[:80]!r} is not a plain name; not written")
     path = data_dir / SPECS_DIR / f"{version}.json"
     if not path.exists():
         path.parent.mkdir(exist_ok=True)

@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 # What `new_episode_id` makes (UTC time + 8 hex digits): the only names an episode folder has.
 EPISODE_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$")
+# A tool catalogue's version (`store.tools_version`: 16 hex digits of its hash) names a file
+# under tool_specs/: an imported one is held to a plain name, so `../..` names nothing.
+TOOLS_VERSION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,63}$")
 
 Source = Literal["human", "agent", "oracle", "rollout"]
 SOURCES: tuple[str, ...] = ("human", "agent", "oracle", "rollout")
