@@ -173,12 +173,12 @@ class Outbox:
             return
         os.unlink(tmp, dir_fd=dfd)
 
-    def write(self, rel: str, data: bytes) -> Path:
-        """`data` as the file `rel`, checked against its suffix (a PNG decoded under the
-        pixel cap and written anew)."""
+    def write(self, rel: str, data: bytes, png: bool = False) -> Path:
+        """`data` as the file `rel`, checked against its suffix (a PNG, or any name with
+        `png`, decoded under the pixel cap and written anew)."""
         if len(data) > self.max_bytes:
             raise OutboxError(f"{rel!r} is {len(data)} bytes, over the {self.max_bytes}-byte cap")
-        if rel.lower().endswith(".png"):
+        if png or rel.lower().endswith(".png"):
             data = images.reencode_png(data)
         else:
             check = _TypeCheck(rel)

@@ -101,7 +101,9 @@ def test_a_png_is_checked_against_its_header_before_decoding_and_written_anew(fo
         box.write("bomb.png", bytes(bomb))
     with pytest.raises(images.ImageError, match="not a PNG"):
         box.write("fake.png", b"#!/bin/sh\nrm -rf ~\n")
-    assert sorted(os.listdir(out)) == ["final.png", "mine.txt"]
+    box.write("target", _png(4, 3), png=True)  # `tasks show --image NAME`: any name, still a PNG
+    assert images.png_size((out / "target").read_bytes()) == (4, 3)
+    assert sorted(os.listdir(out)) == ["final.png", "mine.txt", "target"]
 
 
 @pytest.mark.parametrize("name,data,why", [

@@ -90,7 +90,7 @@ def show(
         if image is not None and png:
             from tools.outbox import Outbox
 
-            Outbox(image.parent).write(image.name, png)  # a worker's render: re-encoded
+            Outbox(image.parent).write(image.name, png, png=True)  # a worker's render: re-encoded
     if as_json:
         _print(view, True)
     else:
