@@ -3,6 +3,10 @@
 glTF/GLB buffer and image URIs, OBJ `mtllib` and MTL texture maps that point outside the
 workspace are refused before Blender's importer runs; SCRIPTED drivers on any ID type and
 text blocks are stripped on load and never exported again.
+
+`data import` of another store or export (the end of this file): no link is followed at
+any component of the source, FIFOs and devices are never read, and a tools version is a
+plain name.
 """
 
 from __future__ import annotations
@@ -175,3 +179,134 @@ def test_drivers_planted_after_load_are_not_exported(fresh_hostile):
     with ToolSession(fresh_hostile) as d:
         (d.workspace / "out.blend").write_bytes(data)
         assert _count(d, str(d.workspace / "out.blend")) == {"scripted": 0, "texts": 0}
+
+
+# ---- `data import` of a crafted store or export ----------------------------------------------
+
+def _store_with_episode(tmp_path, **episode):
+    from agents.store import Store
+
+    from .test_trust_store import png
+
+    src = tmp_path / "src"
+    with Store(src) as store:
+        rec = store.begin_episode(source="agent", initial_frame=png(), tools=[{"name": "t"}], **episode)
+        rec.add_step(tool="add_primitive", args={"kind": "cube"}, result={"name": "C"}, frame=png(3))
+        rec.finish(artifacts={"final.glb": b"glb"})
+        return src, rec.episode_id
+
+
+def _import(tmp_path, src, match: str):
+    from agents.store import Store
+    from agents.store.errors import StoreError
+    from agents.store.importer import import_into
+
+    dst = tmp_path / "dst"
+    with Store(dst) as store:
+        with pytest.raises(StoreError, match=match) as e:
+            import_into(store, src)
+        assert store.list_episodes() == []
+    assert not [p for p in (dst / "episodes").iterdir()]  # no folder, not even a staged one
+    return str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["store", "export"])
+def test_data_import_refuses_a_tools_version_that_is_not_a_plain_name(tmp_path, kind):
+    import sqlite3
+
+    from .test_trust_store import _export, _rewrite_meta
+
+    src, _ = _store_with_episode(tmp_path)
+    evil = "../../evil"  # from dst/tool_specs/: tmp_path/evil.json
+    if kind == "store":
+        with sqlite3.connect(src / "index.sqlite3") as db:
+            db.execute("UPDATE tool_specs SET version = ?", (evil,))
+            db.execute("UPDATE episodes SET tools_version = ?", (evil,))
+    else:
+        exp = _export(tmp_path, src)
+        _rewrite_meta(exp, lambda ep: {**ep, "tools_version": evil})
+        manifest = json.loads((exp / "manifest.json").read_text())
+        manifest["tool_specs"] = {evil: [{"name": "t"}]}
+        (exp / "manifest.json").write_text(json.dumps(manifest))
+        src = exp
+    _import(tmp_path, src, "tools version '../../evil' is not a plain name")
+    assert not list(tmp_path.rglob("evil.json")) and not (tmp_path.parent / "evil.json").exists()
+
+
+def test_data_import_never_follows_a_symlinked_artifacts_folder(tmp_path):
+    import os
+
+    src, eid = _store_with_episode(tmp_path)
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "final.glb").write_bytes(b"someone's secret")
+    os.chmod(private / "final.glb", 0o600)
+    artifacts = src / "episodes" / eid / "artifacts"
+    (artifacts / "final.glb").unlink()
+    artifacts.rmdir()
+    artifacts.symlink_to(private)
+    message = _import(tmp_path, src, "artifact final.glb")
+    assert "not a plain folder" in message
+    assert not list((tmp_path / "dst").rglob("final.glb"))
+
+
+@pytest.mark.parametrize("planted", ["episodes", "index"])
+def test_data_import_never_follows_a_symlinked_episodes_folder_or_index(tmp_path, planted):
+    import shutil
+
+    src, eid = _store_with_episode(tmp_path)
+    if planted == "episodes":
+        shutil.move(src / "episodes", tmp_path / "elsewhere")
+        (src / "episodes").symlink_to(tmp_path / "elsewhere")
+        _import(tmp_path, src, "not a plain folder")
+    else:
+        shutil.move(src / "index.sqlite3", tmp_path / "other.sqlite3")
+        (src / "index.sqlite3").symlink_to(tmp_path / "other.sqlite3")
+        _import(tmp_path, src, "not a regular file")
+
+
+@pytest.mark.parametrize("node", ["fifo", "device"])
+def test_data_import_refuses_a_fifo_or_device_in_place_of_a_frame(tmp_path, node):
+    """Neither is ever opened for reading: a FIFO nobody writes would hang the import."""
+    import os
+    import stat
+
+    if node == "device" and os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    src, eid = _store_with_episode(tmp_path)
+    frame = src / "episodes" / eid / "frames" / "000000.png"
+    frame.unlink()
+    if node == "fifo":
+        os.mkfifo(frame)
+    else:
+        os.mknod(frame, stat.S_IFCHR | 0o644, os.makedev(1, 3))  # like /dev/null
+    _import(tmp_path, src, "not a regular file")
+
+
+def test_data_import_refuses_a_fifo_in_place_of_an_export_table(tmp_path):
+    import os
+
+    from .test_trust_store import _export
+
+    src, _ = _store_with_episode(tmp_path)
+    exp = _export(tmp_path, src)
+    (exp / "steps.parquet").unlink()
+    os.mkfifo(exp / "steps.parquet")
+    _import(tmp_path, exp, "not a regular file")
+
+
+def test_data_show_escapes_an_imported_prompt(tmp_path):
+    """An imported episode's text reaches the terminal escaped (OSC title and clipboard)."""
+    from typer.testing import CliRunner
+
+    from agents.store import Store
+    from agents.store.importer import import_into
+    from studio.cli import build_app
+
+    src, eid = _store_with_episode(tmp_path, prompt="make \x1b]0;pwned\x07 a \x1b]52;c;cHduZWQ=\x07 cube\u202e")
+    with Store(tmp_path / "dst") as store:
+        assert import_into(store, src).imported == [eid]
+    r = CliRunner().invoke(build_app(), ["data", "show", eid, "--data-dir", str(tmp_path / "dst")])
+    assert r.exit_code == 0, r.output
+    assert "\\x1b]0;pwned\\x07" in r.output and "\\u202e" in r.output
+    assert not any(c in r.output for c in "\x1b\x07\u202e")
