@@ -45,11 +45,13 @@ _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefi
 class WorkerProcess:
     """One jailed worker holding Blender and CadQuery, with its own scratch dir."""
 
-    def __init__(self, scratch: str, workspace: str | None = None, restore: bool = False,
+    def __init__(self, scratch: str, restore: bool = False,
                  test_hooks: bool = False, preload_cad: bool = False, warm_render: bool = True,
                  restore_upto: int | None = None):
         self.scratch = scratch
-        self.workspace = workspace or os.path.join(scratch, "workspace")
+        # the jail's only writable folder is its scratch: no caller's folder is ever bound in
+        # (a command delivers files out of here through tools/outbox.py)
+        self.workspace = os.path.join(scratch, "workspace")
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
             os.makedirs(d, exist_ok=True)
         self.rss_mb = 0.0
@@ -67,7 +69,6 @@ class WorkerProcess:
             argv.append("--preload-cad")
         if not warm_render:
             argv.append("--no-warm-render")
-        writable = [] if self.workspace.startswith(scratch + os.sep) else [self.workspace]
         os.chmod(scratch, 0o700)  # the session's files: for the jail and the supervisor only
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
             sandbox.give_to_jail(d)
@@ -78,7 +79,7 @@ class WorkerProcess:
         self._log = confined.open_append(scratch, "worker.log")
         env = dict(sandbox.worker_env(scratch), MESA_SHADER_CACHE_DIR=shader_cache.worker_dir(scratch))
         fd = sandbox.seccomp_fd()
-        cmd = sandbox.wrap(argv, scratch, writable, fd)
+        cmd = sandbox.wrap(argv, scratch, [], fd)
         try:
             self.proc: subprocess.Popen = _KEEPER.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
@@ -222,12 +223,12 @@ class WorkerPool:
             self._counter += 1
             return os.path.join(self.root, f"w{self._counter:04d}")
 
-    def spawn(self, workspace: str | None = None, restore_from: str | None = None,
+    def spawn(self, restore_from: str | None = None,
               preload_cad: bool = False, restore_upto: int | None = None) -> WorkerProcess:
         """A new worker; with `restore_from`, one that takes over a dead worker's scratch and
         loads its newest commit up to `restore_upto` (see SceneState.load_latest)."""
         scratch = restore_from or self._new_scratch()
-        return WorkerProcess(scratch, workspace, restore=restore_from is not None, test_hooks=self.test_hooks,
+        return WorkerProcess(scratch, restore=restore_from is not None, test_hooks=self.test_hooks,
                              preload_cad=preload_cad, warm_render=self.warm_render,
                              restore_upto=restore_upto)
 
