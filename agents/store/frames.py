@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 
 from agents.store.errors import CorruptFrame
+from tools import images
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -39,6 +40,10 @@ def check_png(data: bytes, what: str) -> None:
     problem = png_problem(data)
     if problem:
         raise CorruptFrame(f"{what} is not a valid PNG: {problem}")
+    try:  # a frame is read back for training: one whose header claims too many pixels is refused now
+        images.png_size(data)
+    except images.ImageError as exc:
+        raise CorruptFrame(f"{what}: {exc.message}") from None
 
 
 def sha256(data: bytes) -> str:
