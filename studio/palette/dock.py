@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QScrollArea, QVBox
 from studio.foreign import plain_label
 from studio.palette.forms import FormError, ToolForm
 from tools import TOOLS, ToolError, validate_call
+from tools.text import printable
 
 
 class PaletteDock(QWidget):
@@ -68,7 +69,7 @@ class PaletteDock(QWidget):
             args = self.form.values()
             validate_call(self.form.tool, args)
         except (FormError, ToolError) as exc:
-            self.error.setText(f"Not sent — {getattr(exc, 'message', str(exc))}")
+            self.error.setText(printable(f"Not sent — {getattr(exc, 'message', str(exc))}"))
             return False
         self.error.setText("")
         self.controller.manual_call(self.form.tool, args)
