@@ -73,6 +73,8 @@ class Scheduler:
         seed: int = 0,
         retry_backoff_s: float = 0.2,
         deadline_s: float | None = None,  # per tool call, for sessions of the scheduler's own pool
+        spares: int | None = None,  # workers its own pool keeps booted (default: workers + 1)
+        preload_cad: bool | None = None,  # whether they import CadQuery first (WorkerPool's)
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -81,8 +83,10 @@ class Scheduler:
         if session_factory is None:
             from tools import ToolSession, WorkerPool
 
-            # A spare per slot: the next episode's worker boots while this one runs.
-            pool = self._own_pool = WorkerPool(size=workers)
+            # The next episodes' workers boot while these run: a spare per slot and one more,
+            # for episodes that end together would otherwise wait for a start (bench_trust.py).
+            size = workers + 1 if spares is None else spares
+            pool = self._own_pool = WorkerPool(size=size, preload_cad=preload_cad)
             options = {} if deadline_s is None else {"deadline_s": deadline_s}
 
             def session_factory() -> Any:
@@ -133,10 +137,10 @@ class Scheduler:
         return outcomes
 
     def wait_warm(self, timeout_s: float = 120.0) -> bool:
-        """Wait until the scheduler's own pool holds a spare per slot (a run's first jobs then
+        """Wait until the scheduler's own pool holds all its spares (a run's first jobs then
         start at once, as later ones do); False if they were not up in time."""
         end = time.monotonic() + timeout_s
-        while self._own_pool is not None and self._own_pool.spares < self.workers:
+        while self._own_pool is not None and self._own_pool.spares < self._own_pool.size:
             if time.monotonic() > end:
                 return False
             time.sleep(0.05)

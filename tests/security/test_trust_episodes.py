@@ -39,8 +39,9 @@ out["patched"] = True
 
 def hostile() -> PlanPolicy:
     code = payload(PATCH, "/tmp/unused.json", {})
-    return PlanPolicy(calls_from_plan([{"tool": "cadquery_script",
-                                        "args": {"code": code, "name": "Dust"}}]))
+    return PlanPolicy(
+        calls_from_plan([{"tool": "cadquery_script", "args": {"code": code, "name": "Dust"}}])
+    )
 
 
 def answers(result) -> list:
@@ -49,8 +50,7 @@ def answers(result) -> list:
 
 
 def comparable(record: dict) -> dict:
-    return {k: v for k, v in record.items()
-            if k not in (*TIMING_KEYS, "episode_id", "_result")}
+    return {k: v for k, v in record.items() if k not in (*TIMING_KEYS, "episode_id", "_result")}
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +90,20 @@ def test_grpo_rollouts_give_each_episode_a_fresh_worker(alone):
     runtime = build_runtime(spec, seed=0)
     made = iter([hostile(), OraclePolicy()])
     try:
-        (group,) = run_groups(runtime.scheduler, [(0, TASK)], 2,
-                              lambda seed, greedy=False: next(made), loop_config(spec))
-        ((solo,),) = run_groups(runtime.scheduler, [(1, TASK)], 1,
-                             lambda seed, greedy=False: OraclePolicy(), loop_config(spec))
+        (group,) = run_groups(
+            runtime.scheduler,
+            [(0, TASK)],
+            2,
+            lambda seed, greedy=False: next(made),
+            loop_config(spec),
+        )
+        ((solo,),) = run_groups(
+            runtime.scheduler,
+            [(1, TASK)],
+            1,
+            lambda seed, greedy=False: OraclePolicy(),
+            loop_config(spec),
+        )
     finally:
         runtime.close()
     a, b = group

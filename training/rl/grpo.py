@@ -108,7 +108,7 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
     once, each on a fresh sandboxed worker (spares boot in the background while the others
     run; one worker, one episode, so no rollout's code reaches another's reward), and are
     scored in as many warm clean workers, as eval's are."""
-    from tools import catalogue
+    from tools import TOOLS, catalogue
     from training.eval.harness import episode_scheduler
     from training.rl.curriculum import Curriculum
 
@@ -119,7 +119,10 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
     curriculum = Curriculum(
         spec.tasks.families, spec.tasks.levels, spec.tasks.split, seed, spec.curriculum
     )
-    scheduler = episode_scheduler(spec.rollout_workers, seed=seed, deadline_s=spec.tool_deadline_s)
+    # Spares import CadQuery (two thirds of a start) only when the policy is shown a CAD tool.
+    cad = shown is None or any(TOOLS[t].kernel == "cadquery" for t in shown if t in TOOLS)
+    scheduler = episode_scheduler(spec.rollout_workers, seed=seed, deadline_s=spec.tool_deadline_s,
+                                  preload_cad=cad)  # fmt: skip
     return RLRuntime(scheduler=scheduler, curriculum=curriculum, shown=shown, store=store)
 
 

@@ -1,0 +1,239 @@
+"""What sealing the trusted side costs episodes: per episode and per GRPO step, in one run.
+
+Each variant is a function that yields a scheduler (`submit`/`run`, as `agents.Scheduler`)
+for `workers` slots; the same oracle episodes run on every variant, and each figure is given
+as a ratio to the first variant, measured in this run:
+
+- `kept_session`: the baseline before issue 29, rebuilt here as benchmark-only code (the
+  product option is gone): each slot keeps one ToolSession across jobs and steps, the
+  sessions opened before the clock (as `keep_sessions=True` and the old benchmarks did);
+- `fresh_worker`: the product now (GRPO's rollout scheduler, `agents.Scheduler`): every
+  episode gets a fresh worker from the pool's spares (a spare per slot and one more), and the
+  worker dies with its scratch when the episode ends; the policy is shown Blender tools only,
+  so the spares skip CadQuery;
+- `fresh_worker_cad`: the same for a run that shows a CAD tool (spares import CadQuery).
+
+A new variant is one more function in VARIANTS. Figures: the wall time per episode (one slot,
+episodes one after another, so every worker start that is not hidden by a spare shows) and per
+GRPO step (`training.rl.rollouts.run_groups`: groups x 4 rollouts on `--workers` slots, the
+product's rollout path), with the time a fresh-worker episode waited for its session. Policies
+are task oracles (no model): the tool-bound worst case, since generation dilutes it.
+
+    .venv/bin/python benchmarks/bench_trust.py [--episodes N] [--steps S] [--groups G]
+        [--workers W] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+FAMILIES = ["primitive_placement", "materials", "scene_editing"]
+GROUP = 4  # rollouts per group, as grpo.num_generations
+SHOWN = ["add_primitive", "set_material", "delete", "transform"]  # the tools their oracles call
+
+
+class KeptSessions:
+    """Benchmark-only: the removed `Scheduler(keep_sessions=True)`. Slot w holds one session
+    for every job it takes, across `run()` calls; jobs go to free slots in submission order."""
+
+    def __init__(self, workers: int, factory: Callable[[], Any]) -> None:
+        self.sessions = [factory() for _ in range(workers)]
+        for s in self.sessions:
+            s.status()  # up before the clock
+        self._jobs: list[tuple[str, Any, int]] = []
+
+    def submit(self, key: str, fn: Any, *, priority: int = 0, seed: int | None = None) -> int:
+        self._jobs.append((key, fn, len(self._jobs) if seed is None else seed))
+        return len(self._jobs) - 1
+
+    def run(self, progress: Any = None, cancel: Any = None) -> list[Any]:
+        from agents.scheduler import JobOutcome
+
+        jobs, self._jobs = self._jobs, []
+        out: list[Any] = [None] * len(jobs)
+        order = iter(range(len(jobs)))
+        lock = threading.Lock()
+
+        def work(w: int) -> None:
+            while True:
+                with lock:
+                    i = next(order, None)
+                if i is None:
+                    return
+                key, fn, seed = jobs[i]
+                out[i] = JobOutcome(key, seed, result=fn(self.sessions[w], seed), worker=w)
+
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(len(self.sessions))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return out
+
+    def close(self) -> None:
+        for s in self.sessions:
+            s.close()
+
+
+@contextmanager
+def kept_session(workers: int, waits: list[float]) -> Iterator[Any]:
+    from tools import ToolSession, WorkerPool
+
+    pool = WorkerPool(size=0)  # kept sessions held their workers: no spares were kept
+    scheduler = KeptSessions(workers, lambda: ToolSession(pool))
+    try:
+        yield scheduler
+    finally:
+        scheduler.close()
+        pool.close()
+
+
+def _rollout_scheduler(workers: int, waits: list[float], shown: list[str]) -> Iterator[Any]:
+    """GRPO's own rollout scheduler (`training.rl.grpo.build_runtime`), its session waits timed."""
+    from training.rl.grpo import build_runtime
+    from training.train_config import GRPOSpec
+
+    runtime = build_runtime(GRPOSpec(rollout_workers=workers), 0, shown)
+    scheduler = runtime.scheduler
+    try:
+        scheduler.wait_warm()  # the spares a run has booted before its first step
+        opened = scheduler.session_factory
+
+        def timed() -> Any:
+            start = time.perf_counter()
+            session = opened()
+            waits.append(time.perf_counter() - start)
+            return session
+
+        scheduler.session_factory = timed
+        yield scheduler
+    finally:
+        runtime.close()
+
+
+@contextmanager
+def fresh_worker(workers: int, waits: list[float]) -> Iterator[Any]:
+    """Now: a fresh worker per episode; the policy is shown Blender tools only, so spares skip
+    CadQuery."""
+    yield from _rollout_scheduler(workers, waits, SHOWN)
+
+
+@contextmanager
+def fresh_worker_cad(workers: int, waits: list[float]) -> Iterator[Any]:
+    """Now, for a run that shows CAD tools: the spares import CadQuery before they are ready."""
+    yield from _rollout_scheduler(workers, waits, [*SHOWN, "cad_box"])
+
+
+VARIANTS: dict[str, Callable[[int, list[float]], Any]] = {
+    "kept_session": kept_session,
+    "fresh_worker": fresh_worker,
+    "fresh_worker_cad": fresh_worker_cad,
+}
+DEFAULT = ["kept_session", "fresh_worker", "fresh_worker_cad"]
+
+
+def _policy_for(seed: int, greedy: bool = False) -> Any:
+    from training.eval.oracle import OraclePolicy
+
+    return OraclePolicy()
+
+
+def step_times(variant: Callable, workers: int, slots_per_step: list[list[tuple[int, str]]],
+               group: int) -> tuple[list[float], list[float], list[list[float]]]:  # fmt: skip
+    """Wall seconds of each step of `run_groups` on `variant`, the session waits, and each
+    step's rewards (every variant must give the same)."""
+    from training.rl.grpo import loop_config
+    from training.rl.rollouts import run_groups
+    from training.train_config import GRPOSpec
+
+    config = loop_config(GRPOSpec())
+    walls: list[float] = []
+    waits: list[float] = []
+    rewards: list[list[float]] = []
+    with variant(workers, waits) as scheduler:
+        for slots in slots_per_step:
+            start = time.perf_counter()
+            groups = run_groups(scheduler, slots, group, _policy_for, config)
+            walls.append(time.perf_counter() - start)
+            rewards.append([r.reward for g in groups for r in g])
+    return walls, waits, rewards
+
+
+def measure(names: list[str], args: argparse.Namespace) -> dict:
+    from training.rl.curriculum import Curriculum
+    from training.tasks.verifier import default_verifier
+
+    curriculum = Curriculum(FAMILIES, [1], "train", 0)
+    default_verifier().reserve(max(args.workers, 1))  # as eval and GRPO do: scoring never waits
+    episodes = [[(i, curriculum.task_for(i))] for i in range(args.episodes)]
+    steps = [[(s * args.groups + g, curriculum.task_for(s * args.groups + g))
+              for g in range(args.groups)] for s in range(args.steps)]  # fmt: skip
+    out: dict[str, dict] = {n: {"episode_s": [], "step_s": [], "wait_s": []} for n in names}
+    rewards: dict[str, list] = {}
+    for _ in range(args.repeats):  # interleaved: a noisy neighbour hits every variant alike
+        for name in names:
+            walls, waits, got = step_times(VARIANTS[name], 1, episodes, 1)
+            out[name]["episode_s"] += walls
+            out[name]["wait_s"] += waits
+            walls, waits, got_steps = step_times(VARIANTS[name], args.workers, steps, GROUP)
+            out[name]["step_s"] += walls
+            out[name]["wait_s"] += waits
+            rewards.setdefault(name, [got, got_steps])
+    first = rewards[names[0]]
+    for name in names[1:]:
+        if rewards[name] != first:
+            raise SystemExit(f"bench_trust: {name} gave other rewards than {names[0]}")
+    return {n: {"episode_s": statistics.fmean(v["episode_s"]),
+                "step_s": statistics.fmean(v["step_s"]),
+                "wait_s": statistics.fmean(v["wait_s"]) if v["wait_s"] else 0.0,
+                "episodes": len(v["episode_s"]), "steps": len(v["step_s"])}
+            for n, v in out.items()}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--episodes", type=int, default=4, help="one-slot episodes per repeat")
+    ap.add_argument("--steps", type=int, default=2, help="GRPO steps per repeat")
+    ap.add_argument("--groups", type=int, default=2, help=f"groups of {GROUP} per step")
+    ap.add_argument("--workers", type=int, default=2, help="rollout slots of a GRPO step")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument(
+        "--variants",
+        default=",".join(DEFAULT),
+        help=f"comma-separated, the first is the baseline ({', '.join(VARIANTS)})",
+    )
+    args = ap.parse_args()
+    names = args.variants.split(",")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"bench_trust: unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    figures = measure(names, args)
+    base = figures[names[0]]
+    print(
+        f"Oracle episodes of {', '.join(FAMILIES)} (level 1); ratios against {names[0]}, "
+        "measured in this run:"
+    )
+    for name, f in figures.items():
+        print(
+            f"  {name:<16} per episode {f['episode_s'] * 1e3:7.0f} ms "
+            f"(x{f['episode_s'] / base['episode_s']:.2f}, 1 slot, {f['episodes']} episodes)  "
+            f"per GRPO step {f['step_s']:6.2f} s (x{f['step_s'] / base['step_s']:.2f}, "
+            f"{args.groups}x{GROUP} rollouts on {args.workers} slots, {f['steps']} steps)  "
+            f"waiting for a session {f['wait_s'] * 1e3:.0f} ms/episode"
+        )
+    print(json.dumps({"args": vars(args), "figures": figures}))
+
+
+if __name__ == "__main__":
+    main()
