@@ -181,6 +181,7 @@ class StudioController(QObject):
     def new_scene(self) -> None:
         """Empty scene; a demonstration in progress is closed first."""
         self.finish_demonstration(check=False)
+        self.worker.fresh_episode()
         self.worker.submit(lambda s: (s.reset(), self.worker.sig_reset.emit("human")), "reset")
 
     def load_task(self, task_id: str | None) -> None:
@@ -201,6 +202,7 @@ class StudioController(QObject):
         self.task = task
         self.demo.set_task(task.id, task.prompt, task.parameters)
         self.sig_task.emit(task)
+        self.worker.fresh_episode()
 
         def build(s: Any) -> tuple[list[dict], bytes | None]:
             try:  # the solved scene, for the picker (our session: no second worker)

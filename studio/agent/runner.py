@@ -100,6 +100,7 @@ class AgentRunner(QThread):
         self.request = request
         self.cancel = threading.Event()
         gate = ApprovalGate(self.sig_approval.emit) if approval else None
+        self.worker = worker
         self.session = BlockingSession(worker, origin="agent", gate=gate, cancel=self.cancel)
         self.summary: dict | None = None
 
@@ -142,6 +143,8 @@ class AgentRunner(QThread):
             checker, task_info, budget, setup = spec.checker, spec.task_info, spec.budget, spec.setup
         if not r.new_scene:  # continue from here: the scene as it is, recorded as the start
             setup = StartState(tuple(r.start), keep=True)
+        else:  # a new episode: never on a worker that ran untrusted input (runtime/worker.py)
+            self.worker.fresh_episode().result()
         options: dict[str, Any] = {}
         if self.episode is not None and r.record:
             if self.episode.active:

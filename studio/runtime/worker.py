@@ -4,6 +4,12 @@ Everything that touches the scene - manual calls, the agent's calls (through
 `BlockingSession`), viewport renders, task setup, replay - becomes a job on this thread's
 queue. Viewport renders are not queued: only the newest request is kept, so a drag never
 leaves a backlog of stale frames; they run when no other job is waiting.
+
+One worker, one episode: the person's scene is one episode, and the agent continuing it is
+part of it, so they share the worker. Once untrusted input ran in it (a `cadquery_script` or
+an `import_file`, whoever sent it), that worker may be patched in ways no scene shows, so a
+new episode (an empty scene, a task's start, an agent run on a new scene) gets a fresh worker
+first (`fresh_episode`); a worker that ran none is kept.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 from PySide6.QtCore import QThread, Signal
 
 from tools import Session
+from tools.session import UNTRUSTED_INPUT_TOOLS
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +66,8 @@ class SessionWorker(QThread):
         self._cond = threading.Condition()
         self._stop = False
         self.session: Any = None
+        self.tainted = False  # untrusted input ran in the current worker
+        self.renewals = 0  # workers replaced for a new episode
         self.sig_deliver.connect(self._deliver)
 
     # -- from any thread ---------------------------------------------------------------
@@ -81,6 +90,21 @@ class SessionWorker(QThread):
 
         return self.submit(run, f"{origin}:{tool}", on_done)
 
+    def fresh_episode(self) -> concurrent.futures.Future:
+        """Queue the start of a new episode: a worker that ran untrusted input is closed (it
+        dies with its scratch) and a fresh one opened; an untouched one is kept. The jobs
+        queued after this one run on the new worker."""
+        def swap(_session: Any) -> bool:
+            if not self.tainted:
+                return False
+            old, self.session = self.session, _Noting(self._factory(), self)
+            self.tainted = False
+            self.renewals += 1
+            old.close()
+            return True
+
+        return self.submit(swap, "fresh worker for a new episode")
+
     def request_view(self, request: ViewRequest) -> None:
         with self._cond:
             self._view = request  # replaces any older, not yet rendered request
@@ -95,7 +119,7 @@ class SessionWorker(QThread):
     # -- the worker thread ---------------------------------------------------------------
     def run(self) -> None:
         try:
-            self.session = self._factory()
+            self.session = _Noting(self._factory(), self)
         except Exception as exc:
             log.exception("tool session failed to start")
             self.sig_failed.emit(f"The tool runtime could not start: {exc}")
@@ -159,3 +183,19 @@ class SessionWorker(QThread):
 
     def _deliver(self, callback: Callable[[Any], None], value: Any) -> None:
         callback(value)
+
+
+class _Noting:
+    """The session as jobs see it: notes when untrusted input is sent to its worker (before
+    the call: code that failed may still have run)."""
+
+    def __init__(self, session: Any, owner: SessionWorker) -> None:
+        self._session, self._owner = session, owner
+
+    def call(self, tool: Any, args: Any = None, *rest: Any, **kw: Any) -> Any:
+        if tool in UNTRUSTED_INPUT_TOOLS:
+            self._owner.tainted = True
+        return self._session.call(tool, args, *rest, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)

@@ -5,18 +5,23 @@ Episode A is a policy whose `cadquery_script` gets past the lint (tests/security
 its object 3 m away from where it was asked. Episode B, the task's oracle, is scheduled right
 after A on the same scheduler with one slot (eval's and GRPO's rollout path). B must get
 exactly the record it gets when it runs alone: reward, components, and what its own tools
-answered. The control shows the patch works on a worker that A and B share.
+answered. The control shows the patch works on a worker that A and B share. In the studio,
+a new scene after the agent ran such a script is built by a fresh worker.
 """
 
 from __future__ import annotations
 
-import pytest
+import os
 
-from agents.policies.simple import PlanPolicy, calls_from_plan
-from tests.security.conftest import payload
-from tools import ToolSession
-from training.eval.harness import TIMING_KEYS, evaluate, run_spec, task_spec
-from training.eval.oracle import OraclePolicy
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # the studio test needs no display
+
+import pytest  # noqa: E402
+
+from agents.policies.simple import PlanPolicy, calls_from_plan  # noqa: E402
+from tests.security.conftest import payload  # noqa: E402
+from tools import ToolSession  # noqa: E402
+from training.eval.harness import TIMING_KEYS, evaluate, run_spec, task_spec  # noqa: E402
+from training.eval.oracle import OraclePolicy  # noqa: E402
 
 TASK = "primitive_placement:1:42"
 
@@ -37,8 +42,12 @@ out["patched"] = True
 """
 
 
+def hostile_script() -> str:
+    return payload(PATCH, "/tmp/unused.json", {})
+
+
 def hostile() -> PlanPolicy:
-    code = payload(PATCH, "/tmp/unused.json", {})
+    code = hostile_script()
     return PlanPolicy(
         calls_from_plan([{"tool": "cadquery_script", "args": {"code": code, "name": "Dust"}}])
     )
@@ -113,3 +122,27 @@ def test_grpo_rollouts_give_each_episode_a_fresh_worker(alone):
     assert b.reward == alone["reward"] and b.result.components == alone["components"]
     (created,) = [o.output["created"] for s in b.result.steps for o in s.calls]
     assert created["location"][0] == pytest.approx(0.45, abs=1e-4)
+
+
+def test_studio_starts_a_new_episode_on_a_fresh_worker_after_untrusted_input(
+    qapp, qtbot, worker_pool, tmp_path
+):
+    from studio.controller import StudioController
+
+    globe = {"kind": "cylinder", "name": "Globe", "dimensions": [0.9, 0.9, 1.1],
+             "location": [0.45, 3.2, 0.55]}  # fmt: skip
+    c = StudioController(lambda: ToolSession(worker_pool, deadline_s=120), str(tmp_path))
+    c.start()
+    qtbot.waitUntil(lambda: c.ready, timeout=120_000)
+    try:
+        script = {"code": hostile_script(), "name": "Dust"}
+        assert c.worker.call("cadquery_script", script, origin="agent").result(120).ok
+        c.new_scene()
+        made = c.worker.call("add_primitive", globe, origin="agent").result(120)
+        assert made.output["created"]["location"][0] == pytest.approx(0.45, abs=1e-4)
+        assert c.worker.renewals == 1
+        c.new_scene()  # that worker ran no untrusted input: the next episode keeps it
+        c.worker.submit(lambda s: None).result(120)
+        assert c.worker.renewals == 1
+    finally:
+        c.shutdown()
