@@ -2,6 +2,8 @@
 one-shot command's `boot()` starts a worker now without keeping a spare after it. What is
 loaded is asserted, never how long it took."""
 
+import os
+
 import pytest
 
 from tools import ToolSession, WorkerPool
@@ -66,7 +68,7 @@ def test_the_shader_cache_seed_is_taken_once_through_checked_names_and_copied_pe
 
     fresh = tmp_path / "w2"
     fresh.mkdir()
-    shader_cache.give(str(fresh))  # a private copy, which the worker may change at will
+    shader_cache.give(str(fresh), os.geteuid())  # a private copy, which the worker may change at will
     copy = fresh / "shader-cache" / shader_cache.SUB / "ab" / ("c" * 38)
     assert copy.read_bytes() == b"compiled" and not copy.samefile(seeded / "ab" / ("c" * 38))
     assert not shader_cache.take_seed(str(tmp_path / "empty"))  # nothing compiled: no seed

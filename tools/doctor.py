@@ -15,13 +15,26 @@ import tempfile
 from tools import sandbox
 
 
-def _host_ids(pid: int) -> tuple[int | None, int | None]:
+def _status(pid: int) -> dict[str, list[str]]:
     try:
         with open(f"/proc/{pid}/status") as f:
-            lines = {k: v.split() for k, _, v in (line.partition(":") for line in f)}
-        return int(lines["Uid"][0]), int(lines["Gid"][0])
-    except (OSError, KeyError, ValueError, IndexError):
-        return None, None
+            return {k: v.split() for k, _, v in (line.partition(":") for line in f)}
+    except OSError:
+        return {}
+
+
+def _host_ids(pids: list[int], inside_pid: object) -> tuple[int | None, int | None]:
+    """The host uid/gid of the worker process itself: the host pid whose innermost pid (the
+    last of NSpid) is the one it reported. Its uid_map cannot tell: bubblewrap nests a
+    second user namespace, so the map's parent column is bubblewrap's own uid 0, not the host's."""
+    for pid in pids:
+        st = _status(pid)
+        try:
+            if st.get("NSpid", [""])[-1] == str(inside_pid):
+                return int(st["Uid"][0]), int(st["Gid"][0])
+        except (KeyError, ValueError, IndexError):
+            continue
+    return None, None
 
 
 def measure() -> dict:
@@ -38,8 +51,11 @@ def measure() -> dict:
     try:
         reply, _ = w.request({"op": "confinement"}, 60)
         out.update(reply.get("output", {}))
-        uid, gid = _host_ids(w.host_pids()[-1])
+        uid, gid = _host_ids(w.host_pids(), out.get("pid"))
         out["host_uid"], out["host_gid"] = uid, gid
+        out["outside_uid"] = uid  # measured on the host: see _host_ids
+        st = os.lstat(w.scratch)
+        out["scratch_mode"], out["scratch_uid"] = oct(st.st_mode & 0o7777), st.st_uid
     finally:
         w.kill()
         shutil.rmtree(root, ignore_errors=True)
@@ -51,7 +67,7 @@ def verdict(r: dict) -> list[str]:
     bad = []
     if not r.get("jailed"):
         bad.append(f"no jail: {r.get('problem')}")
-    if r.get("uid") == 0 or r.get("host_uid") == 0:
+    if r.get("uid") == 0 or r.get("host_uid") in (0, None):
         bad.append(f"the worker runs as uid {r.get('uid')} inside, {r.get('host_uid')} on the host")
     if not r.get("capabilities_dropped"):
         bad.append(f"capabilities kept: CapEff {r.get('cap_eff')}, CapBnd {r.get('cap_bnd')}")
@@ -61,6 +77,8 @@ def verdict(r: dict) -> list[str]:
         bad.append("no_new_privs is off")
     if set(r.get("network_interfaces", [])) - {"lo"}:
         bad.append(f"network interfaces: {r.get('network_interfaces')}")
+    if r.get("scratch_mode") != "0o700" or r.get("scratch_uid") != r.get("host_uid"):
+        bad.append(f"scratch is {r.get('scratch_mode')}, owned by {r.get('scratch_uid')}")
     for key in ("memory_cap_mb", "pids_cap", "cpu_cap_s"):
         if r.get(key) is None:
             bad.append(f"no {key.replace('_', ' ')}")
@@ -73,12 +91,13 @@ def render(r: dict) -> str:
         ("app uid", r.get("app_uid")),
         ("worker uid/gid inside", f"{r.get('uid')}/{r.get('gid')}"),
         ("worker uid/gid on the host", f"{r.get('host_uid')}/{r.get('host_gid')}"),
-        ("uid_map (inside, parent, count)", r.get("uid_map")),
+        ("uid_map (inside, bwrap's, count)", r.get("uid_map")),
+        ("scratch mode / owner", f"{r.get('scratch_mode')} / {r.get('scratch_uid')}"),
         ("CapEff / CapBnd", f"{r.get('cap_eff')} / {r.get('cap_bnd')}"),
         ("seccomp", f"{r.get('seccomp')} ({r.get('seccomp_mode')})"),
         ("no_new_privs", r.get("no_new_privs")),
         ("network interfaces", ", ".join(r.get("network_interfaces", [])) or "none"),
-        ("memory cap (RLIMIT_DATA)", f"{r.get('memory_cap_mb')} MB"),
+        ("memory cap (jail, RLIMIT_DATA)", f"{r.get('memory_cap_mb')} MB"),
         ("pids cap (RLIMIT_NPROC)", r.get("pids_cap")),
         ("CPU cap (RLIMIT_CPU)", f"{r.get('cpu_cap_s')} s"),
         ("/sys visible", r.get("sys_visible")),

@@ -3,9 +3,10 @@
 Everything in a worker is hostile (model code, user scripts, imported files, Blender data), so
 the jail, not the script lint of tools/worker/jail.py, is the boundary. It gives the worker:
 - a user namespace with an unprivileged uid/gid inside, mapped to an unprivileged uid outside
-  too: as root, an outer bubblewrap builds the filesystem view and `setpriv` drops to
-  `JAIL_UID` (nobody) before the inner bubblewrap unshares the user namespace, because a jail
-  whose uid maps to host root may still write /proc/sys and is exempt from RLIMIT_NPROC;
+  too: as root, an outer bubblewrap builds the filesystem view and `setpriv` drops to the
+  worker's own host uid (tools/identity.py: one per live worker, from a reserved range) before
+  the inner bubblewrap unshares the user namespace, because a jail whose uid maps to host root
+  may still write /proc/sys and is exempt from RLIMIT_NPROC;
 - no capabilities (bounding set empty), no_new_privs, the seccomp filter of tools/seccomp.py;
 - no network (an empty network namespace), its own pid/ipc/uts namespaces, no /sys, an empty
   read-only /proc/sys;
@@ -14,6 +15,8 @@ the jail, not the script lint of tools/worker/jail.py, is the boundary. It gives
   writable place.
 Memory, process and CPU caps are rlimits the worker sets on itself before it runs anything
 (tools/worker/main.py): cgroup v2 delegation is not available on every machine (not here).
+The jail's memory as a whole, shared memory included, is watched from outside
+(tools/memwatch.py).
 Where the jail cannot be built, untrusted input is refused (`require_jail`) unless the user
 opts in with MODELWRIGHT_ALLOW_UNJAILED_CODE=1.
 """
@@ -28,9 +31,9 @@ import subprocess
 import sys
 import sysconfig
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from tools import seccomp
+from tools import identity, seccomp
 from tools.errors import ErrorKind, ToolError
 
 log = logging.getLogger("modelwright.sandbox")
@@ -40,17 +43,22 @@ SYSTEM_RO = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/ld.so.ca
              "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/fonts", "/etc/alternatives",
              "/etc/localtime", "/usr/share/glvnd", "/etc/glvnd"]
 ALLOW_UNJAILED_ENV = "MODELWRIGHT_ALLOW_UNJAILED_CODE"
-JAIL_UID = int(os.environ.get("MODELWRIGHT_JAIL_UID", "65534"))  # outside uid when run as root
 INSIDE_UID = 65534  # the uid the worker sees, whoever runs the app
 TMPFS_BYTES = 64 << 20
 
 
+def _env_int(name: str, default: int):
+    return field(default_factory=lambda: int(os.environ.get(name, str(default))))
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Per-worker caps; a worker serves one session, so these are per-session caps."""
-    memory_mb: int = int(os.environ.get("MODELWRIGHT_WORKER_MEMORY_MB", "4096"))  # RLIMIT_DATA
-    max_procs: int = int(os.environ.get("MODELWRIGHT_WORKER_MAX_PROCS", "256"))  # RLIMIT_NPROC
-    cpu_s: int = int(os.environ.get("MODELWRIGHT_WORKER_CPU_S", str(4 * 3600)))  # RLIMIT_CPU
+    """Per-worker caps, read from the environment when a worker starts; a worker serves one
+    session, so these are per-session caps. `memory_mb` is RLIMIT_DATA per process inside,
+    and the whole jail's cap, shared memory included, of tools/memwatch.py."""
+    memory_mb: int = _env_int("MODELWRIGHT_WORKER_MEMORY_MB", 4096)
+    max_procs: int = _env_int("MODELWRIGHT_WORKER_MAX_PROCS", 256)  # RLIMIT_NPROC
+    cpu_s: int = _env_int("MODELWRIGHT_WORKER_CPU_S", 4 * 3600)  # RLIMIT_CPU
 
     def argv(self) -> list[str]:
         return ["--memory-mb", str(self.memory_mb), "--max-procs", str(self.max_procs),
@@ -159,12 +167,15 @@ def _inner(fs: list[str], seccomp_fd: int | None, uid: int) -> list[str]:
     return cmd
 
 
-def wrap(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int | None = None) -> list[str]:
-    """The command line that runs `argv` jailed, with `scratch` and `writable` read-write."""
-    return _command(argv, scratch, writable, seccomp_fd) if mode() == "bwrap" else argv
+def wrap(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int | None = None,
+         uid: int | None = None) -> list[str]:
+    """The command line that runs `argv` jailed, with `scratch` and `writable` read-write, as
+    host uid `uid` (root only: an identity.lease()'s; an ordinary user's workers are that user)."""
+    return _command(argv, scratch, writable, seccomp_fd, uid) if mode() == "bwrap" else argv
 
 
-def _command(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int | None) -> list[str]:
+def _command(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int | None,
+             uid: int | None) -> list[str]:
     fs = _filesystem(scratch, writable)
     if not _is_root():
         return [*_inner(fs, seccomp_fd, INSIDE_UID), "--chdir", scratch, "--", *argv]
@@ -173,19 +184,22 @@ def _command(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int
              "--bind", "/proc", "/proc", "--dev", "/dev", *fs]
     if os.path.isdir("/dev/dri"):
         outer += ["--dev-bind", "/dev/dri", "/dev/dri"]
-    drop = ["setpriv", f"--reuid={JAIL_UID}", f"--regid={JAIL_UID}", "--clear-groups", "--"]
+    if uid is None or uid == 0:
+        raise ValueError("a jailed worker started as root needs its own host uid")
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
     inner = _inner(["--bind", "/", "/"], seccomp_fd, INSIDE_UID)
     return [*outer, "--", *drop, *inner, "--chdir", scratch, "--", *argv]
 
 
-def give_to_jail(path: str) -> None:
-    """Make a dir the jail writes into owned by the jail's outside uid (as root only)."""
+def give_to_jail(path: str, uid: int) -> None:
+    """Make a dir the jail writes into owned by the worker's host uid (as root only)."""
     if _is_root():
-        os.chown(path, JAIL_UID, JAIL_UID, follow_symlinks=False)
+        os.chown(path, uid, uid, follow_symlinks=False)
 
 
 def traversable(root: str) -> None:
-    """A pool's root dir must be searchable by the jail's uid (as root the jail is nobody)."""
+    """A pool's root dir must be searchable by its workers' uids, not listable (as root each
+    worker is its own uid; its scratch inside is 0700, its own)."""
     if _is_root():
         os.chmod(root, 0o711)
 
@@ -243,20 +257,26 @@ def why_unjailed() -> str | None:
         return f"no seccomp filter for {os.uname().machine}"
     import tempfile
 
+    try:
+        who = identity.lease()
+    except (ToolError, OSError) as e:
+        return f"no host uid for a worker: {e}"
     with tempfile.TemporaryDirectory(prefix="modelwright-probe-") as d:
         traversable(d)
-        give_to_jail(d)
+        give_to_jail(d, who.uid)
         try:
             fd = _filter_fd()
         except OSError as e:
+            who.release()
             return f"cannot hand bubblewrap a seccomp filter: {e}"
         try:
-            cmd = _command(["true"], d, [], fd)
+            cmd = _command(["true"], d, [], fd, who.uid)
             r = subprocess.run(cmd, capture_output=True, timeout=30, pass_fds=(fd,))
         except (subprocess.SubprocessError, OSError) as e:
             return str(e)
         finally:
             os.close(fd)
+            who.release()
     if r.returncode != 0:
         return r.stderr.decode(errors="replace").strip().splitlines()[-1:] or f"exit {r.returncode}"
     return None

@@ -3,8 +3,11 @@
 A denylist (an allowlist would have to follow every syscall bpy, Mesa and OCCT make): the
 calls that turn a contained process into an attack on the kernel or the host — mounts,
 namespaces, ptrace, kernel modules and kexec, bpf, keyrings, handle-based opens that walk
-past a bind mount, perf, io_uring, raw IP and packet sockets, terminal injection — fail with
-EPERM. `clone3` fails with ENOSYS so that glibc falls back to `clone`, whose flags (unlike
+past a bind mount, perf, io_uring, System V shared memory and message queues (RAM that lives
+on with no process mapping it, so no memory watch sees it), terminal injection — fail with
+EPERM. Sockets are an allowlist: `socket` and `socketpair` work for AF_UNIX alone, every other
+family (inet, netlink, packet, vsock — vsock's port space is the host's, not the jail's
+network namespace) fails with EAFNOSUPPORT, as on a kernel built without it. `clone3` fails with ENOSYS so that glibc falls back to `clone`, whose flags (unlike
 clone3's struct) BPF can read and refuse when they ask for new namespaces. Any syscall ABI
 other than the native one (i386 via int 0x80, x32) is refused outright.
 """
@@ -30,7 +33,6 @@ LD_W_ABS = 0x20
 JEQ_K = 0x15
 JGE_K = 0x35
 JSET_K = 0x45
-AND_K = 0x54
 RET_K = 0x06
 
 # struct seccomp_data: int nr; u32 arch; u64 ip; u64 args[6] (low word first on LE)
@@ -41,9 +43,7 @@ def _arg_lo(i: int) -> int:
     return 16 + 8 * i
 
 
-AF_INET, AF_INET6, AF_PACKET = 2, 10, 17
-SOCK_RAW = 3
-SOCK_TYPE_MASK = 0xF
+AF_UNIX = 1
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 CLONE_NAMESPACES = 0x7E020080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
 
@@ -55,13 +55,14 @@ DENIED = ("mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount",
           "swapon", "swapoff", "userfaultfd", "io_uring_setup", "io_uring_enter",
           "io_uring_register", "acct", "quotactl", "syslog", "settimeofday", "clock_settime",
           "adjtimex", "clock_adjtime", "fanotify_init", "lookup_dcookie", "vhangup",
+          "shmget", "msgget",
           # x86 only
           "iopl", "ioperm", "uselib", "_sysctl", "nfsservctl")
 
 # numbers from asm/unistd_64.h (x86_64) and asm-generic/unistd.h (aarch64)
 SYSCALLS = {
     AUDIT_ARCH_X86_64: {
-        "ioctl": 16, "socket": 41, "clone": 56, "ptrace": 101, "syslog": 103, "uselib": 134,
+        "ioctl": 16, "shmget": 29, "socket": 41, "socketpair": 53, "clone": 56, "msgget": 68, "ptrace": 101, "syslog": 103, "uselib": 134,
         "vhangup": 153, "pivot_root": 155, "_sysctl": 156, "adjtimex": 159, "chroot": 161,
         "acct": 163, "settimeofday": 164, "mount": 165, "umount2": 166, "swapon": 167,
         "swapoff": 168, "reboot": 169, "iopl": 172, "ioperm": 173, "init_module": 175,
@@ -80,7 +81,7 @@ SYSCALLS = {
         "chroot": 51, "vhangup": 58, "quotactl": 60, "acct": 89, "unshare": 97,
         "kexec_load": 104, "init_module": 105, "delete_module": 106, "clock_settime": 112,
         "syslog": 116, "ptrace": 117, "reboot": 142, "settimeofday": 170, "adjtimex": 171,
-        "socket": 198, "add_key": 217, "request_key": 218, "keyctl": 219, "clone": 220,
+        "msgget": 186, "shmget": 194, "socket": 198, "socketpair": 199, "add_key": 217, "request_key": 218, "keyctl": 219, "clone": 220,
         "swapon": 224, "swapoff": 225, "perf_event_open": 241, "fanotify_init": 262,
         "name_to_handle_at": 264, "open_by_handle_at": 265, "clock_adjtime": 266, "setns": 268,
         "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272, "finit_module": 273,
@@ -143,20 +144,17 @@ def program(arch: int | None = None) -> bytes:
     p.emit(JEQ_K, nr["clone3"], "enosys", 0)
     p.emit(JEQ_K, nr["clone"], "clone", 0)
     p.emit(JEQ_K, nr["socket"], "socket", 0)
+    p.emit(JEQ_K, nr["socketpair"], "socket", 0)
     p.emit(JEQ_K, nr["ioctl"], "ioctl", 0)
     p.emit(RET_K, RET_ALLOW)
     p.label("clone")
     p.emit(LD_W_ABS, _arg_lo(0))
     p.emit(JSET_K, CLONE_NAMESPACES, "eperm", "allow")
-    p.label("socket")  # netlink keeps SOCK_RAW: glibc's interface and address lookups use it
+    # glibc's netlink lookups (getaddrinfo's AI_ADDRCONFIG, if_nameindex) fall back or fail
+    # cleanly on EAFNOSUPPORT; the worker talks to nothing but its own pipes
+    p.label("socket")
     p.emit(LD_W_ABS, _arg_lo(0))
-    p.emit(JEQ_K, AF_PACKET, "eperm", 0)
-    p.emit(JEQ_K, AF_INET, "inet", 0)
-    p.emit(JEQ_K, AF_INET6, "inet", "allow")
-    p.label("inet")
-    p.emit(LD_W_ABS, _arg_lo(1))
-    p.emit(AND_K, SOCK_TYPE_MASK)
-    p.emit(JEQ_K, SOCK_RAW, "eperm", "allow")
+    p.emit(JEQ_K, AF_UNIX, "allow", "eafnosupport")
     p.label("ioctl")
     p.emit(LD_W_ABS, _arg_lo(1))
     p.emit(JEQ_K, TIOCSTI, "eperm", 0)
@@ -165,6 +163,8 @@ def program(arch: int | None = None) -> bytes:
     p.emit(RET_K, RET_ALLOW)
     p.label("eperm")
     p.emit(RET_K, RET_ERRNO | errno.EPERM)
+    p.label("eafnosupport")
+    p.emit(RET_K, RET_ERRNO | errno.EAFNOSUPPORT)
     p.label("enosys")
     p.emit(RET_K, RET_ERRNO | errno.ENOSYS)
     p.label("kill")

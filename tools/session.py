@@ -171,7 +171,8 @@ class ToolSession:
         except WorkerDied as died:
             code = w.proc.poll()
             w.kill()
-            why = f"was stopped: {died.reason}" if died.reason else f"died during {what} (exit {code})"
+            reason = died.reason or w.stopped_for  # the memory watch's, when it stopped it
+            why = f"was stopped: {reason}" if reason else f"died during {what} (exit {code})"
             err = ToolError(ErrorKind.CRASH, f"the worker {why}; it was restarted "
                             "and the scene is as before the call.")
         self._recover(w)

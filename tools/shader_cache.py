@@ -47,11 +47,12 @@ def worker_dir(scratch: str) -> str:
     return os.path.join(scratch, "shader-cache")
 
 
-def give(scratch: str) -> None:
-    """Put a private copy of the seed (if there is one) in the worker's scratch, before it starts."""
+def give(scratch: str, uid: int) -> None:
+    """Put a private copy of the seed (if there is one) in the worker's scratch, before it
+    starts, owned by the worker's host uid `uid`."""
     dest = worker_dir(scratch)
     os.makedirs(dest, exist_ok=True)
-    sandbox.give_to_jail(dest)
+    sandbox.give_to_jail(dest, uid)
     src = os.path.join(seed_dir(), SUB)
     if not os.path.isdir(src):
         return
@@ -62,7 +63,7 @@ def give(scratch: str) -> None:
         return
     for root, dirs, files in os.walk(dest):
         for name in dirs + files:
-            sandbox.give_to_jail(os.path.join(root, name))
+            sandbox.give_to_jail(os.path.join(root, name), uid)
 
 
 def take_seed(scratch: str) -> bool:

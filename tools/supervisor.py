@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from tools import confined, replies, sandbox, scratch, shader_cache
+from tools import confined, identity, memwatch, replies, sandbox, scratch, shader_cache
 from tools.errors import ErrorKind, ToolError
 from tools.protocol import (
     HEADER,
@@ -43,11 +43,25 @@ _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefi
 
 
 class WorkerProcess:
-    """One jailed worker holding Blender and CadQuery, with its own scratch dir."""
+    """One jailed worker holding Blender and CadQuery, with its own scratch dir and, as root,
+    its own host uid (tools/identity.py) for as long as it lives; its memory is watched
+    (tools/memwatch.py) from its start to its kill."""
 
-    def __init__(self, scratch: str, restore: bool = False,
-                 test_hooks: bool = False, preload_cad: bool = False, warm_render: bool = True,
-                 restore_upto: int | None = None):
+    def __init__(self, scratch: str, *args, **kwargs):
+        self.identity = identity.lease()
+        self.stopped_for: str | None = None  # why the supervisor stopped it, if it did
+        try:
+            self._boot(scratch, *args, **kwargs)
+        except BaseException:
+            if hasattr(self, "proc"):
+                self.kill()  # releases the uid once its processes are dead
+            else:
+                self.identity.release()
+            raise
+
+    def _boot(self, scratch: str, restore: bool = False,
+              test_hooks: bool = False, preload_cad: bool = False, warm_render: bool = True,
+              restore_upto: int | None = None):
         self.scratch = scratch
         # the jail's only writable folder is its scratch: no caller's folder is ever bound in
         # (a command delivers files out of here through tools/outbox.py)
@@ -57,8 +71,10 @@ class WorkerProcess:
         self.rss_mb = 0.0
         self.versions: dict = {}
         # -s -P: no user site and no cwd on sys.path, for scratch is the session's to write into
+        limits = sandbox.Limits()
+        self.memory_cap_mb = limits.memory_mb  # RLIMIT_DATA inside, and the watch's cap
         argv = [sys.executable, "-s", "-P", "-m", "tools.worker", "--scratch", scratch,
-                "--workspace", self.workspace, *sandbox.Limits().argv()]
+                "--workspace", self.workspace, *limits.argv()]
         if restore:
             argv.append("--restore")
             if restore_upto is not None:
@@ -70,16 +86,19 @@ class WorkerProcess:
         if not warm_render:
             argv.append("--no-warm-render")
         os.chmod(scratch, 0o700)  # the session's files: for the jail and the supervisor only
+        uid = self.identity.uid
+        if restore:  # the dead worker's files, and its uid is another worker's from now on
+            identity.hand_tree(scratch, uid)
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
-            sandbox.give_to_jail(d)
+            sandbox.give_to_jail(d, uid)
         if not restore:  # a restored worker keeps the cache its session's worker had
-            shader_cache.give(scratch)
+            shader_cache.give(scratch, uid)
         # never through a link or a FIFO: a restored worker's scratch was the dead worker's to
         # write, and what it planted there must neither aim nor block the supervisor's writes
         self._log = confined.open_append(scratch, "worker.log")
         env = dict(sandbox.worker_env(scratch), MESA_SHADER_CACHE_DIR=shader_cache.worker_dir(scratch))
         fd = sandbox.seccomp_fd()
-        cmd = sandbox.wrap(argv, scratch, [], fd)
+        cmd = sandbox.wrap(argv, scratch, [], fd, uid)
         try:
             self.proc: subprocess.Popen = _KEEPER.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
@@ -89,6 +108,7 @@ class WorkerProcess:
         finally:
             if fd is not None:
                 os.close(fd)
+        memwatch.WATCH.add(self)
         try:
             ready, _ = self._read(time.monotonic() + STARTUP_DEADLINE_S)
         except (WorkerDied, WorkerTimedOut) as e:
@@ -169,7 +189,9 @@ class WorkerProcess:
         return bytes(buf)
 
     def kill(self) -> None:
+        memwatch.WATCH.discard(self)
         pids = self.host_pids() if self.alive else []
+        handles = _pidfds(pids)  # names its process for good, unlike a pid
         for pid in reversed(pids):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -179,12 +201,36 @@ class WorkerProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        _wait_exited(handles, time.monotonic() + 10)  # the jail's, not only the wrapper's
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()
             except OSError:
                 pass
         self._log.close()
+        self.identity.release()  # a uid some process still runs as is never leased again
+
+
+def _pidfds(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            out.append(os.pidfd_open(pid))
+        except OSError:
+            continue  # gone already
+    return out
+
+
+def _wait_exited(fds: list[int], deadline: float) -> None:
+    """Wait until every process behind `fds` has exited (a pidfd reads ready then), or the
+    deadline; close them. The processes in the jail's pid namespace outlive the wrapper the
+    supervisor waits for by a moment, and the worker's uid is free only once they are gone."""
+    try:
+        for fd in fds:
+            select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 class WorkerPool:

@@ -17,6 +17,8 @@ from tools.sandbox import PROJECT_ROOT
 from .conftest import run_probe
 
 NR = seccomp.SYSCALLS[seccomp.native_arch()]
+# (family, type): unix, inet, inet6, netlink, packet, vsock, and raw/dgram variants
+FAMILIES = [(1, 1), (1, 2), (2, 1), (2, 2), (10, 1), (16, 3), (16, 2), (17, 3), (40, 1), (40, 2)]
 
 ATTEMPTS = r'''
 P = PARAMS
@@ -41,6 +43,11 @@ attempt("connect_host", lambda: socket.create_connection(tuple(P["listener"]), t
 attempt("raw_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
 attempt("packet_socket", lambda: socket.socket(17, socket.SOCK_RAW, 0))
 attempt("udp_out", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("1.1.1.1", 53)))
+for fam, typ in P["families"]:  # an allowlist: AF_UNIX alone
+    attempt(f"socket:{fam}:{typ}", lambda f=fam, t=typ: socket.socket(f, t).close())
+    attempt(f"socketpair:{fam}:{typ}", lambda f=fam, t=typ: [s.close() for s in socket.socketpair(f, t)])
+attempt("shmget", lambda: sys_call(P["nr"]["shmget"], 0, 1 << 20, 0o1600))
+attempt("msgget", lambda: sys_call(P["nr"]["msgget"], 0, 0o1600))
 attempt("write_proc_sys", lambda: open("/proc/sys/vm/swappiness", "w").write("1"))
 attempt("write_sysrq", lambda: open("/proc/sysrq-trigger", "w").write("h"))
 attempt("sys_visible", lambda: os.listdir("/sys/kernel"))
@@ -94,6 +101,7 @@ def run_attempts(pool, host_tmp: str) -> dict:
                  os.path.join(home, ".bashrc"), secret, "/proc/1/environ"],
         "project": PROJECT_ROOT, "pool_root": pool.root, "scratch": str(s._w().scratch),
         "supervisor_pid": os.getpid(), "listener": list(srv.getsockname()), "nr": NR,
+        "families": FAMILIES,
     }
     try:
         out = run_probe(s, ATTEMPTS, params, deadline_s=120)

@@ -88,6 +88,24 @@ def test_no_network_and_no_raw_or_packet_sockets(attempts, key):
     assert refused(attempts, key), attempts[key]
 
 
+def test_sockets_are_unix_alone(attempts):
+    """vsock shares the host's port space whatever the network namespace: no family but
+    AF_UNIX is allowed, neither by socket() nor socketpair()."""
+    for fam, typ in attempts["_params"]["families"]:
+        for call in ("socket", "socketpair"):
+            got = attempts[f"{call}:{fam}:{typ}"]
+            if fam == 1:
+                assert got.startswith("ok"), (call, fam, typ, got)
+            else:  # EAFNOSUPPORT from seccomp (the kernel's own socketpair(AF_INET) is EOPNOTSUPP)
+                assert "Errno 97]" in got, (call, fam, typ, got)
+
+
+@pytest.mark.parametrize("key", ["shmget", "msgget"])
+def test_no_system_v_memory(attempts, key):
+    """SysV segments and queues outlive every mapping: memory no watch of the jail would see."""
+    assert "Errno 1]" in attempts[key], attempts[key]
+
+
 @pytest.mark.parametrize("key", ["write_proc_sys", "write_sysrq", "sys_visible", "dev_mem"])
 def test_no_kernel_knobs(attempts, key):
     assert refused(attempts, key), attempts[key]
