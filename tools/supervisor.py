@@ -166,7 +166,7 @@ class WorkerProcess:
                 check_reply_id(request, payload)
                 replies.check_reply(request.get("op"), payload, sizes)
         except ProtocolError as e:
-            log.warning("worker %s killed: %s", self.scratch, e)
+            log.info("worker %s killed: %s", self.scratch, e)  # the caller's crash says why
             self.kill()
             raise WorkerDied(f"it sent a bad reply ({e})") from None
         return payload, [self._read_exact(fd, s, deadline) for s in sizes]
