@@ -46,13 +46,14 @@ def test_episode_feeds_results_and_errors_back(session) -> None:
     # the scene really changed: A is at z=1
     a = next(o for o in session.scene()["objects"] if o["name"] == "A")
     assert a["location"] == pytest.approx([0, 0, 1])
-    # what the checker gets
-    assert result.calls[0] == {
-        "tool": "add_primitive",
-        "args": CUBE,
-        "ok": True,
-        "error_kind": None,
-    }
+    # what the checker gets, with the call's place in the session's ledger (how the verifier
+    # finds what the trusted side itself saw of it)
+    first = dict(result.calls[0])
+    seq = first.pop("seq")
+    assert first == {"tool": "add_primitive", "args": CUBE, "ok": True, "error_kind": None}
+    entry = next(e for e in session.ledger.snapshot()[1] if e.seq == seq)
+    assert (entry.tool, entry.outcome) == ("add_primitive", "answered")
+    assert result.calls[2]["seq"] is None  # refused by the loop: it never reached the session
     assert result.tool_errors == 3
     # events, in order, as plain data
     order = [e.kind for e in events]

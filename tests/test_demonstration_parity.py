@@ -37,7 +37,7 @@ def _human_episode(store, session, task) -> str:
     for c in task.oracle:
         r = turns.call(session, c["tool"], c["args"])
         calls.append({"tool": r.tool, "args": c["args"], "ok": r.ok,
-                      "error_kind": r.error.kind.value if r.error else None})
+                      "error_kind": r.error.kind.value if r.error else None, "seq": r.seq})
     verdict = task.evaluate(session, calls)
     turns.recorder.finish(reward=verdict.total, components=verdict.components,
                           success=verdict.success, final_message="Done.")
