@@ -17,8 +17,10 @@ That sum can only overstate: a forked child's copy-on-write pages count in each 
 mapped memfd counts twice. So when it passes the cap, the precise figure decides: Pss_Anon +
 Pss_Shmem + SwapPss (/proc/PID/smaps_rollup, each shared page split among its mappers) plus
 only the memfds no process maps. smaps_rollup walks page tables (about 20 ms for a Blender
-worker, that many times over for a jail of forks), so it is read only then, at most every
-PRECISE_EVERY_S per worker and never more than a tenth of the watch's time. File-backed pages
+worker, that many times over for a jail of forks), so it is read only then: at once when the
+bound grew past the cap since the last precise figure (new pages raise both alike), else at
+most every PRECISE_EVERY_S per worker and never more than a tenth of the watch's time (pages
+a fork un-shares by writing raise the truth, not the bound). File-backed pages
 (libraries, files mapped from scratch) are not counted: the kernel can drop them.
 
 Not counted, and bounded otherwise: tmpfs files not mapped (/tmp and /dev/shm in the jail are
@@ -118,7 +120,8 @@ class _Watch:
         self._workers: weakref.WeakSet = weakref.WeakSet()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._precise_next: dict[int, float] = {}
+        # per worker: (when the next precise reading is due, its last figure, the upper bound then)
+        self._precise: dict[int, tuple[float, int, int]] = {}
 
     def add(self, worker) -> None:
         with self._lock:
@@ -130,7 +133,7 @@ class _Watch:
     def discard(self, worker) -> None:
         with self._lock:
             self._workers.discard(worker)
-            self._precise_next.pop(id(worker), None)
+            self._precise.pop(id(worker), None)
 
     def _run(self) -> None:
         while True:
@@ -153,13 +156,17 @@ class _Watch:
         if used <= cap:
             return used
         t0 = time.monotonic()
-        if t0 < self._precise_next.get(id(w), 0.0):
+        due, last, bound_then = self._precise.get(id(w), (0.0, 0, used))
+        # new pages raise the bound as much as the truth: past the cap that way, read now
+        if t0 < due and last + (used - bound_then) <= cap:
             return used
+        bound = used
         used = precise(pids)
         took = time.monotonic() - t0
-        self._precise_next[id(w)] = t0 + max(PRECISE_EVERY_S, 10 * took)
+        self._precise[id(w)] = (t0 + max(PRECISE_EVERY_S, 10 * took), used, bound)
         if used > cap:
-            log.warning("worker %s stopped: %d MB over its %d MB cap", w.scratch, used >> 20, cap >> 20)
+            log.warning("worker %s stopped at %d MB, over its %d MB cap", w.scratch, used >> 20,
+                        cap >> 20)
             stop(w, pids, f"it used more than {cap >> 20} MB of memory (the cap, "
                  "MODELWRIGHT_WORKER_MEMORY_MB)")
         return used
