@@ -18,9 +18,9 @@ mapped memfd counts twice. So when it passes the cap, the precise figure decides
 Pss_Shmem + SwapPss (/proc/PID/smaps_rollup, each shared page split among its mappers) plus
 only the memfds no process maps. smaps_rollup walks page tables (about 20 ms for a Blender
 worker, that many times over for a jail of forks), so it is read only then: at once when the
-bound grew past the cap since the last precise figure (new pages raise both alike), else at
-most every PRECISE_EVERY_S per worker and never more than a tenth of the watch's time (pages
-a fork un-shares by writing raise the truth, not the bound). File-backed pages
+bound grew past the cap since the last precise figure (new pages raise both alike; then at
+most a third of the watch's time), else at most every PRECISE_EVERY_S per worker and a sixth
+of the time (pages a fork un-shares by writing raise the truth, not the bound). File-backed pages
 (libraries, files mapped from scratch) are not counted: the kernel can drop them.
 
 Not counted, and bounded otherwise: tmpfs files not mapped (/tmp and /dev/shm in the jail are
@@ -120,8 +120,8 @@ class _Watch:
         self._workers: weakref.WeakSet = weakref.WeakSet()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        # per worker: (when the next precise reading is due, its last figure, the upper bound then)
-        self._precise: dict[int, tuple[float, int, int]] = {}
+        # per worker: (when the last precise reading was, what it took, its figure, the bound then)
+        self._precise: dict[int, tuple[float, float, int, int]] = {}
 
     def add(self, worker) -> None:
         with self._lock:
@@ -156,14 +156,16 @@ class _Watch:
         if used <= cap:
             return used
         t0 = time.monotonic()
-        due, last, bound_then = self._precise.get(id(w), (0.0, 0, used))
-        # new pages raise the bound as much as the truth: past the cap that way, read now
-        if t0 < due and last + (used - bound_then) <= cap:
+        at, took, last, bound_then = self._precise.get(id(w), (-1e9, 0.0, 0, used))
+        # new pages raise the bound as much as the truth: past the cap that way, read again
+        # after twice what the last reading took; else once a PRECISE_EVERY_S, and after five
+        # times its cost (a jail of forks costs that many page-table walks)
+        grew_past = last + (used - bound_then) > cap
+        if t0 < at + (2 * took if grew_past else max(5 * took, PRECISE_EVERY_S)):
             return used
         bound = used
         used = precise(pids)
-        took = time.monotonic() - t0
-        self._precise[id(w)] = (t0 + max(PRECISE_EVERY_S, 10 * took), used, bound)
+        self._precise[id(w)] = (t0, time.monotonic() - t0, used, bound)
         if used > cap:
             log.warning("worker %s stopped at %d MB, over its %d MB cap", w.scratch, used >> 20,
                         cap >> 20)
