@@ -8,6 +8,9 @@ the session serving again after (a restarted worker). The cap is made small for 
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 from tools import ErrorKind, ToolSession, WorkerPool
@@ -67,17 +70,34 @@ def small_cap_pool(monkeypatch):
     pool.close()
 
 
-@pytest.mark.parametrize("how", ["memfd_mmap", "memfd_write", "shared_anonymous", "forks"])
-def test_shared_and_forked_memory_over_the_cap_stops_the_worker(small_cap_pool, how, tmp_path):
-    with ToolSession(small_cap_pool, deadline_s=300) as s:
+def attack(pool: WorkerPool, how: str) -> dict:
+    """Touch 3x the cap `how`; what the session answered, and what it holds after."""
+    with ToolSession(pool, deadline_s=300) as s:
         assert s.call("add_primitive", {"kind": "cube", "name": "Kept", "dimensions": [1, 1, 1]}).ok
         code = payload(TOUCH, str(s.workspace / "never.json"), {"cap_mb": CAP_MB, "how": how})
         r = s.call("cadquery_script", {"code": code, "name": "hog"})
-        assert not r.ok and r.error.kind == ErrorKind.CRASH, r.error
-        assert f"more than {CAP_MB} MB" in r.error.message and "\n" not in r.error.message
-        assert s.restarts == 1
-        names = [o["name"] for o in s.scene()["objects"]]  # the restarted worker serves
-        assert names == ["Kept"]
+        return {"ok": r.ok, "kind": r.error and r.error.kind.value,
+                "message": r.error and r.error.message, "restarts": s.restarts,
+                "after": [o["name"] for o in s.scene()["objects"]]}
+
+
+def check(out: dict) -> None:
+    assert not out["ok"] and out["kind"] == ErrorKind.CRASH.value, out
+    assert f"more than {CAP_MB} MB" in out["message"] and "\n" not in out["message"]
+    assert out["restarts"] == 1
+    assert out["after"] == ["Kept"]  # the restarted worker serves, from the last commit
+
+
+@pytest.mark.parametrize("how", ["memfd_mmap", "memfd_write", "shared_anonymous", "forks"])
+def test_shared_and_forked_memory_over_the_cap_stops_the_worker(small_cap_pool, how):
+    check(attack(small_cap_pool, how))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as an ordinary user the suite itself is this case")
+def test_the_cap_holds_when_the_app_runs_as_an_ordinary_user(ordinary_user):
+    r = ordinary_user.python("-m", "security.test_jail_memory", "memfd_mmap")
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr[-3000:]
+    check(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
 def test_an_honest_session_under_the_cap_is_left_alone(small_cap_pool):
@@ -90,3 +110,14 @@ def test_an_honest_session_under_the_cap_is_left_alone(small_cap_pool):
         w = s._w()
         used = memwatch.WATCH.check(w)
         assert used is not None and used < CAP_MB << 20 and w.alive and s.restarts == 0
+
+
+if __name__ == "__main__":  # the attack as whoever runs it (the ordinary-user test above)
+    import sys
+
+    os.environ["MODELWRIGHT_WORKER_MEMORY_MB"] = str(CAP_MB)
+    main_pool = WorkerPool(size=0, test_hooks=True)
+    try:
+        print(json.dumps(attack(main_pool, sys.argv[1])))
+    finally:
+        main_pool.close()
