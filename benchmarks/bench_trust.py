@@ -4,9 +4,12 @@ Each variant is a function that yields a scheduler (`submit`/`run`, as `agents.S
 for `workers` slots; the same oracle episodes run on every variant, and each figure is given
 as a ratio to the first variant, measured in this run:
 
-- `kept_session`: the baseline before issue 29, rebuilt here as benchmark-only code (the
-  product option is gone): each slot keeps one ToolSession across jobs and steps, the
-  sessions opened before the clock (as `keep_sessions=True` and the old benchmarks did);
+- `before_29`: the product before issue 29, rebuilt here as benchmark-only code: kept
+  sessions (below) and the verifier as it was (the final commit loaded into a clean worker,
+  validity from the reported `ok` flags: `bench_verifier._commit_load`);
+- `kept_session`: kept sessions with today's verifier (the rebuild from the ledger): each slot
+  keeps one ToolSession across jobs and steps, the sessions opened before the clock (as
+  `keep_sessions=True` and the old benchmarks did);
 - `fresh_worker`: the product now (GRPO's rollout scheduler, `agents.Scheduler`): every
   episode gets a fresh worker from the pool's spares (a spare per slot and one more), and the
   worker dies with its scratch when the episode ends; the policy is shown Blender tools only,
@@ -123,6 +126,25 @@ def _rollout_scheduler(workers: int, waits: list[float], shown: list[str]) -> It
 
 
 @contextmanager
+def before_29(workers: int, waits: list[float]) -> Iterator[Any]:
+    """Kept sessions, and the verifier as it was before the rebuild (benchmark-only)."""
+    from benchmarks.bench_verifier import _commit_load
+    from training.tasks.verifier import Verifier
+
+    rebuild = Verifier.verify
+
+    def commit_load(self: Verifier, task: Any, session: Any, calls: list) -> Any:
+        return _commit_load(self, session, task, calls)
+
+    Verifier.verify = commit_load
+    try:
+        with kept_session(workers, waits) as scheduler:
+            yield scheduler
+    finally:
+        Verifier.verify = rebuild
+
+
+@contextmanager
 def fresh_worker(workers: int, waits: list[float]) -> Iterator[Any]:
     """Now: a fresh worker per episode; the policy is shown Blender tools only, so spares skip
     CadQuery."""
@@ -136,11 +158,12 @@ def fresh_worker_cad(workers: int, waits: list[float]) -> Iterator[Any]:
 
 
 VARIANTS: dict[str, Callable[[int, list[float]], Any]] = {
+    "before_29": before_29,
     "kept_session": kept_session,
     "fresh_worker": fresh_worker,
     "fresh_worker_cad": fresh_worker_cad,
 }
-DEFAULT = ["kept_session", "fresh_worker", "fresh_worker_cad"]
+DEFAULT = ["before_29", "kept_session", "fresh_worker", "fresh_worker_cad"]
 
 
 def _policy_for(seed: int, greedy: bool = False) -> Any:
