@@ -67,6 +67,10 @@ def _place(commit: VaultedCommit, state_root: str, folder: str) -> list[Path]:
     return made
 
 
+def _names(clean: ToolSession) -> set[str]:
+    return {o.get("name") for o in clean.scene().get("objects", [])}
+
+
 def _hand_over(state_root: str, paths: Iterable[Path]) -> None:
     """Give what the trusted side wrote into a worker's state the owner of that state folder:
     a jailed worker runs as another uid and must move and remove these files (as root the
@@ -156,6 +160,7 @@ class CleanRoom:
         call claims to have made are there (and a script's part is a valid solid)."""
         name = f"mwv_{secrets.token_hex(8)}"
         made = _place(e.commit, state_root, f"snapshots/{name}")  # a digest mismatch: refused
+        before = set() if e.tool == "cadquery_script" else _names(clean)
         _hand_over(state_root, made)
         try:
             if not clean.call("restore", {"name": name}).ok:
@@ -167,8 +172,7 @@ class CleanRoom:
         if e.tool == "cadquery_script":
             r = clean.call("cad_query", {"name": e.claims[0]})
             return r.ok and r.output.get("valid") is True
-        names = {o.get("name") for o in clean.scene().get("objects", [])}
-        return all(n in names for n in e.claims)
+        return set(e.claims) <= _names(clean) - before  # an import's objects are new ones
 
     def close(self) -> None:
         if self._own_pool:

@@ -86,6 +86,19 @@ def run_probe(session, probe: str, params: dict | None = None, bypass: str = "da
 
 
 @pytest.fixture
+def hostile_session():
+    """A session on its own worker with the test hooks, killed afterwards (the planted code
+    must not outlive it)."""
+    from tools import WorkerPool
+
+    pool = WorkerPool(size=0, test_hooks=True, prewarm=False)
+    s = ToolSession(pool, deadline_s=60)
+    yield s
+    s.close()
+    pool.close()
+
+
+@pytest.fixture
 def fresh_session(worker_pool):
     """A session of its own (for attacks that may break the worker)."""
     s = ToolSession(worker_pool, deadline_s=60)

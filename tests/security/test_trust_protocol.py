@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from tools import ToolSession
 from tools.errors import ErrorKind
 
 FIND_STREAM = """
@@ -19,18 +18,6 @@ while "proto_out" not in f.f_locals:
     f = f.f_back
 out = f.f_locals["proto_out"]
 """
-
-
-@pytest.fixture
-def hostile_session():
-    """A session on its own worker, killed afterwards (the planted code must not outlive it)."""
-    from tools import WorkerPool
-
-    pool = WorkerPool(size=0, test_hooks=True, prewarm=False)
-    s = ToolSession(pool, deadline_s=60)
-    yield s
-    s.close()
-    pool.close()
 
 
 def _exec(session, code: str):

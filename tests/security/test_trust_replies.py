@@ -21,19 +21,6 @@ from tools.errors import ErrorKind
 from .conftest import payload
 from .test_trust_protocol import FIND_STREAM, _cube, _exec
 
-
-@pytest.fixture
-def hostile_session():
-    """A session on its own worker with the test hooks, closed afterwards."""
-    from tools import ToolSession, WorkerPool
-
-    pool = WorkerPool(size=0, test_hooks=True, prewarm=False)
-    s = ToolSession(pool, deadline_s=60)
-    yield s
-    s.close()
-    pool.close()
-
-
 RAW = FIND_STREAM + """
 import struct
 req = f.f_locals['request']
