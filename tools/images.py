@@ -63,45 +63,49 @@ def decode_png(source: bytes | bytearray | str | os.PathLike, mode: str | None =
                max_pixels: int | None = None) -> Any:
     """A loaded PIL image from PNG bytes or a PNG file, its header checked before any decode;
     ImageError if it is not a PNG, is malformed, or is over the pixel cap."""
-    from PIL import Image
-
     data = read_png_bytes(source)
     width, height = png_size(data, max_pixels)
-    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
-    try:
-        image = Image.open(io.BytesIO(data), formats=["PNG"])
-        if image.size != (width, height):
+
+    def same_size(size: tuple[int, int]) -> None:
+        if size != (width, height):
             raise ImageError("the PNG's header and its decoder disagree on its size")
-        image.load()
-        return image.convert(mode) if mode else image
-    except ImageError:
-        raise
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-        raise ImageError(f"the PNG does not decode: {e}") from None
+
+    return _decode(data, ["PNG"], same_size, mode, "PNG")
 
 
 def decode_image(source: bytes | bytearray | str | os.PathLike, mode: str | None = "RGB",
                  max_pixels: int | None = None) -> Any:
     """`decode_png` for a PNG; any other format Pillow reads is held to the same cap on the
     size its header gives (Pillow's open reads only the header), before it is loaded."""
-    from PIL import Image
-
     data = read_png_bytes(source)
     if data.startswith(PNG_SIGNATURE):
         return decode_png(data, mode, max_pixels)
     cap = MAX_PIXELS if max_pixels is None else max_pixels
-    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
-    try:
-        image = Image.open(io.BytesIO(data))
-        width, height = image.size
+
+    def under_cap(size: tuple[int, int]) -> None:
+        width, height = size
         if width * height > cap:
             raise ImageError(f"the image claims {width} x {height} pixels; the cap is {cap} pixels")
+
+    return _decode(data, None, under_cap, mode, "image")
+
+
+def _decode(data: bytes, formats: list[str] | None, check: Any, mode: str | None,
+            what: str) -> Any:
+    """Open `data` (Pillow's open reads only the header), `check` the size it gives, and
+    only then decode it."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+    try:
+        image = Image.open(io.BytesIO(data), formats=formats)
+        check(image.size)
         image.load()
         return image.convert(mode) if mode else image
     except ImageError:
         raise
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-        raise ImageError(f"the image does not decode: {e}") from None
+        raise ImageError(f"the {what} does not decode: {e}") from None
 
 
 def reencode_png(data: bytes, max_pixels: int | None = None) -> bytes:

@@ -67,6 +67,13 @@ def script(code: str) -> dict:
     return {"tool": "cadquery_script", "args": {"code": code, "name": "Dust"}}
 
 
+def _started(session, task, plan: list[dict]) -> list[dict]:
+    """The task's start state in `session`, then `plan` run there; the call records."""
+    session.reset()
+    task.setup(session)
+    return run_calls(session, plan)
+
+
 def _key(v) -> tuple:
     return (v.total, v.success, v.components)
 
@@ -153,9 +160,7 @@ def test_a_call_record_not_in_the_ledger_counts_as_failed(worker_pool):
     another tool) is not evidence that anything ran."""
     task = get_task(TASK)
     with ToolSession(worker_pool) as s:
-        s.reset()
-        task.setup(s)
-        calls = run_calls(s, task.oracle)
+        calls = _started(s, task, task.oracle)
         honest = verify(task, s, calls)
         made_up = [*calls, {"tool": "add_primitive", "args": {}, "ok": True}]
         renamed = [dict(calls[0], tool="delete"), *calls[1:]]
@@ -187,15 +192,11 @@ def test_a_long_history_folds_into_a_vaulted_base_and_still_scores_honestly(work
 
     task = get_task(TASK)
     with ToolSession(worker_pool) as s:
-        s.reset()
-        task.setup(s)
-        calls = run_calls(s, task.oracle)
+        calls = _started(s, task, task.oracle)
         full = verify(task, s, calls)
     monkeypatch.setattr(ledger, "MAX_ENTRIES", 1)
     with ToolSession(worker_pool) as s:
-        s.reset()
-        task.setup(s)
-        calls = run_calls(s, [*task.oracle, {"tool": "get_scene", "args": {}}])
+        calls = _started(s, task, [*task.oracle, {"tool": "get_scene", "args": {}}])
         base, entries = s.ledger.snapshot()
         assert base is not None and [e.tool for e in entries] == ["get_scene"]
         folded = verify(task, s, calls)
