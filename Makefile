@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh
+$(STAMP): pyproject.toml scripts/setup.sh scripts/base-model.txt
 	@bash scripts/setup.sh
 
 run: $(STAMP)

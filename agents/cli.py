@@ -1,4 +1,4 @@
-"""Agent-layer commands (serve, mcp, dev), assembled from their modules."""
+"""Agent-layer commands (serve, mcp, dev, models), assembled from their modules."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib.util
 
 import typer
 
-MODULES = ("agents.cli_serve", "agents.cli_dev")
+MODULES = ("agents.cli_serve", "agents.cli_dev", "agents.cli_models")
 
 
 def register(app: typer.Typer) -> None:

