@@ -39,7 +39,7 @@ from agents.model_convert import (
 
 __all__ = ["BASE_NAME", "BASE_SHA256", "AdapterEntry", "BaseModelMissing", "HashMismatch",
            "ModelEntry", "ModelError", "add", "ensure_base", "list_adapters", "list_models",
-           "packaged_gguf", "remove", "resolve", "show"]
+           "packaged_gguf", "remember_adapter", "remove", "resolve", "show"]
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")  # model_source's
 REGISTRY = "registry.json"
@@ -227,6 +227,23 @@ def list_adapters(data_dir: str | os.PathLike[str] | None = None) -> list[Adapte
             base = ""
         out.append(AdapterEntry(name, str(path), base, _owner(base, owners), registered))
     return out
+
+
+def remember_adapter(path: str | os.PathLike[str],
+                     data_dir: str | os.PathLike[str] | None = None) -> AdapterEntry:
+    """Register a run's adapter once (the studio's "Use in agent"): the same folder again
+    returns its entry; a taken name gets a -2, -3... suffix."""
+    folder = Path(path).expanduser().resolve()
+    for entry in list_adapters(data_dir):
+        if Path(entry.path).resolve() == folder:
+            return entry
+    label = _slug(folder.parent.name if folder.name == "adapter" else folder.name)
+    taken = {a.name for a in list_adapters(data_dir)} | {m.name for m in list_models(data_dir)}
+    name, n = label, 1
+    while name in taken:
+        n += 1
+        name = f"{label}-{n}"
+    return _add_adapter(folder, name, data_dir)
 
 
 def _add_adapter(path: Path, name: str | None, data_dir) -> AdapterEntry:

@@ -176,3 +176,17 @@ def test_adapters_are_listed_under_the_base_they_were_trained_on(tiny_model_dir,
     assert "run folder" in run_owned
     assert models("remove", "grpo", "--data-dir", str(data)).exit_code == 0
     assert (mine / "adapter_config.json").is_file()
+
+
+def test_a_runs_adapter_is_remembered_once_under_a_free_name(tmp_path):
+    from agents.models import remember_adapter
+
+    data = tmp_path / "data"
+    first = _adapter(tmp_path / "a" / "sft" / "adapter", BASE_NAME)
+    second = _adapter(tmp_path / "b" / "sft" / "adapter", BASE_NAME)
+    assert remember_adapter(first, data).name == "sft"
+    assert remember_adapter(first, data).name == "sft"  # the same folder: the same entry
+    assert remember_adapter(second, data).name == "sft-2"
+    listed = json.loads(models("list", "--json", "--data-dir", str(data)).stdout)["adapters"]
+    assert sorted((a["name"], a["base_name"]) for a in listed) == [("sft", BASE_NAME),
+                                                                   ("sft-2", BASE_NAME)]

@@ -345,3 +345,31 @@ def test_outliner_show_hide_and_viewport_wireframe(fresh, qtbot):
     with qtbot.waitSignal(v.sig_frame, timeout=120_000, check_params_cb=lambda r: r.args.get("shading") == "wireframe"):
         w.viewport_panel.wireframe.setChecked(True)
     w.viewport_panel.wireframe.setChecked(False)
+
+
+def test_the_agent_dock_lists_registered_models_with_their_adapters(studio, tmp_path):
+    """The packaged base is the hf policy's default; a registered adapter sits under its base
+    and choosing it fills the policy, the model and the adapter (agents/models.py)."""
+    from agents.models import BASE_NAME, add
+
+    dock = studio.agent
+    dock.policy.setCurrentText("hf")
+    dock.model.setText("")
+    assert dock.request().policy == f"hf:{BASE_NAME}"
+    adapter = tmp_path / "run" / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "base_model_name_or_path": BASE_NAME}))
+    add(str(adapter), data_dir=studio.controller.data_dir)
+    dock.policy.setCurrentText("oracle")
+    dock.fill_local()
+    items = [dock.local.itemText(i) for i in range(dock.local.count())]
+    base_at = next(i for i, t in enumerate(items) if t.startswith(BASE_NAME))
+    assert items[base_at + 1] == f"    run: adapter on {BASE_NAME}", items
+    dock.local.activated.emit(base_at + 1)
+    assert (dock.policy.currentText(), dock.model.text()) == ("hf", BASE_NAME)
+    assert dock.adapter.text() == str(adapter.resolve())
+    request = dock.request()
+    assert request.policy == f"hf:{BASE_NAME}" and request.options == {"adapter": str(adapter.resolve())}
+    dock.policy.setCurrentText("oracle")
+    dock.adapter.setText("")

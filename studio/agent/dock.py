@@ -34,8 +34,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from agents.models import BASE_NAME
 from studio.agent.runner import AgentRequest, AgentRunner, refusal
 from studio.foreign import plain_label, png_image
+from tools.exits import UserError
 from tools.text import printable
 
 POLICIES = ("oracle", "openai", "hf", "none")
@@ -64,7 +66,11 @@ class AgentDock(QWidget):
         self.policy.setCurrentText(str(settings.value("agent/policy", "oracle")))
         self.base_url = QLineEdit(str(settings.value("agent/base_url", "http://127.0.0.1:8000/v1")))
         self.model = QLineEdit(str(settings.value("agent/model", "")))
-        self.model.setPlaceholderText("served model name (openai) or folder (hf)")
+        self.model.setPlaceholderText(f"served model name (openai); name or folder (hf: {BASE_NAME})")
+        self.local = QComboBox()  # the registry's models and adapters (`modelwright models list`)
+        self.local.setToolTip("Drive the agent with a local model or adapter (hf policy)")
+        self.local.activated.connect(self._use_local)
+        self.fill_local()
         self.adapter = QLineEdit(str(settings.value("agent/adapter", "")))
         self.adapter.setPlaceholderText("LoRA adapter folder (hf), optional")
         self.max_steps = QSpinBox()
@@ -85,6 +91,7 @@ class AgentDock(QWidget):
         policy_row.addWidget(self.max_steps, 1)
         form.addRow("Policy", policy_row)
         form.addRow("Endpoint", self.base_url)
+        form.addRow("Local", self.local)
         form.addRow("Model", self.model)
         form.addRow("Adapter", self.adapter)
         controller.sig_agent_policy.connect(self.use_policy)
@@ -140,8 +147,8 @@ class AgentDock(QWidget):
         options = {}
         if policy.startswith("openai"):
             options = {"base_url": self.base_url.text().strip() or None, "model": self.model.text().strip() or None}
-        elif policy == "hf" and self.model.text().strip():
-            policy = f"hf:{self.model.text().strip()}"
+        elif policy == "hf":  # no model named: the packaged base, the default local choice
+            policy = f"hf:{self.model.text().strip() or BASE_NAME}"
             if self.adapter.text().strip():
                 options = {"adapter": self.adapter.text().strip()}
         task = self.controller.task if self.use_task.isChecked() else None
@@ -191,6 +198,33 @@ class AgentDock(QWidget):
         self.policy.setCurrentText(policy)
         self.model.setText(options.get("model", ""))
         self.adapter.setText(options.get("adapter", ""))
+        self.fill_local()  # a new adapter may have been registered
+
+    def fill_local(self) -> None:
+        """The registered models, each followed by its adapters."""
+        from agents.models import list_adapters, list_models
+
+        self.local.clear()
+        self.local.addItem("registered models and adapters...", None)
+        try:
+            models, adapters = (list_models(self.controller.data_dir),
+                                list_adapters(self.controller.data_dir))
+        except (UserError, OSError):  # an unreadable data dir: the fields still work
+            return
+        for m in models:
+            built = "" if m.path else ", built on first use"
+            self.local.addItem(f"{m.name} ({m.kind}{built})", {"model": m.name, "adapter": ""})
+            for a in adapters:
+                if a.base_name == m.name:
+                    self.local.addItem(f"    {a.name}: adapter on {m.name}",
+                                       {"model": m.name, "adapter": a.path})
+
+    def _use_local(self, index: int) -> None:
+        choice = self.local.itemData(index)
+        if choice:
+            self.policy.setCurrentText("hf")
+            self.model.setText(choice["model"])
+            self.adapter.setText(choice["adapter"])
 
     def stop(self) -> None:
         if self.runner is not None:

@@ -286,6 +286,13 @@ class TrainingDock(QWidget):
             self.controller.sig_error.emit(
                 "No finished adapter in the run folder yet: launch a run and let it finish.")
             return False
+        from agents.models import remember_adapter
+        from tools.exits import UserError
+
+        try:  # listed under its base in the Agent dock and `modelwright models list`
+            remember_adapter(adapter, self.controller.data_dir)
+        except (UserError, OSError):
+            pass  # the run's adapter still drives the agent; it is only not listed
         self.controller.sig_agent_policy.emit("hf", {"model": str(base), "adapter": str(adapter)})
         self.controller.sig_status.emit(f"Agent dock: hf policy with the adapter {adapter}")
         return True
