@@ -190,3 +190,73 @@ def test_a_runs_adapter_is_remembered_once_under_a_free_name(tmp_path):
     listed = json.loads(models("list", "--json", "--data-dir", str(data)).stdout)["adapters"]
     assert sorted((a["name"], a["base_name"]) for a in listed) == [("sft", BASE_NAME),
                                                                    ("sft-2", BASE_NAME)]
+
+
+def _tiny_gguf(out: Path, seed: int = 0) -> Path:
+    """A real GGUF of a one-layer, 64-wide llama with the packaged base's tokenizer and random
+    weights (14 MB): what a person's Ollama or LM Studio file looks like, converted in seconds."""
+    import gguf
+    import numpy as np
+
+    source = gguf.GGUFReader(packaged_gguf())
+    writer = gguf.GGUFWriter(str(out), "llama")
+    hidden, ff, heads, kv, vocab = 64, 128, 2, 1, 49152
+    writer.add_block_count(1)
+    writer.add_context_length(512)
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(ff)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(vocab)
+    writer.add_rope_dimension_count(hidden // heads)
+    for key, field in source.fields.items():
+        if key.startswith("tokenizer."):
+            sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+            writer.add_key_value(key, field.contents(), field.types[0], sub_type=sub)
+    rng = np.random.default_rng(seed)
+    head = hidden // heads
+    shapes = {"token_embd": (vocab, hidden), "output_norm": (hidden,),
+              "blk.0.attn_norm": (hidden,), "blk.0.ffn_norm": (hidden,),
+              "blk.0.attn_q": (hidden, hidden), "blk.0.attn_k": (kv * head, hidden),
+              "blk.0.attn_v": (kv * head, hidden), "blk.0.attn_output": (hidden, hidden),
+              "blk.0.ffn_gate": (ff, hidden), "blk.0.ffn_up": (ff, hidden),
+              "blk.0.ffn_down": (hidden, ff)}
+    for name, shape in shapes.items():
+        weight = np.ones(shape) if len(shape) == 1 else rng.standard_normal(shape) * 0.02
+        writer.add_tensor(f"{name}.weight", weight.astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+def test_a_persons_gguf_is_converted_once_with_its_hash_recorded(tmp_path, monkeypatch):
+    from transformers import AutoConfig, AutoTokenizer
+
+    from agents.model_convert import sha256_of
+    from agents.model_source import resolve_model
+
+    gguf_file = _tiny_gguf(tmp_path / "My-Model.Q8.gguf")
+    data = tmp_path / "data"
+    added = models("add", str(gguf_file), "--data-dir", str(data))
+    assert added.exit_code == 0, added.output
+    folder = data / "models" / "my-model.q8"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["gguf_sha256"] == sha256_of(gguf_file)
+    assert manifest["source"] == f"gguf:{gguf_file.resolve()}" and manifest["kind"] == "text"
+    config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    assert (config.model_type, config.hidden_size, config.num_hidden_layers) == ("llama", 64, 1)
+    assert not hasattr(config, "quantization_config")  # a plain folder PEFT and TRL accept
+    tokens = AutoTokenizer.from_pretrained(folder, local_files_only=True)("<|im_start|>hi")
+    assert tokens["input_ids"][0] == 1  # the GGUF's own tokenizer came along
+    monkeypatch.setenv("MODELWRIGHT_DATA_DIR", str(data))
+    assert Path(resolve_model("my-model.q8").name) == folder
+    (entry,) = [m for m in json.loads(models("list", "--json", "--data-dir", str(data)).stdout)
+                ["models"] if m["name"] == "my-model.q8"]
+    assert entry["owned"] and entry["sha256"] == manifest["gguf_sha256"]
+    removed = models("remove", "my-model.q8", "--data-dir", str(data))
+    assert removed.exit_code == 0 and "deleted the converted copy" in removed.stdout
+    assert not folder.exists() and gguf_file.is_file()  # the copy goes, the person's file stays
