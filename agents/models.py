@@ -185,6 +185,8 @@ def add(source: str, name: str | None = None, data_dir: str | os.PathLike[str] |
 def remove(name: str, data_dir: str | os.PathLike[str] | None = None) -> str:
     """Forget `name`: a converted copy is deleted, a reference only forgotten. Returns what
     was done, in words."""
+    if not NAME.fullmatch(name):  # never a path: nothing outside DATA/models is deleted
+        raise _unknown(name)
     root = models_dir(data_dir)
     if (root / name / MANIFEST).is_file():
         with locked(root / f".{name}.lock"):

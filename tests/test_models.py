@@ -144,6 +144,11 @@ def test_bad_sources_are_one_line(tmp_path):
     line = one_error_line(models("add", str(tmp_path / "empty"), "--adapter", "--data-dir", data),
                           ExitCode.USAGE)
     assert "adapter_config.json" in line
+    outside = tmp_path / "outside"  # looks like a converted copy, but no name reaches it
+    outside.mkdir()
+    (outside / "manifest.json").write_text("{}")
+    line = one_error_line(models("remove", "../../outside", "--data-dir", data), ExitCode.USAGE)
+    assert "'../../outside'" in line and (outside / "manifest.json").is_file()
 
 
 def _adapter(folder: Path, base: str) -> Path:
