@@ -222,11 +222,7 @@ def list_adapters(data_dir: str | os.PathLike[str] | None = None) -> list[Adapte
     owners = _owners(data_dir)
     out = []
     for name, path, registered in found:
-        try:
-            base = str(json.loads((path / "adapter_config.json").read_text())
-                       .get("base_model_name_or_path") or "")
-        except (OSError, ValueError):
-            base = ""
+        base = str(_json(path / "adapter_config.json").get("base_model_name_or_path") or "")
         out.append(AdapterEntry(name, str(path), base, _owner(base, owners), registered))
     return out
 
@@ -280,7 +276,7 @@ def _owner(base: str, owners: dict[str, str]) -> str | None:
 
 # -- helpers ---------------------------------------------------------------------------------
 def _owned(folder: Path) -> ModelEntry:
-    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest = _json(folder / MANIFEST)
     return ModelEntry(folder.name, manifest.get("kind", "text"), manifest.get("source", ""),
                       str(folder), True, _size(folder), manifest.get("gguf_sha256"),
                       manifest.get("created"))
@@ -294,7 +290,7 @@ def _referenced(name: str, ref: dict) -> ModelEntry:
     if folder is None or not (folder / "config.json").is_file():
         return ModelEntry(name, "text", ref["source"], None, False, 0, created=ref.get("created"),
                           note=note)
-    config = json.loads((folder / "config.json").read_text())
+    config = _json(folder / "config.json")
     return ModelEntry(name, kind_of(config), ref["source"], str(folder), False, _size(folder),
                       created=ref.get("created"))
 
@@ -310,8 +306,18 @@ def _hub_cached(repo: str) -> Path | None:
 def _config_summary(path: str | None) -> dict:
     if not path or not (Path(path) / "config.json").is_file():
         return {}
-    config = json.loads((Path(path) / "config.json").read_text())
+    config = _json(Path(path) / "config.json")
     return {"model_type": config.get("model_type"), "architectures": config.get("architectures")}
+
+
+def _json(path: Path) -> dict:
+    """A small JSON file of a model folder; {} when unreadable: a damaged folder is still
+    listed (and removable), the load says what is wrong with it."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _size(folder: Path) -> int:
