@@ -371,5 +371,15 @@ def test_the_agent_dock_lists_registered_models_with_their_adapters(studio, tmp_
     assert dock.adapter.text() == str(adapter.resolve())
     request = dock.request()
     assert request.policy == f"hf:{BASE_NAME}" and request.options == {"adapter": str(adapter.resolve())}
+    other = tmp_path / "run2" / "adapter"  # on a base nobody registered: listed with its path
+    other.mkdir(parents=True)
+    (other / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "base_model_name_or_path": str(tmp_path / "run2" / "base-model")}))
+    add(str(other), data_dir=studio.controller.data_dir)
+    dock.fill_local()
+    items = [dock.local.itemText(i) for i in range(dock.local.count())]
+    assert items[-1] == f"run2: adapter on {tmp_path / 'run2' / 'base-model'}", items
+    dock.local.activated.emit(len(items) - 1)
+    assert dock.model.text() == str(tmp_path / "run2" / "base-model")
     dock.policy.setCurrentText("oracle")
     dock.adapter.setText("")

@@ -218,6 +218,10 @@ class AgentDock(QWidget):
                 if a.base_name == m.name:
                     self.local.addItem(f"    {a.name}: adapter on {m.name}",
                                        {"model": m.name, "adapter": a.path})
+        for a in adapters:  # trained on an unregistered folder (a run's own base-model)
+            if a.base_name is None and a.base:
+                self.local.addItem(f"{a.name}: adapter on {a.base}",
+                                   {"model": a.base, "adapter": a.path})
 
     def _use_local(self, index: int) -> None:
         choice = self.local.itemData(index)
