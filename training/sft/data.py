@@ -145,6 +145,17 @@ def template_messages(messages: list[dict], images: list[Any]) -> list[dict]:
     return out
 
 
+def _without_images(messages: list[dict]) -> list[dict]:
+    """Messages with their image placeholders dropped (for a model that cannot see)."""
+    out = []
+    for msg in messages:
+        content = msg.get("content")
+        if isinstance(content, list):
+            msg = {**msg, "content": [p for p in content if p.get("type") != "image"]}
+        out.append(msg)
+    return out
+
+
 def row_tools(row: dict) -> list[dict] | None:
     tools = row.get("tools")
     if isinstance(tools, str):
@@ -165,12 +176,17 @@ class ConversationCollator:
     def __init__(
         self, processor: Any, max_length: int | None = None, cache_bytes: int = 1 << 30
     ) -> None:
-        from trl.chat_template_utils import get_training_chat_template
+        from agents import chat_format
 
         self.processor = processor
         self.max_length = max_length
-        # The training variant wraps assistant turns in {% generation %} for the assistant mask.
-        self.chat_template = get_training_chat_template(processor)
+        self.hermes = chat_format.uses_hermes(processor)
+        self.chat_template = None
+        if not self.hermes:
+            from trl.chat_template_utils import get_training_chat_template
+
+            # The training variant wraps assistant turns in {% generation %} for the mask.
+            self.chat_template = get_training_chat_template(processor)
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[str, dict] = OrderedDict()
         self._cached_bytes = 0
@@ -197,6 +213,15 @@ class ConversationCollator:
 
     def encode_row(self, row: dict) -> dict:
         """input_ids, attention_mask, labels (assistant-only) and vision tensors for one row."""
+        if self.hermes:  # tools in the system message, calls as <tool_call> text
+            from agents import chat_format
+
+            if chat_format.is_text_only(self.processor):  # the row keeps its frames
+                messages = template_messages(_without_images(row["messages"]), [])
+            else:
+                messages = template_messages(row["messages"], list(row.get("images") or []))
+            out = chat_format.encode_training(self.processor, messages, row_tools(row))
+            return self._checked(out)
         messages = template_messages(row["messages"], list(row.get("images") or []))
         out = self.processor.apply_chat_template(
             messages,
@@ -211,6 +236,10 @@ class ConversationCollator:
         labels = out["input_ids"].clone()
         labels[out.pop("assistant_masks") == 0] = -100
         out["labels"] = labels
+        return self._checked(out)
+
+    def _checked(self, out: dict) -> dict:
+        labels = out["labels"]
         if self.max_length is not None and labels.shape[1] > self.max_length:
             # Cutting inside an image's tokens breaks the vision inputs: refuse with a fix.
             raise DatasetError(
@@ -224,7 +253,7 @@ class ConversationCollator:
 
         encoded = [self.encode(r) for r in rows]
         width = max(e["input_ids"].shape[1] for e in encoded)
-        pad_id = self.processor.tokenizer.pad_token_id
+        pad_id = getattr(self.processor, "tokenizer", self.processor).pad_token_id
         pads = {"input_ids": pad_id, "attention_mask": 0, "labels": -100, "mm_token_type_ids": 0}
         batch: dict[str, Any] = {}
         for key, fill in pads.items():

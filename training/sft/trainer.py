@@ -59,7 +59,8 @@ def load_model(spec: ModelSpec, run_dir: Path, path: str | Path | None = None):
     # before torch: a typo fails at once
     source = resolve_model(base_model_path(spec, run_dir, path))
     import torch
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from agents.policies.hf_policy import load_pretrained
 
     kwargs: dict[str, Any] = {
         "dtype": "auto" if spec.dtype == "auto" else getattr(torch, spec.dtype),
@@ -68,8 +69,7 @@ def load_model(spec: ModelSpec, run_dir: Path, path: str | Path | None = None):
     if spec.attn_implementation:
         kwargs["attn_implementation"] = spec.attn_implementation
     with loading(source):
-        processor = AutoProcessor.from_pretrained(source.name, **source.kwargs())
-        model = AutoModelForImageTextToText.from_pretrained(source.name, **kwargs)
+        processor, model = load_pretrained(source.name, **kwargs)
     return model, processor
 
 
@@ -92,11 +92,12 @@ def peft_config(spec: LoraSpec):
 def sft_args(spec: SFTSpec, run: RunSpec, out_dir: Path, use_cpu: bool, **override: Any):
     from trl import SFTConfig
 
+    own_mask = override.pop("assistant_only_loss", True)
     return SFTConfig(
         **{**trainer_options(spec, run, out_dir, use_cpu), **override},
         warmup_steps=spec.warmup_steps,
         weight_decay=spec.weight_decay,
-        assistant_only_loss=True,
+        assistant_only_loss=own_mask,
         remove_unused_columns=False,  # the collator needs `images` and `tools`
         dataset_kwargs={"skip_prepare_dataset": True},
         max_length=spec.max_length,
@@ -221,9 +222,17 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
     data = load_conversations(spec.data, where)
     id_column = next((c for c in ("episode_id", "id") if c in data.column_names), None)
     model, processor = load_model(config.model, out_dir, model_path)
+    from agents.chat_format import is_text_only, uses_hermes
+
+    if is_text_only(processor) and "images" in data.column_names:
+        # A text-only model trains on the rows' text; the frames stay in the store.
+        data = data.remove_columns("images")
     collator = _IdCollator(ConversationCollator(processor, spec.max_length), id_column)
     use_cpu = not torch.cuda.is_available()
-    args = sft_args(spec, run, out_dir, use_cpu=use_cpu)
+    # The collator's labels mask the prompt; TRL's own mask needs a template it can patch,
+    # which a template without tools (the Hermes format is rendered here) is not.
+    own = {"assistant_only_loss": False} if uses_hermes(processor) else {}
+    args = sft_args(spec, run, out_dir, use_cpu=use_cpu, **own)
     tensorboard_dir(out_dir)
     peft = None if spec.full_finetune else peft_config(config.lora)
     if spec.prompt_curriculum and ckpt is None:  # a checkpoint of the run proper holds them

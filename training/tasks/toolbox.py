@@ -1,0 +1,27 @@
+"""Each family's toolbox: the tools a prompt shows for its tasks when no list is configured.
+
+The whole catalogue's signatures cost a small model ~1,900 tokens per prompt; a family's
+toolbox is the scene basics plus every tool its oracle plans use on the first seeds of each
+level, in the catalogue's order. The basics are shown everywhere, so choosing among tools is
+still part of every task.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+SCENE_BASICS = ("add_primitive", "transform", "set_material", "delete")
+SEEDS = range(6)  # oracle plans sampled per level
+
+
+@cache
+def family_tools(name: str) -> tuple[str, ...]:
+    from tools import catalogue
+    from training.tasks.base import FAMILIES, get_task
+
+    levels = FAMILIES[name].levels
+    used = set(SCENE_BASICS)
+    for level in levels:
+        for seed in SEEDS:
+            used.update(step["tool"] for step in get_task(f"{name}:{level}:{seed}").oracle)
+    return tuple(spec["name"] for spec in catalogue() if spec["name"] in used)
