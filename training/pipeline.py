@@ -166,7 +166,7 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     set_cpu_threads(config.run.cpu_threads)
     started = time.time()
-    model_dir = Path(config.model.path) if config.model.path else out / "model"
+    model_dir = base_folder(config, out)
     stages: dict[str, Any] = {}
     if config.model.build_tiny:
         size = config.model.tiny_size
@@ -226,6 +226,16 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     (out / "report.json").write_text(json.dumps(report, indent=1))
     (out / "report.md").write_text(report["summary"] + "\n")
     return report
+
+
+def base_folder(config: TrainConfig, out: Path) -> Path:
+    """The base model's folder: the tiny one built into the run, a folder, or a registered
+    name (the packaged SmolLM2 is built from its wheel on first use)."""
+    if config.model.build_tiny:
+        return Path(config.model.path) if config.model.path else out / "model"
+    from agents import resolve_model
+
+    return Path(resolve_model(config.model.path).name)
 
 
 def held_out_config(config: TrainConfig) -> TrainConfig:

@@ -7,6 +7,7 @@ and every error names the field, e.g. `grpo.num_generations: Input should be gre
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -31,6 +32,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
 
+def _is_model_name(text: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text)) and not Path(text).exists()
+
+
 class ModelSpec(Strict):
     build_tiny: bool = False  # build `modelwright dev tiny-model` into the run dir first
     path: str | None = None  # local folder (or hub id on a machine that may download)
@@ -47,8 +52,10 @@ class ModelSpec(Strict):
     @field_validator("path")
     @classmethod
     def _path_exists(cls, path: str | None, info: ValidationInfo) -> str | None:
+        # A plain name (no path separator) is a registered model (`modelwright models
+        # list`), resolved when the run starts: the packaged base is built on first use.
         if (path and not info.data.get("build_tiny") and not is_hub_id(path)
-                and not Path(path).expanduser().is_dir()):
+                and not Path(path).expanduser().is_dir() and not _is_model_name(path)):
             raise ValueError(
                 f"no model folder at {path!r} (a folder holding config.json; or set "
                 "model.build_tiny: true for the tiny CPU model, or `modelwright dev tiny-model "
@@ -292,8 +299,21 @@ class TrainConfig(Strict):
         return self
 
 
-def load_config(path: str | Path) -> TrainConfig:
-    """Read and validate a YAML config; raise `ConfigError` naming the offending field."""
+def _merged(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(path: str | Path, quick: bool = False) -> TrainConfig:
+    """Read and validate a YAML config; raise `ConfigError` naming the offending field.
+
+    A config's `quick:` mapping holds overrides (merged key by key) for a short run of the
+    same pipeline: `quick=True` applies them, as `--quick` does; otherwise it is ignored."""
     import yaml
 
     path = Path(path)
@@ -309,6 +329,12 @@ def load_config(path: str | Path) -> TrainConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     raw.setdefault("name", path.stem)
+    over = raw.pop("quick", None)
+    if quick:
+        if not isinstance(over, dict):
+            raise ConfigError(f"{path}: --quick needs a `quick:` mapping of overrides")
+        raw = _merged(raw, over)
+        raw["name"] = f"{raw['name']}-quick"
     try:
         return TrainConfig.model_validate(raw)
     except ValidationError as exc:

@@ -10,16 +10,16 @@ import typer
 from tools.exits import fail
 
 
-def _load(config: Path, kind: str, probe: bool = True):
+def _load(config: Path, kind: str, probe: bool = True, quick: bool = False):
     """The config, its model checked before anything slow starts (workers, datasets).
     A ConfigError or a missing model ends the command with one line (exit 2). `probe=False`
     (dry runs) checks a local folder but never asks the hub about a hub id."""
     from training.train_config import load_config
 
-    cfg = load_config(config)
+    cfg = load_config(config, quick=quick)
     if cfg.kind != kind:
         fail(f"{config} is a {cfg.kind!r} config; use `modelwright train {cfg.kind}`")
-    if kind in ("sft", "grpo") and cfg.model.path and not cfg.model.build_tiny:
+    if cfg.model.path and not cfg.model.build_tiny:
         from agents import resolve_model  # with build_tiny, model.path is where it is built
 
         resolve_model(cfg.model.path, probe=probe)
@@ -109,11 +109,19 @@ def register(app: typer.Typer) -> None:
         )
 
     @train.command("pipeline")
-    def pipeline(config: Path = CONFIG, out: Path | None = OUT, resume: bool = RESUME) -> None:
-        """Tiny model -> oracle demonstrations -> SFT -> eval -> GRPO -> eval -> report.json."""
+    def pipeline(
+        config: Path = CONFIG,
+        out: Path | None = OUT,
+        resume: bool = RESUME,
+        quick: bool = typer.Option(
+            False, "--quick", help="Apply the config's `quick:` overrides: a short run."
+        ),
+    ) -> None:
+        """Base model -> zero-shot eval -> oracle demonstrations -> SFT -> eval -> GRPO -> eval
+        -> report.json."""
         from training.pipeline import run_pipeline
 
-        cfg = _load(config, "pipeline")
+        cfg = _load(config, "pipeline", quick=quick)
         report = run_pipeline(cfg, _out(cfg, out), resume=resume)
         typer.echo(report["summary"])
 
