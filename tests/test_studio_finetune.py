@@ -1,7 +1,8 @@
 """A fine-tune from the studio works for a newcomer (offscreen Qt, real runtime, real training
-subprocesses): the shipped studio config runs offline in a fresh folder; demonstrations recorded in the
-studio become an SFT run in a few clicks and its adapter drives the Agent dock; eval gets its
-arguments; a failed run shows its real error; the log can be made tall."""
+subprocesses, the real packaged base): the shipped studio config runs offline in a fresh folder;
+demonstrations recorded in the studio become an SFT run of the base in a few clicks and its adapter,
+on that base, drives the Agent dock; eval gets its arguments; a failed run shows its real error;
+the log can be made tall."""
 
 from __future__ import annotations
 
@@ -37,8 +38,27 @@ def launch_and_wait(qtbot, dock, timeout_ms=600_000) -> int:
     return stopped.args[0]
 
 
-def test_demonstrations_to_an_adapter_that_drives_the_agent(studio, qtbot, tmp_path):
+def with_base(data_dir: Path, base_data_dir: Path) -> None:
+    """`data_dir` holding the packaged base as if built there (a link to the session's copy:
+    the conversion is ~20-35 s of a loaded CPU)."""
+    from agents.models import BASE_NAME
+
+    link = data_dir / "models" / BASE_NAME
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(base_data_dir / "models" / BASE_NAME, target_is_directory=True)
+
+
+def test_demonstrations_to_an_adapter_that_drives_the_agent(studio, qtbot, tmp_path, base_data_dir,
+                                                           monkeypatch, one_torch_thread):
+    from agents.models import BASE_NAME
+
     w, c, dock = studio, studio.controller, studio.training
+    with_base(Path(c.data_dir), base_data_dir)
+    # The studio's own data dir must reach the training process and the agent's model lookup:
+    # the environment's points at a file, where any lookup fails.
+    (tmp_path / "not-a-dir").write_text("")
+    monkeypatch.setenv("MODELWRIGHT_DATA_DIR", str(tmp_path / "not-a-dir"))
     c.new_scene()
     qtbot.waitUntil(lambda: not c.scene.objects, timeout=20_000)
     assert not dock.from_demonstrations()  # nothing recorded yet: said, nothing written
@@ -50,21 +70,33 @@ def test_demonstrations_to_an_adapter_that_drives_the_agent(studio, qtbot, tmp_p
     config = Path(dock.config.text())
     assert dock.kind.currentText() == "sft" and config.is_file()
     raw = yaml.safe_load(config.read_text())
-    assert raw["model"]["build_tiny"] and raw["sft"]["filter"] == {"success_only": False}
-    raw["sft"]["max_steps"] = 4  # the test's budget
+    assert raw["model"]["path"] == BASE_NAME and raw["sft"]["filter"] == {"success_only": False}
+    raw["sft"]["max_steps"] = 2  # the test's budget: a step of the real base is seconds here
     config.write_text(yaml.safe_dump(raw))
     assert launch_and_wait(qtbot, dock) == 0, dock.log.toPlainText()[-2000:]  # click 2
-    assert (Path(dock.out.text()) / "adapter" / "adapter_config.json").is_file()
+    adapter = Path(dock.out.text()) / "adapter"
+    trained_on = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+    base = Path(c.data_dir) / "models" / BASE_NAME
+    assert Path(trained_on).resolve() == base.resolve()  # the base, in the studio's data dir
     assert dock.use_in_agent()  # click 3
-    assert w.agent.policy.currentText() == "hf" and w.agent.adapter.text().endswith("adapter")
+    assert w.agent.policy.currentText() == "hf" and w.agent.model.text() == BASE_NAME
+    assert Path(w.agent.adapter.text()) == adapter
+    listed = [w.agent.local.itemData(i) for i in range(w.agent.local.count())]
+    assert {"model": BASE_NAME, "adapter": str(adapter.resolve())} in listed  # under its base
     from studio.agent.runner import AgentRequest
 
     request = w.agent.request()
-    assert request.policy.startswith("hf:") and request.options["adapter"]
+    assert request.policy == f"hf:{BASE_NAME}" and request.options == {"adapter": str(adapter)}
     request.goal, request.max_steps = "a red cube", 1
+    request.options = {**request.options, "max_tokens": 24}  # one short turn is the point
     with qtbot.waitSignal(w.agent.sig_finished, timeout=300_000) as done:
         w.agent.run(AgentRequest(**{**request.__dict__}))
-    assert done.args[0]["status"] not in ("fatal", "refused"), done.args[0]
+    summary = done.args[0]
+    assert summary["status"] not in ("fatal", "refused"), summary
+    # what the run loaded: the base from the studio's data dir with the run's adapter on it
+    assert Path(summary["model"]) == base and summary["adapter"] == str(adapter)
+    assert summary["policy"] == f"hf:{BASE_NAME}" and summary["tokens_out"] > 0
+    assert c.store().episode(summary["episode_id"]).policy == f"hf:{BASE_NAME}"
 
 
 def test_eval_gets_its_arguments_and_a_failure_shows_its_error(studio, qtbot, tmp_path):
@@ -76,7 +108,7 @@ def test_eval_gets_its_arguments_and_a_failure_shows_its_error(studio, qtbot, tm
     report = json.loads((tmp_path / "eval" / "eval.json").read_text())
     assert report["overall"]["episodes"] == 1 if "overall" in report else report
     bad = tmp_path / "bad.yaml"
-    bad.write_text(SHIPPED.read_text().replace("build_tiny: true", "path: ./no/such/model"))
+    bad.write_text(SHIPPED.read_text().replace("path: smollm2-135m-instruct", "path: ./no/such/model"))
     dock.kind.setCurrentText("sft")
     dock.config.setText(str(bad))
     dock.out.setText(str(tmp_path / "bad-run"))
@@ -88,10 +120,10 @@ def test_eval_gets_its_arguments_and_a_failure_shows_its_error(studio, qtbot, tm
     assert dock.log.maximumHeight() > 10_000  # no fixed two-line box: the splitter sizes it
 
 
-def test_the_shipped_studio_config_runs_offline_in_a_fresh_folder(tmp_path, worker_pool):
+def test_the_shipped_studio_config_runs_offline_in_a_fresh_folder(tmp_path, worker_pool, base_data_dir):
     """A fresh folder, no network: export demonstrations where the config expects them, then
     `modelwright train sft` with assets/configs/sft-studio-demos.yaml (its step budget cut)
-    trains the tiny model."""
+    trains a LoRA adapter on the packaged base, named as the config names it."""
     from agents.start_state import StartState
     from agents.store import Store
     from agents.store.export import export_parquet
@@ -108,19 +140,23 @@ def test_the_shipped_studio_config_runs_offline_in_a_fresh_folder(tmp_path, work
         turns.call(session, "set_material", {"name": "Box", "color": "#D03030"})
         turns.recorder.finish(success=True, reward=1.0, final_message="Done.")
         export_parquet(store, tmp_path / "runs" / "studio-demos")
-    # The shipped file with one change, the step budget: its 100 steps are ~1.4 s each on an
-    # idle 2-core machine (each example is ~5k tokens with its screenshots), and steps 21-100
-    # run no code that steps 1-20 (one checkpoint at save_steps 20 included) do not.
+    # The shipped file with one change, the budget: 2 steps with a checkpoint at step 2 run the
+    # code its 80 steps (a checkpoint every 20) run, at seconds a step of the real base.
     raw = yaml.safe_load(SHIPPED.read_text())
-    assert raw["sft"]["max_steps"] == 100 and raw["run"]["save_steps"] == 20
-    raw["sft"]["max_steps"] = 20
+    assert raw["sft"]["max_steps"] == 80 and raw["run"]["save_steps"] == 20
+    assert raw["model"] == {"path": "smollm2-135m-instruct", "dtype": "bfloat16"}
+    raw["sft"]["max_steps"], raw["run"]["save_steps"] = 2, 2
     config = tmp_path / SHIPPED.name
     config.write_text(yaml.safe_dump(raw))
+    env = {**OFFLINE, "MODELWRIGHT_DATA_DIR": str(base_data_dir)}  # where the base was built
     p = subprocess.run([sys.executable, "-m", "studio.cli", "train", "sft", "--config",
                         str(config), "--out", str(tmp_path / "runs" / "studio-sft")],
-                       cwd=tmp_path, env=OFFLINE, capture_output=True, text=True, timeout=900)
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     result = json.loads(p.stdout.strip().splitlines()[-1])
-    assert result["steps"] == 20 and Path(result["adapter"]).is_dir()
-    assert (tmp_path / "runs" / "studio-sft" / "checkpoint-20").is_dir()
-    assert (tmp_path / "runs" / "studio-sft" / "base-model" / "config.json").is_file()
+    assert result["steps"] == 2 and (tmp_path / "runs" / "studio-sft" / "checkpoint-2").is_dir()
+    adapter = json.loads((Path(result["adapter"]) / "adapter_config.json").read_text())
+    assert Path(adapter["base_model_name_or_path"]).resolve() == \
+        (base_data_dir / "models" / "smollm2-135m-instruct").resolve()
+    assert adapter["r"] == 16 and set(adapter["target_modules"]) == {
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}

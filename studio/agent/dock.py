@@ -179,7 +179,8 @@ class AgentDock(QWidget):
         self.steps_seen = 0
         self.runner = AgentRunner(self.controller.worker, request,
                                   approval=self.approval.isChecked(), parent=self,
-                                  episode=self.controller.demo if request.record else None)
+                                  episode=self.controller.demo if request.record else None,
+                                  data_dir=self.controller.data_dir)
         self.controller.agent_started((request.goal or request.task_id or "run")[:40])
         self.runner.sig_event.connect(self._on_event)
         self.runner.sig_approval.connect(self._on_approval)

@@ -92,8 +92,9 @@ class AgentRunner(QThread):
     sig_error = Signal(str)
 
     def __init__(self, worker, request: AgentRequest, approval: bool = False, parent=None,
-                 episode: Any = None) -> None:
+                 episode: Any = None, data_dir: str | None = None) -> None:
         super().__init__(parent)
+        self.data_dir = data_dir  # where a model's name resolves, as in the Agent dock's list
         # the studio's session episode (studio.models.demonstration); None: nothing recorded
         self.episode = episode
         self.setObjectName("mw-agent")
@@ -130,7 +131,9 @@ class AgentRunner(QThread):
         why = refusal(r)
         if why:
             raise RunRefused(why)
-        policy = make_policy(r.policy, **r.options)  # fails here, before the scene is touched
+        # fails here, before the scene is touched
+        policy = make_policy(local_model(r.policy, self.data_dir), **r.options)
+        loaded = loaded_model(policy)
         if r.attachment:
             policy = AttachmentPolicy(policy, r.attachment)
         policy = NotedPolicy(policy, self.session)
@@ -160,7 +163,34 @@ class AgentRunner(QThread):
                            **options)
         result = loop.run()
         return {**result.summary(), "final_message": result.final_message,
-                "task": r.task_id, "family": (task_info or {}).get("family")}
+                "task": r.task_id, "family": (task_info or {}).get("family"), **loaded}
+
+
+def local_model(policy: str, data_dir: str | None) -> str:
+    """`hf:NAME` with a registered name resolved in the studio's data dir (the packaged base is
+    built there on first use), so the run loads the model the Agent dock lists; a folder or
+    any other policy is returned as it is."""
+    name, _, arg = policy.partition(":")
+    if name != "hf" or not arg or not data_dir:
+        return policy
+    from agents.models import resolve
+    from tools.exits import UserError
+
+    try:
+        folder = resolve(arg, data_dir)
+    except UserError as exc:  # a missing wheel, a tampered file, a model gone: one line
+        raise RunRefused(str(exc)) from exc
+    return f"hf:{folder}" if folder is not None else policy
+
+
+def loaded_model(policy: Any) -> dict:
+    """What an in-process model policy loaded: its model folder and, when a LoRA adapter sits
+    on it, the adapter's folder (for the summary and the tests)."""
+    config, model = getattr(policy, "config", None), getattr(policy, "model", None)
+    if config is None or model is None or not hasattr(config, "adapter"):
+        return {}
+    return {"model": str(config.model or getattr(model.config, "_name_or_path", "")),
+            "adapter": config.adapter if hasattr(model, "peft_config") else None}
 
 
 class RunRefused(ValueError):

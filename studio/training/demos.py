@@ -2,7 +2,8 @@
 
 `prepare_demo_run` exports the finished episodes (those this studio recorded, else every
 finished human episode in the store) into `RUN/demos` and writes `RUN/sft-demos.yaml` from
-the shipped studio config (the tiny CPU model, nothing downloaded), pointed at them.
+the shipped studio config (the packaged base, `smollm2-135m-instruct`, built from its wheel in
+the data dir on first use: nothing downloaded), pointed at them.
 `error_line` finds the line of a failed run's output that says what went wrong.
 """
 
@@ -74,8 +75,9 @@ def error_line(log: str) -> str:
 
 
 def base_model(run_dir: Path) -> Path | None:
-    """The model a finished run trained from: `RUN/base-model` (the tiny model built for it)
-    or the `model.path` of the run's config."""
+    """The model a finished run trained from: `RUN/base-model` (a tiny model built for it)
+    or the `model.path` of the run's config (a folder, or a registered name such as the
+    packaged base, which the Agent dock resolves in the studio's data dir)."""
     import yaml
 
     run_dir = Path(run_dir)

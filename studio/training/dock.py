@@ -3,8 +3,9 @@ plot loss and reward components live from the run's metrics.jsonl, show progress
 Stop and Resume, open the report, load the finished adapter into the running model server.
 
 For a newcomer: "From my demonstrations" exports this studio's finished episodes and writes
-an SFT config from the shipped one (`assets/configs/sft-studio-demos.yaml`, the tiny CPU
-model, nothing downloaded); Launch trains; "Use in agent" puts the adapter in the Agent dock.
+an SFT config from the shipped one (`assets/configs/sft-studio-demos.yaml`: LoRA on the
+packaged base, nothing downloaded); Launch trains; "Use in agent" puts the adapter on that base
+in the Agent dock. A run resolves model names in the studio's data dir, as the dock does.
 A failed run shows its own error line here, and the log is as tall as the person drags it."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QProcess, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QProcess, QProcessEnvironment, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QComboBox,
@@ -185,6 +186,12 @@ class TrainingDock(QWidget):
         self.reward_plot.set_series({})
         program, *args = self.command(resume)
         self.process = QProcess(self)
+        if self.controller.data_dir:  # a model name (the packaged base) resolves where the studio's do
+            from agents.store.location import ENV_VAR
+
+            env = QProcessEnvironment.systemEnvironment()
+            env.insert(ENV_VAR, str(Path(self.controller.data_dir).expanduser().resolve()))
+            self.process.setProcessEnvironment(env)
         self.process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
         self.process.readyReadStandardOutput.connect(self._read_output)
         self.process.finished.connect(self._finished)
