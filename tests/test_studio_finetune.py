@@ -97,6 +97,12 @@ def test_demonstrations_to_an_adapter_that_drives_the_agent(studio, qtbot, tmp_p
     assert Path(summary["model"]) == base and summary["adapter"] == str(adapter)
     assert summary["policy"] == f"hf:{BASE_NAME}" and summary["tokens_out"] > 0
     assert c.store().episode(summary["episode_id"]).policy == f"hf:{BASE_NAME}"
+    # the model's turn is in the steps list, its prose shortened there (the record keeps it all)
+    shown = [w.agent.steps.item(i).text() for i in range(w.agent.steps.count())]
+    from studio.agent.dock import REPLY_CHARS
+
+    turn = [t for t in shown if t.startswith(("model: ", "call "))]
+    assert turn and all(len(t) <= len("model: ") + REPLY_CHARS + 1 for t in turn), shown
 
 
 def test_eval_gets_its_arguments_and_a_failure_shows_its_error(studio, qtbot, tmp_path):

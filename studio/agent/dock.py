@@ -18,6 +18,7 @@ import json
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPixmap
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QCheckBox,
     QComboBox,
     QFormLayout,
@@ -41,6 +42,7 @@ from tools.exits import UserError
 from tools.text import printable
 
 POLICIES = ("oracle", "openai", "hf", "none")
+REPLY_CHARS = 300  # of a model's reply in the steps list (a small model may ramble for 256 tokens)
 
 
 class AgentDock(QWidget):
@@ -124,6 +126,8 @@ class AgentDock(QWidget):
         self.steps = QListWidget()
         self.steps.setIconSize(QSize(112, 112))
         self.steps.setWordWrap(True)
+        # by pixel: by item, a reply taller than the list left only the last line in view
+        self.steps.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.steps.setMinimumHeight(200)
         self.steps.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.status = plain_label("Idle")  # it quotes the policy's errors
@@ -269,8 +273,9 @@ class AgentDock(QWidget):
         elif kind == "message":
             if data.get("error"):
                 self._add(f"policy error: {data['error']}", "#e07a5f")
-            elif data.get("text"):
-                self._add(f"model: {data['text']}", None)
+            elif data.get("text"):  # shortened like calls and results: the record keeps it all
+                text = data["text"].strip()
+                self._add(f"model: {text[:REPLY_CHARS]}" + ("…" if len(text) > REPLY_CHARS else ""), None)
         elif kind == "call":
             self._add(f"call {data['tool']} {json.dumps(data['args'])[:160]}", "#8ab4f8")
         elif kind == "result":
