@@ -171,11 +171,12 @@ def local_model(policy: str, data_dir: str | None) -> str:
     built there on first use), so the run loads the model the Agent dock lists; a folder or
     any other policy is returned as it is."""
     name, _, arg = policy.partition(":")
-    if name != "hf" or not arg or not data_dir:
+    if name != "hf" or not data_dir:
         return policy
-    from agents.models import resolve
+    from agents.models import BASE_NAME, resolve
     from tools.exits import UserError
 
+    arg = arg or BASE_NAME  # `hf` alone: the packaged base, as the hf policy takes it
     try:
         folder = resolve(arg, data_dir)
     except UserError as exc:  # a missing wheel, a tampered file, a model gone: one line
