@@ -18,7 +18,7 @@ is loaded; the episodes need a tool worker. Seeds: the first `--seeds` of the tr
 level (the held-out family, in no training split, from the test split).
 
     .venv/bin/python benchmarks/bench_prompts.py [--seeds 2] [--families a,b] [--levels 1,2,3]
-        [--config configs/pipeline-smollm2-cpu.yaml] [--limit 600]
+        [--config configs/pipeline-smollm2-cpu.yaml] [--limit 600] [--per-task]
 """
 
 from __future__ import annotations
@@ -153,6 +153,7 @@ def main() -> int:
     ap.add_argument("--levels", default=None, help="e.g. 1 (default: every level of a family)")
     ap.add_argument("--config", default=str(ROOT / "configs/pipeline-smollm2-cpu.yaml"))
     ap.add_argument("--limit", type=int, default=600, help="the prompt budget, tokens")
+    ap.add_argument("--per-task", action="store_true", help="also each task's tokens")
     args = ap.parse_args()
 
     families = [f for f in args.families.split(",") if f]
@@ -169,6 +170,12 @@ def main() -> int:
     print(f"first-turn prompts of {MODEL} ({len(ids)} episodes, {wall:.0f} s); "
           f"config list {listed} ({Path(args.config).name})\n")  # fmt: skip
     print("\n".join(table(rows, args.limit)))
+    if args.per_task:
+        print(
+            "\n| task | toolbox tokens | config tokens | no tools |\n| --- | ---: | ---: | ---: |"
+        )
+        for r in rows:
+            print(f"| {r['task']} | {r['toolbox']} | {r['config'] or '-'} | {r['none']} |")
     print(f"\nwhole catalogue ({whole['catalogue_n']} tools) on {whole['task']}: "
           f"{whole['catalogue']} tokens")  # fmt: skip
     return 0
