@@ -46,6 +46,17 @@ class ParseResult:
     calls: list[ToolCall]
     text: str | None
 
+    @property
+    def no_call(self) -> str | None:
+        """Why there is no call: "empty" (nothing written), "prose" (text without a call),
+        or "broken" (a `<tool_call>` opened but nothing in it reads as one); None when
+        there are calls."""
+        if self.calls:
+            return None
+        if not self.text:
+            return "empty"
+        return "broken" if "<tool_call>" in self.text else "prose"
+
 
 def parse_tool_calls(
     text: str | None, known_tools: Iterable[str] | None = None, id_prefix: str = "call"
@@ -65,11 +76,16 @@ def parse_tool_calls(
         calls, rest = _from_python_calls(rest, known)
         found.extend(calls)
     tool_calls = [
-        ToolCall(id=f"{id_prefix}_{i}", name=name, arguments=args)
+        ToolCall(id=f"{id_prefix}_{i}", name=_clean_name(name), arguments=args)
         for i, (name, args) in enumerate(found)
     ]
     remaining = rest.strip() or None
     return ParseResult(tool_calls, remaining)
+
+
+def _clean_name(name: str) -> str:
+    """A name as meant: small models quote it twice (`"'set_material'"`) or pad it."""
+    return name.strip().strip("'\"`").strip()
 
 
 # -- extractors: each returns (calls, text with the consumed spans removed) ---------------

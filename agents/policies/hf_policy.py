@@ -131,7 +131,8 @@ class HFPolicy:
             tokens_in=prompt_len,
             tokens_out=len(completion_ids),
             latency_ms=latency_ms,
-            raw={"completion": text, "completion_ids": completion_ids},
+            raw={"completion": text, "completion_ids": completion_ids,
+                 "no_call": parsed.no_call},  # fmt: skip
             tokens=tokens,
         )
 

@@ -19,11 +19,12 @@ ORACLE_POLICIES = ("oracle", "reference")
 
 
 def _check_model(policy: str, model: str | None) -> None:
-    """The hf policy loads a local folder: say at once when it is not there."""
+    """The hf policy loads a local folder or a registered model (`modelwright models list`):
+    say at once when it is neither (the packaged base is built here on first use)."""
     if policy.partition(":")[0] == "hf" and model:
-        from agents import local_model_folder
+        from agents import resolve_model
 
-        local_model_folder(model)
+        resolve_model(model, probe=False)
 
 
 def _policy_options(
