@@ -37,6 +37,7 @@ _FENCE_RE = re.compile(r"```(?:json|tool_call|tool_code|javascript|js|python)?\s
 _NAME_GUESS_RE = re.compile(r"[\"']?(?:name|tool|function)[\"']?\s*[:=]\s*[\"']([\w.\-]+)[\"']")
 _PYCALL_RE = re.compile(r"\b([A-Za-z_][\w]*)\s*\(")
 _TRAILING_COMMA_RE = re.compile(r",\s*([}\]])")
+_RESPONSE_RE = re.compile(r"<tool_response>.*?(?:</tool_response>|\Z)", re.S)
 
 
 @dataclass
@@ -66,7 +67,9 @@ def parse_tool_calls(
         return ParseResult([], None)
     known = set(known_tools) if known_tools is not None else None
     found: list[tuple[str, dict | str]] = []
-    rest = text
+    # A small model sometimes writes the environment's part too: what it puts in a
+    # `<tool_response>` is never a call of its own.
+    rest = _RESPONSE_RE.sub("", text)
     for extractor in (_from_tags, _from_function_tags, _from_fences, _from_bare_json):
         calls, rest = extractor(rest)
         found.extend(calls)
@@ -79,7 +82,7 @@ def parse_tool_calls(
         ToolCall(id=f"{id_prefix}_{i}", name=_clean_name(name), arguments=args)
         for i, (name, args) in enumerate(found)
     ]
-    remaining = rest.strip() or None
+    remaining = (rest if tool_calls else text).strip() or None
     return ParseResult(tool_calls, remaining)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -258,3 +259,21 @@ def test_python_literals_json_cannot_hold_never_raise_and_never_become_arguments
     for call in got.calls:
         assert isinstance(call.arguments, str) or json.dumps(call.arguments)
         assert not isinstance(call.arguments, dict)
+
+
+# --- replies captured from the packaged base (SmolLM2-135M-Instruct), not invented -----------
+REAL = json.loads((Path(__file__).parent / "data" / "real_base_replies.json").read_text())
+
+
+@pytest.mark.parametrize("reply", REAL, ids=[f"real{i}" for i in range(len(REAL))])
+def test_replies_the_real_base_wrote(reply):
+    """Each captured completion parses to the calls it holds (a doubly quoted name as meant, a
+    missing closing tag tolerated, an imitated `<tool_response>` never a call) or to a typed
+    no-call, with the text kept."""
+    parsed = parse_tool_calls(reply["completion"],
+                              known_tools=["add_primitive", "transform", "set_material", "delete"])
+    assert [c.name for c in parsed.calls] == reply["calls"]
+    assert [isinstance(c.arguments, dict) for c in parsed.calls] == reply["arguments_parsed"]
+    assert parsed.no_call == reply["no_call"]
+    if not parsed.calls:
+        assert parsed.text == reply["completion"].strip()
