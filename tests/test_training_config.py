@@ -9,6 +9,8 @@ import pytest
 from training.launch import render, train_command, vllm_server_command
 from training.train_config import ConfigError, load_config
 
+REAL_BASE = Path(__file__).resolve().parents[1] / "configs" / "pipeline-smollm2-cpu.yaml"
+
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
@@ -189,3 +191,18 @@ def test_model_path_is_a_hub_id_or_a_folder_by_the_one_rule_resolve_model_uses(
         load_config(_write(tmp_path, sft.format("runs/model")))
     with pytest.raises(ModelNotFound, match="no model folder at runs/model"):
         resolve_model("runs/model", probe=False)
+
+
+def test_quick_applies_the_configs_own_overrides_key_by_key(tmp_path):
+    shipped = load_config(REAL_BASE)
+    quick = load_config(REAL_BASE, quick=True)
+    assert quick.name == f"{shipped.name}-quick"
+    assert (quick.sft.max_steps, quick.grpo.max_steps, quick.eval.per_family) == (6, 1, 2)
+    # Keys the overrides do not name keep the full run's values.
+    assert quick.sft.learning_rate == shipped.sft.learning_rate
+    assert quick.eval.families == shipped.eval.families and quick.tools == shipped.tools
+    assert shipped.model.path == "smollm2-135m-instruct"  # a registered name, not a folder
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("kind: sft\nmodel: {build_tiny: true}\nsft: {}\n")
+    with pytest.raises(ConfigError, match="quick"):
+        load_config(bare, quick=True)
