@@ -358,8 +358,13 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
 
     from agents.model_source import resolve_model
 
+    from tools.exits import Unavailable, UserError
+
     # A registered name (the packaged base is built from its wheel on first use) or a folder.
-    path = Path(resolve_model(config.model or DEFAULT_LOCAL_MODEL, probe=False).name)
+    try:
+        path = Path(resolve_model(config.model or DEFAULT_LOCAL_MODEL, probe=False).name)
+    except (UserError, Unavailable) as exc:  # one line, as every policy failure is said
+        raise PolicyError(str(exc)) from None
     if not (path / "config.json").is_file():
         raise PolicyError(
             f"no model at {path} (no config.json); build a tiny one with "
