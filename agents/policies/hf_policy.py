@@ -357,7 +357,6 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     import torch
 
     from agents.model_source import resolve_model
-
     from tools.exits import Unavailable, UserError
 
     # A registered name (the packaged base is built from its wheel on first use) or a folder.
