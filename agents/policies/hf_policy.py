@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.chat_format import tokenizer_of
 from agents.policy import PolicyError, PolicyReply, TurnTokens
 from agents.toolcall_parser import parse_tool_calls
 from tools import images
@@ -98,7 +99,7 @@ class HFPolicy:
         inputs = encode_prompt(self.processor, messages, tools, device=self.model.device)
         prompt_len = int(inputs["input_ids"].shape[1])
         seen = seen_digest(messages, tools)
-        tokenizer = _tokenizer(self.processor)
+        tokenizer = tokenizer_of(self.processor)
         group = self._group
         start = time.perf_counter()
         sample = None
@@ -151,7 +152,7 @@ class HFPolicy:
                 gen["top_p"] = self.config.top_p
         if n > 1:
             gen["num_return_sequences"] = n
-        tokenizer = _tokenizer(self.processor)
+        tokenizer = tokenizer_of(self.processor)
         try:
             with GENERATE_LOCK, torch.no_grad():
                 if seed is not None:
@@ -330,7 +331,7 @@ def completion_logprobs(
     """Log-probs the model assigns to each token of `completion` (closed with the end-of-turn token)."""
     import torch
 
-    tokenizer = _tokenizer(processor)
+    tokenizer = tokenizer_of(processor)
     inputs = encode_prompt(processor, messages, tools, device=model.device)
     completion_ids = tokenizer(completion + tokenizer.eos_token, add_special_tokens=False)[
         "input_ids"
@@ -400,10 +401,6 @@ def load_pretrained(name: str, **kwargs: Any) -> tuple[Any, Any]:
                 AutoModelForCausalLM.from_pretrained(name, **kwargs))  # fmt: skip
     return (AutoProcessor.from_pretrained(name, **local),
             AutoModelForImageTextToText.from_pretrained(name, **kwargs))  # fmt: skip
-
-
-def _tokenizer(processor: Any) -> Any:
-    return getattr(processor, "tokenizer", processor)
 
 
 def make_hf(arg: str | None = None, **options: Any) -> HFPolicy:

@@ -253,7 +253,9 @@ class ConversationCollator:
 
         encoded = [self.encode(r) for r in rows]
         width = max(e["input_ids"].shape[1] for e in encoded)
-        pad_id = getattr(self.processor, "tokenizer", self.processor).pad_token_id
+        from agents.chat_format import tokenizer_of
+
+        pad_id = tokenizer_of(self.processor).pad_token_id
         pads = {"input_ids": pad_id, "attention_mask": 0, "labels": -100, "mm_token_type_ids": 0}
         batch: dict[str, Any] = {}
         for key, fill in pads.items():
