@@ -81,6 +81,16 @@ def register(app: typer.Typer) -> None:
                                      "not --task", param_hint="--hand")
         if autorun and not (task or goal):
             raise typer.BadParameter("--autorun needs --task ID or --goal TEXT", param_hint="--autorun")
+        from studio.theme import THEMES
+
+        if theme is not None and theme not in THEMES:  # else the window would quietly fall back to dark
+            raise typer.BadParameter(f"unknown theme {theme!r}; choose {' or '.join(THEMES)}",
+                                     param_hint="--theme")
+        if exit_when_done and _no_display() and not (task or goal or hand):
+            # no window anyone can close and nothing to finish: it would wait forever
+            raise typer.BadParameter("with no display there is nothing to wait for: pass --task ID "
+                                     "or --goal TEXT, or open a display (`xvfb-run -a modelwright "
+                                     "studio`)", param_hint="--exit-when-done")
         if task:  # a bad id is one line now (exit 2), not a dialog after the window opens
             from training import get_task
 

@@ -140,6 +140,7 @@ CASES = [
     (("dev", "tiny-model"), ["{root}/t2", "--size", "huge"], USAGE, ["huge"]),
     (("dev", "tiny-model"), ["{root}/bad.yaml"], USAGE, ["bad.yaml"]),
     (("data", "list"), ["--data-dir", "{store}", "--source", "bogus"], USAGE, ["--source", "'bogus'"]),
+    (("data", "list"), ["--data-dir", "{root}/no-store"], USAGE, ["no-store", "does not exist", "--data-dir"]),
     (("data", "show"), ["nope", "--data-dir", "{store}"], USAGE, ["'nope'", "data list"]),
     (("data", "show"), ["nope", "--data-dir", "{root}/no-store"], USAGE, ["no-store", "--data-dir"]),
     (("data", "export"), ["--out", "{root}/x", "--data-dir", "{root}/no-store"], USAGE, ["no-store", "--data-dir"]),
@@ -157,6 +158,7 @@ CASES = [
     (("models", "remove"), ["nope", "--data-dir", "{root}/mdata"], USAGE, ["'nope'", "models list"]),
     (("studio",), ["--task", "nope:1:1"], USAGE, ["'nope'", "known:"]),
     (("studio",), ["--autorun"], USAGE, ["--autorun", "--task"]),
+    (("studio",), ["--theme", "purple"], USAGE, ["--theme", "'purple'", "dark or light"]),
 ]
 # Commands with no file, folder or id to get wrong (flags only, or a stdio server).
 NOTHING_TO_GET_WRONG = {("tools", "list"), ("tools", "stress"), ("tasks", "list"), ("mcp",)}
@@ -254,6 +256,20 @@ def test_the_real_entry_point_prints_no_traceback(bad):
     p = subprocess.run([sys.executable, "-m", "studio.cli", "tasks", "show", "nope:1:1"],
                        capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert p.returncode == USAGE and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def test_studio_exit_when_done_with_no_display_and_nothing_to_run_exits_at_once(tmp_path):
+    """It used to wait forever for a run that never starts in a window nobody can close."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env |= {"PYTHONPATH": str(REPO), "MODELWRIGHT_DATA_DIR": str(tmp_path / "data")}
+    p = subprocess.run([sys.executable, "-m", "studio.cli", "studio", "--exit-when-done",
+                        "--settings", str(tmp_path / "s.ini")], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=120)
+    assert p.returncode == USAGE and "Traceback" not in p.stderr, p.stderr
+    (line,) = p.stderr.strip().splitlines()
+    assert "--exit-when-done" in line and "--task" in line and "xvfb-run" in line, line
+    assert not (tmp_path / "data").exists()  # nothing started, nothing recorded
 
 
 def test_make_run_records_into_modelwright_data_dir(tmp_path):

@@ -57,9 +57,10 @@ def test_list_and_show_with_filters_and_json(store_dir):
 def test_env_var_names_the_store(store_dir, tmp_path):
     out = run("list", "--json", env={"MODELWRIGHT_DATA_DIR": str(store_dir)})
     assert len(json.loads(out.output)) == 3
+    (tmp_path / "nothing-here").mkdir()
     empty = run("list", "--data-dir", str(tmp_path / "nothing-here"))
     assert empty.exit_code == 0 and "no episodes" in empty.output
-    assert not (tmp_path / "nothing-here").exists()  # listing creates no store
+    assert list((tmp_path / "nothing-here").iterdir()) == []  # listing creates no store
 
 
 def test_export_import_delete(store_dir, tmp_path):

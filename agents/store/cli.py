@@ -84,12 +84,17 @@ def register(app: typer.Typer) -> None:
         as_json: AsJson = False,
     ) -> None:
         """List episodes, oldest first."""
+        from agents.store.errors import StoreError
         from agents.store.location import resolve_data_dir
         from agents.store.schema import INDEX_NAME
         from agents.store.store import Store
 
         where = _filter(source, task_family, success, status, model, tag, limit)
-        if not (resolve_data_dir(data_dir) / INDEX_NAME).exists():
+        root = resolve_data_dir(data_dir)
+        if not root.is_dir():  # a mistyped path must not read as an empty store
+            raise StoreError(f"no store at {root}: the folder does not exist; pass --data-dir "
+                             "or set MODELWRIGHT_DATA_DIR to the store you mean")
+        if not (root / INDEX_NAME).exists():
             episodes = []  # nothing recorded yet: an empty list, and no store created
         else:
             with Store(data_dir, create=False) as store:
