@@ -35,6 +35,47 @@ def test_exports_reload_with_right_geometry(session):
     assert {"box", "pin"} <= names and len(names) == 4
 
 
+def _read_3mf(path):
+    """The meshes of a 3MF as a slicer finds them: [Content_Types], the root relationship,
+    then the model it names (trimesh's own 3MF reader needs lxml, which is not installed)."""
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    ns = {"m": "http://schemas.microsoft.com/3dmanufacturing/core/2015/02",
+          "r": "http://schemas.openxmlformats.org/package/2006/relationships"}
+    with zipfile.ZipFile(path) as z:
+        assert "[Content_Types].xml" in z.namelist()
+        rel = ET.fromstring(z.read("_rels/.rels")).find("r:Relationship", ns)
+        assert rel.get("Type").endswith("/3dmanufacturing/2013/01/3dmodel")
+        model = ET.fromstring(z.read(rel.get("Target").lstrip("/")))
+    meshes = {}
+    for ob in model.iterfind("m:resources/m:object", ns):
+        verts = [[float(v.get(k)) for k in "xyz"] for v in ob.iterfind("m:mesh/m:vertices/m:vertex", ns)]
+        tris = [[int(t.get(k)) for k in ("v1", "v2", "v3")]
+                for t in ob.iterfind("m:mesh/m:triangles/m:triangle", ns)]
+        meshes[ob.get("name")] = trimesh.Trimesh(verts, tris, process=False)
+    built = {i.get("objectid") for i in model.iterfind("m:build/m:item", ns)}
+    assert len(built) == len(meshes)
+    return model.get("unit"), meshes
+
+
+def test_3mf_export_reloads_in_millimetres_where_the_scene_shows_it(session):
+    assert session.call("add_primitive", {"kind": "cube", "name": "box", "dimensions": [2, 3, 4],
+                                          "location": [1, 0, 0]}).ok
+    assert session.call("add_primitive", {"kind": "uv_sphere", "name": "ball", "dimensions": [1, 1, 1],
+                                          "location": [0, 5, 0]}).ok
+    r = session.call("export", {"format": "3mf", "path": "out/parts"})
+    assert r.ok, r.error
+    assert r.output["path"] == "out/parts.3mf" and sorted(r.output["objects"]) == ["ball", "box"]
+    unit, meshes = _read_3mf(session.workspace / r.output["path"])
+    assert unit == "millimeter" and sorted(meshes) == ["ball", "box"]
+    box = meshes["box"]
+    assert box.is_watertight and box.volume == pytest.approx(24e9, rel=1e-6)  # outward normals
+    assert sorted(box.extents) == pytest.approx([2000, 3000, 4000], abs=1e-3)
+    assert box.bounds.mean(axis=0) == pytest.approx([1000, 0, 0], abs=1e-3)
+    assert meshes["ball"].bounds.mean(axis=0)[1] == pytest.approx(5000, abs=1)
+
+
 def run_cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "studio.cli", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=300)

@@ -41,6 +41,7 @@ _SIGNATURES: dict[str, tuple[bytes, ...] | None] = {
     ".glb": (b"glTF",), ".blend": (b"BLENDER",), ".step": (b"ISO-10303-21",),
     ".stp": (b"ISO-10303-21",), ".gltf": None, ".obj": None, ".mtl": None, ".json": None,
     ".jsonl": None, ".txt": None,
+    ".3mf": (b"PK\x03\x04",),  # a zip holding the mesh model
 }
 _STL_BINARY_HEAD = 84  # 80-byte header and a triangle count; 50 bytes per triangle follow
 
@@ -228,7 +229,8 @@ class Outbox:
 
 # -- a person's folder beside a session: files in for import_file, exports out ------------------
 MAX_IMPORT_BYTES = 512 << 20  # what one import_file brings into the scratch, all files together
-_EXPORT_SUFFIX = {"glb": ".glb", "blend": ".blend", "stl": ".stl", "obj": ".obj", "step": ".step"}
+_EXPORT_SUFFIX = {"glb": ".glb", "blend": ".blend", "stl": ".stl", "obj": ".obj", "step": ".step",
+                  "3mf": ".3mf"}
 _WITH_SIDE_FILES = (".gltf", ".obj")  # their buffers, .mtl and textures lie beside them
 
 

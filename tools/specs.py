@@ -163,8 +163,8 @@ class Render(Args):
 
 class Export(Args):
     """Export objects (default all) to a file in the workspace. `step` only for CAD parts (in
-    millimetres)."""
-    format: Literal["glb", "blend", "stl", "obj", "step"]
+    millimetres); `3mf` is a mesh for 3D printing (in millimetres)."""
+    format: Literal["glb", "blend", "stl", "obj", "step", "3mf"]
     path: Annotated[str, Field(min_length=1, max_length=255)]
     objects: Annotated[list[ObjName], Field(max_length=256)] | None = None
 

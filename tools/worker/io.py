@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 import bpy
 
 from tools.errors import ErrorKind, ToolError
-from tools.worker import safety
+from tools.worker import safety, threemf
 from tools.worker.cad import PartStore
 from tools.worker.scene import obj, user_objects
 
@@ -122,10 +122,40 @@ def _select_only(objs) -> None:
         bpy.context.view_layer.objects.active = objs[0]
 
 
+def _world_meshes_mm(objs) -> list:
+    """(name, vertices in mm, triangles) of each object as drawn (modifiers applied, placed in
+    the world); objects without faces (lights, empties) are left out."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    meshes = []
+    for ob in objs:
+        evaluated = ob.evaluated_get(depsgraph)
+        try:
+            mesh = evaluated.to_mesh()
+        except RuntimeError:  # an object with no geometry
+            continue
+        if mesh is None:
+            continue
+        try:
+            mesh.calc_loop_triangles()
+            m = ob.matrix_world
+            verts = [tuple(1000.0 * c for c in m @ v.co) for v in mesh.vertices]
+            tris = [tuple(t.vertices) for t in mesh.loop_triangles]
+            if m.determinant() < 0:  # a mirrored object: keep the normals pointing out
+                tris = [(a, c, b) for a, b, c in tris]
+        finally:
+            evaluated.to_mesh_clear()
+        if tris:
+            meshes.append((ob.name, verts, tris))
+    if not meshes:
+        raise ToolError(ErrorKind.VALIDATION, "nothing to export as 3mf: no object has faces")
+    return meshes
+
+
 def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
     def export(a) -> dict:
         fmt = a["format"]
-        suffix = {"glb": ".glb", "blend": ".blend", "stl": ".stl", "obj": ".obj", "step": ".step"}[fmt]
+        suffix = {"glb": ".glb", "blend": ".blend", "stl": ".stl", "obj": ".obj", "step": ".step",
+                  "3mf": ".3mf"}[fmt]
         path = a["path"] if a["path"].lower().endswith(suffix) or fmt == "step" and a["path"].lower().endswith(".stp") else a["path"] + suffix
         full = resolve(workspace, path)
         objs = [obj(n) for n in a["objects"]] if a.get("objects") else user_objects()
@@ -141,6 +171,8 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
             shapes = [parts.world(o.name) for o in objs]
             shape = shapes[0] if len(shapes) == 1 else cq.Compound.makeCompound(shapes)
             cq.exporters.export(shape, full, exportType="STEP")
+        elif fmt == "3mf":
+            threemf.write_3mf(full, _world_meshes_mm(objs))
         elif fmt == "blend":
             safety.strip_scripts()  # code planted since the last load never leaves in a file
             bpy.data.libraries.write(full, set(objs), compress=False)
