@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from studio.agent.dock import AgentDock
 from studio.episodes.dock import EpisodesDock
+from studio.files import FileActions
 from studio.foreign import plain_label
 from studio.history.dock import HistoryDock
 from studio.outliner.dock import OutlinerDock
@@ -155,6 +156,10 @@ class MainWindow(QMainWindow):
         new.setShortcut(QKeySequence.StandardKey.New)
         new.triggered.connect(self.controller.new_scene)
         file.addAction(new)
+        self.files = FileActions(self, self.controller, self.settings)  # Export.../Import...
+        file.addSeparator()
+        file.addActions([self.files.import_action, self.files.export_action])
+        file.addSeparator()
         quit_ = QAction("Quit", self)
         quit_.setShortcut(QKeySequence.StandardKey.Quit)
         quit_.triggered.connect(self.close)
@@ -187,6 +192,7 @@ class MainWindow(QMainWindow):
         from studio.viewport.panel import MOUSE_HELP, SHORTCUTS
 
         rows = [(label, keys) for label, keys, _ in SHORTCUTS]
+        rows += [("Import a file", "Ctrl+I"), ("Export the scene", "Ctrl+E")]
         rows += [("New scene", "Ctrl+N"), ("Undo", "Ctrl+Z"), ("Redo", "Ctrl+Shift+Z"), ("Quit", "Ctrl+Q"),
                  ("This list", "F1")]
         lines = "".join(f"<tr><td><b>{k}</b></td><td>&nbsp;&nbsp;{label}</td></tr>" for label, k in rows)

@@ -1,0 +1,92 @@
+"""File → Export… and Import… in the real studio window (offscreen Qt, real worker): the file
+lands in the folder the person chose, a link planted at that name is left alone, the folder is
+remembered, and an imported file becomes one undo step."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["QT_QPA_PLATFORM"] = "offscreen"  # these tests never need a display
+
+import zipfile  # noqa: E402
+
+import pytest  # noqa: E402
+from studio_support import WAIT_MS, fresh_scene, send_ok, studio_window  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def studio(qapp, worker_pool, tmp_path_factory, request):
+    with studio_window(worker_pool, tmp_path_factory.mktemp("studio"), request) as window:
+        yield window
+
+
+class Chooser:
+    """Stands in for the modal QFileDialog: answers `path` and notes where it was opened."""
+
+    def __init__(self) -> None:
+        self.answer: tuple[str, str] = ("", "")
+        self.opened_at: list[str] = []
+
+    def __call__(self, parent, caption, start, filters):
+        self.opened_at.append(start)
+        return self.answer
+
+
+def _through_the_menu(qtbot, window, action, signal, starts: str):
+    """Trigger `action`; the first message on `signal` that starts with `starts` (other parts
+    of the studio may speak meanwhile)."""
+    with qtbot.waitSignal(
+        signal, timeout=WAIT_MS, check_params_cb=lambda m: m.startswith(starts)
+    ) as blocker:
+        action.trigger()
+    return blocker.args[0]
+
+
+def test_export_goes_to_the_chosen_folder_and_never_through_a_planted_link(studio, qtbot, tmp_path):
+    window, c = fresh_scene(studio, qtbot), studio.controller
+    send_ok(qtbot, window, "add_primitive", kind="cube", name="box", dimensions=[0.02, 0.03, 0.04])
+    chooser = window.files.save_chooser = Chooser()
+    folder = tmp_path / "my parts"
+    chooser.answer = (
+        str(folder / "bracket"),
+        "3MF, for 3D printing (*.3mf)",
+    )  # suffix from the filter
+    said = _through_the_menu(qtbot, window, window.files.export_action, c.sig_status, "Exported")
+    out = folder / "bracket.3mf"
+    assert said == f"Exported 1 object to {out}" and window.statusBar().currentMessage() == said
+    with zipfile.ZipFile(out) as z:
+        assert b'name="box"' in z.read("3D/3dmodel.model")
+
+    # a link planted at the chosen name: refused in one line, its target untouched
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (folder / "bracket.glb").symlink_to(victim)
+    chooser.answer = (str(folder / "bracket.glb"), "")
+    said = _through_the_menu(qtbot, window, window.files.export_action, c.sig_error, "Export")
+    assert "\n" not in said and "is a symlink" in said and str(folder / "bracket.glb") in said
+    assert victim.read_text() == "keep me" and (folder / "bracket.glb").is_symlink()
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "bracket.3mf",
+        "bracket.glb",
+    ]  # no temp left
+    assert chooser.opened_at[-1] == str(folder)  # the dialog starts in the last export folder
+    assert window.files.recent_export_dirs()[0] == str(folder)
+
+
+def test_import_through_the_dialog_is_one_undo_step(studio, qtbot, tmp_path):
+    window, c = fresh_scene(studio, qtbot), studio.controller
+    send_ok(
+        qtbot, window, "add_primitive", kind="cube", name="block", dimensions=[0.01, 0.01, 0.01]
+    )
+    window.files.save_chooser = Chooser()
+    window.files.save_chooser.answer = (str(tmp_path / "block.stl"), "")
+    _through_the_menu(qtbot, window, window.files.export_action, c.sig_status, "Exported")
+    fresh_scene(window, qtbot)
+    window.files.open_chooser = Chooser()
+    window.files.open_chooser.answer = (str(tmp_path / "block.stl"), "")
+    said = _through_the_menu(qtbot, window, window.files.import_action, c.sig_status, "Imported")
+    assert said == f"Imported 1 object from {tmp_path / 'block.stl'}"
+    qtbot.waitUntil(lambda: len(c.scene.objects) == 1, timeout=WAIT_MS)
+    assert c.undo_stack.count() == 1
+    c.undo_stack.undo()
+    qtbot.waitUntil(lambda: not c.scene.objects, timeout=WAIT_MS)
