@@ -22,13 +22,21 @@ from tools import TOOLS, Session, ToolError, validate_call
 log = logging.getLogger(__name__)
 
 
+def as_written(tool: str, args: dict) -> dict:
+    """A call as a person or model writes it, from the runtime's validated form (which spells
+    every optional argument out as null): what redo sends, so it records what it did."""
+    from tools.specs import without_defaults
+
+    return without_defaults(tool, {k: v for k, v in args.items() if v is not None})
+
+
 class ToolCallCommand(QUndoCommand):
     """One successful mutating call on the undo stack: undo = the runtime's `undo`, redo = the call again."""
 
     def __init__(self, controller: StudioController, tool: str, args: dict, origin: str) -> None:
         label = f"{tool} {args.get('name', '')}".strip()
         super().__init__(label if origin == "human" else f"{origin}: {label}")
-        self.controller, self.tool, self.args = controller, tool, args
+        self.controller, self.tool, self.args = controller, tool, as_written(tool, args)
         self._pushed = False
 
     def redo(self) -> None:
@@ -47,7 +55,8 @@ class AgentRunCommand(QUndoCommand):
 
     def __init__(self, controller: StudioController, calls: list[dict], label: str) -> None:
         super().__init__(f"agent: {label} ({len(calls)} change{'s' if len(calls) != 1 else ''})")
-        self.controller, self.calls = controller, [dict(c) for c in calls]
+        self.controller = controller
+        self.calls = [{"tool": c["tool"], "args": as_written(c["tool"], c["args"])} for c in calls]
         self._pushed = False
 
     def redo(self) -> None:
@@ -73,6 +82,7 @@ class StudioController(QObject):
     sig_target = Signal(object, object)  # (task, PNG of the solved task or None)
     sig_task_ready = Signal(object)  # the task's start state is built
     sig_agent_policy = Signal(str, object)  # (policy, {model, adapter}): drive the Agent dock
+    sig_episode_saved = Signal(str)  # a demonstration was closed (Finish, new scene, new task)
 
     def __init__(self, session_factory: Callable[[], Any] | None = None, data_dir: str | None = None,
                  parent: QObject | None = None) -> None:
@@ -92,6 +102,7 @@ class StudioController(QObject):
         self.session_episodes: list[str] = []  # finished in this studio session (demonstrations)
         self._agent_calls: list[dict] = []  # the running agent's changes: one undo step
         self._agent_label = "run"
+        self._agent_first_step = 0  # the episode's step count when the run began
         self.ready = False
         self.crashes = 0
         self.worker = SessionWorker(session_factory)
@@ -157,6 +168,7 @@ class StudioController(QObject):
         """The run's changes will be one undo step. Undo/redo wait meanwhile: an open macro
         makes the stack refuse them (Qt's canUndo is false while a macro is composed)."""
         self.agent_running, self._agent_calls, self._agent_label = True, [], label
+        self._agent_first_step = self.demo.n_steps
         self.undo_stack.beginMacro(f"agent: {label}")
 
     def agent_finished(self, summary: dict) -> None:
@@ -174,8 +186,9 @@ class StudioController(QObject):
             self.undo_stack.undo()
         else:
             macro.setText(command.text())
-        self.worker.submit(lambda s: s.scene_hash(), "hash",
-                           on_done=lambda h: self.demo.after_agent(summary.get("final_message"), h))
+        if self.demo.active and summary.get("episode_id") == self.demo.episode_id:
+            self.demo.after_agent(summary, self._agent_first_step)
+        self.worker.submit(lambda s: s.scene_hash(), "hash", on_done=self.demo.after_agent_hash)
         self.refresh()
 
     def new_scene(self) -> None:
@@ -246,26 +259,43 @@ class StudioController(QObject):
         self.worker.submit(lambda s: task.evaluate(s, calls), "check", on_done=self.sig_reward.emit,
                            on_error=lambda e: self.sig_error.emit(f"Checking the task failed: {e}"))
 
-    def finish_demonstration(self, check: bool = True) -> None:
-        """Close the human episode: checked against the task when one is chosen."""
+    def finish_demonstration(self, check: bool = True, drop: set[int] | None = None,
+                             prompt: str | None = None) -> bool:
+        """Close the episode: checked against the task when one is chosen. `drop`: recorded
+        step indices the person left out; `prompt`: the episode's prompt when it has none.
+        Returns False (nothing closed, the reason shown) when the drop would break the replay."""
         if not self.demo.active:
-            return
+            return True
+        from agents.store import StoreError
+
+        try:
+            self.demo.drop(set(drop or ()))
+        except StoreError as exc:
+            self.sig_error.emit(str(exc))
+            return False
         task = self.task if check else None
         if task is None:
-            episode_id = self.demo.finish()
+            episode_id = self.demo.finish(prompt=prompt)
             self.session_episodes.append(episode_id)
             self.sig_status.emit(f"Saved demonstration {episode_id}")
-            return
+            self.sig_episode_saved.emit(episode_id)
+            return True
         calls = list(self.demo.calls)
 
         def done(verdict: Any) -> None:
-            episode_id = self.demo.finish(verdict)
+            episode_id = self.demo.finish(verdict, prompt=prompt)
             self.session_episodes.append(episode_id)
             self.sig_reward.emit(verdict)
             self.sig_status.emit(f"Saved demonstration {episode_id} (reward {verdict.total:.3f})")
+            self.sig_episode_saved.emit(episode_id)
+
+        if self.demo.loop_verdict is not None:  # the loop's verdict on this very episode
+            done(self.demo.loop_verdict)
+            return True
 
         self.worker.submit(lambda s: task.evaluate(s, calls), "finish", on_done=done,
                            on_error=lambda e: self.sig_error.emit(f"Checking the task failed: {e}"))
+        return True
 
     def refresh(self) -> None:
         """Read the scene back into the model."""
@@ -284,8 +314,6 @@ class StudioController(QObject):
         mutating = spec is not None and spec.mutating
         if origin in ("human", "history") and self.demo.record_error:
             self.sig_error.emit(self.demo.record_error)
-        if origin == "agent" and self.demo.active:
-            self.demo.note_call(result)
         if not (result.ok and mutating):
             if not result.ok and not crashed and origin in ("human", "history"):
                 self.sig_error.emit(f"{result.tool}: {result.error.message}")

@@ -10,7 +10,7 @@ import os
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
 
 import pytest  # noqa: E402
-from studio_support import fresh_scene, send_ok, studio_window  # noqa: E402
+from studio_support import fresh_scene, send, send_ok, studio_window  # noqa: E402
 
 from tools import ToolSession  # noqa: E402
 
@@ -162,7 +162,135 @@ def test_scripted_hand_then_agent_is_one_episode_with_both_actors(tmp_path):
     assert summary["status"] == "done" and (tmp_path / "after.png").is_file()
     with Store(tmp_path / "data") as store:
         steps = store.steps(summary["episode_id"])
+        episode = store.episode(summary["episode_id"])
     assert [s.actor for s in steps] == ["human"] * 2 + ["agent"] * 4
+    assert episode.prompt == "three more legs"  # the goal typed for the run, not empty
     bad = subprocess.run([*args[:5], "--task", "composition:1:1"], env=env, capture_output=True,
                          text=True, timeout=120, cwd=tmp_path)
     assert bad.returncode == 2 and "--hand" in bad.stderr and "Traceback" not in bad.stderr
+
+
+TASK = "primitive_placement:1:42"
+
+
+def test_a_task_run_records_the_tasks_prompt_and_every_dock_shows_the_same_numbers(fresh, qtbot):
+    """A stale goal in the box never stands in for the chosen task's prompt; the Agent dock,
+    the Task dock, the Episodes list and `data show` report the loop's steps and reward."""
+    from typer.testing import CliRunner
+
+    from studio.cli import build_app
+
+    w, c = fresh, fresh.controller
+    w.agent.goal.setPlainText("a goal typed for an earlier run")
+    with qtbot.waitSignal(c.sig_task_ready, timeout=120_000):
+        c.load_task(TASK)
+    w.agent.policy.setCurrentText("oracle")
+    w.agent.use_task.setChecked(True)
+    with qtbot.waitSignal(w.agent.sig_finished, timeout=120_000) as done:
+        w.agent.run()
+    summary = done.args[0]
+    assert summary["status"] == "done" and summary["success"], summary
+    qtbot.waitUntil(lambda: "recorded step" in w.tasks.steps.text(), timeout=20_000)
+    task_steps = w.tasks.steps.text()
+    with qtbot.waitSignal(c.sig_episode_saved, timeout=120_000) as saved:
+        assert w.tasks.review.finish()
+    episode_id = saved.args[0]
+    assert episode_id == summary["episode_id"]
+    ep = c.store().episode(episode_id)
+    assert ep.prompt == c.task.prompt and ep.status == "finished"
+    assert ep.final_message == summary["final_message"] and ep.final_message
+    out = CliRunner().invoke(build_app(), ["data", "show", episode_id, "--json",
+                                           "--data-dir", str(c.store().data_dir)])
+    shown = json.loads(out.output)
+    steps, reward = shown["n_steps"], f"reward {shown['reward']:.3f}"
+    assert steps == len(shown["steps"]) and shown["prompt"] == c.task.prompt
+    assert f"{steps} steps" in w.agent.status.text() and reward in w.agent.status.text()
+    assert task_steps.startswith(f"demonstration: {steps} recorded step")
+    assert w.tasks.reward.text().startswith(reward)
+    row = {e.id: e for e in w.episodes.episodes}[episode_id]  # the list refreshed on Finish
+    assert (row.status, row.n_steps, row.reward) == ("finished", steps, shown["reward"])
+
+
+def test_dropped_steps_leave_the_export_redo_records_what_it_did_and_the_replay_matches(
+        fresh, qtbot, tmp_path, worker_pool):
+    import pyarrow.parquet as pq
+    from PySide6.QtCore import Qt
+
+    from agents.store import EpisodeFilter
+    from agents.store.export import export_parquet
+    from agents.store.replay import replay_episode
+
+    w, c = fresh, fresh.controller
+    send_ok(qtbot, w, "add_primitive", kind="cube", name="A", dimensions="1, 1, 1")
+    for _ in range(2):  # the same failing call sent twice by mistake
+        assert not send(qtbot, w, "set_material", name="Nope", color="#FF0000").ok
+    send_ok(qtbot, w, "add_primitive", kind="cube", name="B", dimensions="1, 1, 1", location="2, 0, 0")
+    with qtbot.waitSignal(c.sig_call, timeout=30_000):
+        w.history.undo_button.click()
+    with qtbot.waitSignal(c.sig_call, timeout=30_000):
+        w.history.redo_button.click()
+    qtbot.waitUntil(lambda: w.outliner.names() == ["A", "B"], timeout=20_000)
+    review = w.tasks.review
+    qtbot.waitUntil(lambda: review.steps.count() == 6, timeout=20_000)
+    episode_id = c.demo.episode_id
+    recorded = c.store().steps(episode_id)
+    assert recorded[3].args == recorded[5].args  # redo: the call as the person made it
+    assert "rotation_deg" not in recorded[5].args
+
+    assert not review.prompt.isHidden()  # a person's free-form episode asks for its prompt
+    with qtbot.waitSignal(c.sig_error, timeout=5_000) as refused:
+        assert not review.finish()
+    assert "prompt" in refused.args[0] and c.demo.active
+    review.prompt.setText("two cubes side by side")
+    review.drop(0)  # A is what everything after it was built on: refused, nothing closed
+    with qtbot.waitSignal(c.sig_error, timeout=5_000) as refused:
+        assert not review.finish()
+    assert "step 1 (add_primitive)" in refused.args[0] and c.demo.active
+    review.steps.item(0).setCheckState(Qt.CheckState.Checked)
+    review.drop(1, 2)
+    with qtbot.waitSignal(c.sig_episode_saved, timeout=30_000):
+        assert review.finish()
+    store = c.store()
+    steps = store.steps(episode_id)
+    assert [s.tool for s in steps] == ["add_primitive", "add_primitive", "undo", "add_primitive"]
+    episode = store.episode(episode_id)
+    assert (episode.n_steps, episode.n_errors, episode.prompt) == (4, 0, "two cubes side by side")
+    export_parquet(store, tmp_path / "out", EpisodeFilter(ids=(episode_id,)))
+    exported = pq.read_table(tmp_path / "out" / "steps.parquet").to_pylist()
+    assert [r["tool"] for r in exported] == [s.tool for s in steps]
+    messages = pq.read_table(tmp_path / "out" / "episodes.parquet").to_pylist()[0]["messages"]
+    called = [t["function"]["name"] for m in messages for t in (m["tool_calls"] or [])]
+    assert called == [s.tool for s in steps]  # the training rows: no dropped call in them
+    assert messages[1]["content"][0]["text"].startswith("two cubes")
+    report = replay_episode(store, episode_id, session_factory=lambda: ToolSession(worker_pool, deadline_s=60))
+    assert report.matched and report.steps_checked == 4, report.summary()
+
+
+def test_run_and_send_never_keep_the_focus_and_the_default_policy_is_the_local_model(
+        fresh, qtbot, tmp_path):
+    from PySide6.QtCore import QSettings, Qt
+
+    from agents.models import BASE_NAME
+    from studio.agent.dock import AgentDock
+
+    w = fresh
+    for button in (w.agent.run_button, w.agent.stop_button, w.palette.send_button):
+        assert button.focusPolicy() == Qt.FocusPolicy.NoFocus and not button.autoDefault()
+    from PySide6.QtWidgets import QApplication
+
+    send_ok(qtbot, w, "add_primitive", kind="cube", name="Once", dimensions="1, 1, 1")
+    seen: list[str] = []
+    w.controller.sig_call.connect(lambda r, _origin: seen.append(r.args.get("name")))
+    with qtbot.waitSignal(w.controller.sig_call, timeout=30_000):  # sent again: it fails
+        qtbot.mouseClick(w.palette.send_button, Qt.MouseButton.LeftButton)
+    assert not w.palette.send_button.hasFocus()
+    qtbot.keyClick(QApplication.focusWidget() or w, Qt.Key.Key_Space)  # re-sends nothing
+    with qtbot.waitSignal(w.controller.sig_call, timeout=30_000):  # queued after any re-send
+        w.controller.send("add_primitive", {"kind": "cube", "name": "Last", "dimensions": [1, 1, 1]})
+    assert seen == ["Once", "Last"]
+    blank = QSettings(str(tmp_path / "blank.ini"), QSettings.Format.IniFormat)
+    dock = AgentDock(w.controller, blank)
+    assert dock.policy.currentText() == "hf" and dock.request().policy == f"hf:{BASE_NAME}"
+    blank.setValue("server/endpoint", "http://127.0.0.1:8000")
+    assert AgentDock(w.controller, blank).policy.currentText() == "openai"
+    dock.deleteLater()

@@ -41,6 +41,11 @@ def append_step(folder: Path, columns: tuple[str, ...], values: tuple) -> None:
         os.close(fd)
 
 
+def drop_step(folder: Path, index: int) -> None:
+    """A tombstone: the step a person dropped before Finish stays out of a rebuilt index."""
+    append_step(folder, ("idx", "dropped"), (int(index), True))
+
+
 def write_specs(data_dir: Path, version: str, text: str, durable: bool) -> None:
     if not isinstance(version, str) or not TOOLS_VERSION.match(version):
         raise StoreError(f"tools version {str(version)[:80]!r} is not a plain name; not written")
@@ -68,6 +73,9 @@ def _steps(folder: Path) -> list[dict[str, Any]]:
     for line in lines:
         try:
             st = json.loads(line)
+            if st.get("dropped") is True:
+                by_index.pop(int(st["idx"]), None)
+                continue
             by_index[int(st["idx"])] = st
         except (ValueError, KeyError, TypeError):
             continue  # a line torn by a crash

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPixmap
@@ -42,6 +43,17 @@ from tools.exits import UserError
 from tools.text import printable
 
 POLICIES = ("oracle", "openai", "hf", "none")
+
+
+def default_policy(settings) -> str:
+    """With nothing saved: a configured model server's (openai), else the packaged local
+    model (hf on the base), which acts on a free-form goal; the oracle only plays tasks."""
+    if settings.contains("agent/policy"):
+        return str(settings.value("agent/policy"))
+    configured = (settings.contains("agent/base_url") or settings.contains("server/endpoint")
+                  or os.environ.get("OPENAI_BASE_URL"))
+    return "openai" if configured else "hf"
+
 REPLY_CHARS = 300  # of a model's reply in the steps list (a small model may ramble for 256 tokens)
 
 
@@ -60,12 +72,17 @@ class AgentDock(QWidget):
         self.goal = QPlainTextEdit()
         self.goal.setPlaceholderText("Describe what to build, or pick a task in the Task dock")
         self.goal.setMaximumHeight(52)
+        # typed for this run: edited since the last run and since a task was chosen (a stale
+        # goal never stands in for the task's prompt)
+        self.goal_fresh = False
+        self.goal.textChanged.connect(self._goal_edited)
+        controller.sig_task.connect(self._task_chosen)
         self.use_task = QCheckBox("Chosen task")
         self.use_task.setChecked(True)
         self.policy = QComboBox()
         self.policy.setEditable(True)  # e.g. hf:/path/to/model or script:run.jsonl
         self.policy.addItems(POLICIES)
-        self.policy.setCurrentText(str(settings.value("agent/policy", "oracle")))
+        self.policy.setCurrentText(default_policy(settings))
         self.base_url = QLineEdit(str(settings.value("agent/base_url", "http://127.0.0.1:8000/v1")))
         self.model = QLineEdit(str(settings.value("agent/model", "")))
         self.model.setPlaceholderText(f"served model name (openai); name or folder (hf: {BASE_NAME})")
@@ -103,6 +120,9 @@ class AgentDock(QWidget):
         self.stop_button.setEnabled(False)
         self.run_button.clicked.connect(self.run)
         self.stop_button.clicked.connect(self.stop)
+        for button in (self.run_button, self.stop_button):  # a Space typed later never re-runs
+            button.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+            button.setAutoDefault(False)
         self.attach_label = QLabel("")
         self.attach_label.setObjectName("hint")
         buttons = QHBoxLayout()
@@ -156,8 +176,11 @@ class AgentDock(QWidget):
             if self.adapter.text().strip():
                 options = {"adapter": self.adapter.text().strip()}
         task = self.controller.task if self.use_task.isChecked() else None
+        goal = self.goal.toPlainText().strip()
+        if task is not None and not self.goal_fresh:  # the task's prompt, not a stale goal
+            goal = ""
         return AgentRequest(policy=policy, task_id=task.id if task else None,
-                            goal=self.goal.toPlainText().strip(), options=options,
+                            goal=goal, options=options,
                             max_steps=self.max_steps.value() or None, record=self.record.isChecked(),
                             attachment=self.attachment, new_scene=self.new_scene.isChecked())
 
@@ -179,6 +202,9 @@ class AgentDock(QWidget):
         self.settings.setValue("agent/approval", self.approval.isChecked())
         if request.new_scene:  # another start state: the open episode ends here
             self.controller.finish_demonstration(check=False)
+        elif request.record and not request.task_id:  # the goal names a person's episode
+            self.controller.demo.use_goal(request.goal)
+        self.goal_fresh = False  # sent: the next run needs a goal typed for it
         self.steps.clear()
         self.steps_seen = 0
         self.runner = AgentRunner(self.controller.worker, request,
@@ -192,11 +218,22 @@ class AgentDock(QWidget):
         self.runner.sig_finished.connect(self._on_finished)
         self.run_button.setEnabled(False)
         self.stop_button.setEnabled(True)
-        self.status.setText(f"Running {request.policy} on {request.task_id or 'the goal'}...")
+        what = f"task {request.task_id}" + ("" if request.goal else " (its prompt)") \
+            if request.task_id else "the goal"
+        self.status.setText(f"Running {request.policy} on {what}...")
         self.attachment = None
         self.attach_label.setText("")
         self.runner.start()
         self.sig_started.emit()
+
+    def _goal_edited(self) -> None:
+        self.goal_fresh = bool(self.goal.toPlainText().strip())
+
+    def _task_chosen(self, task) -> None:
+        self.goal_fresh = False
+        self.goal.setPlaceholderText(
+            "The task's prompt is the goal; type here to give another" if task is not None
+            else "Describe what to build, or pick a task in the Task dock")
 
     def use_policy(self, policy: str, options: dict) -> None:
         """Another dock chose the policy (the Training dock's "Use in agent")."""
@@ -304,7 +341,8 @@ class AgentDock(QWidget):
         self.stop_button.setEnabled(False)
         self.banner.hide()
         reward = summary.get("reward")
-        words = f"{summary.get('status')}: {summary.get('steps', 0)} steps"
+        # steps as recorded: one per tool call (the loop's turns also count its last reply)
+        words = f"{summary.get('status')}: {summary.get('calls', summary.get('steps', 0))} steps"
         if reward is not None:
             words += f", reward {reward:.3f}" + (" ✔" if summary.get("success") else "")
         if summary.get("error"):

@@ -162,7 +162,9 @@ class AgentRunner(QThread):
                            subscribers=(self._emit,), cancel=self.cancel, task_info=task_info,
                            **options)
         result = loop.run()
+        # checker_calls: the calls the loop scored, for the studio episode's own verdict
         return {**result.summary(), "final_message": result.final_message,
+                "checker_calls": list(result.calls),
                 "task": r.task_id, "family": (task_info or {}).get("family"), **loaded}
 
 

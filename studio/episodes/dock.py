@@ -103,6 +103,7 @@ class EpisodesDock(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(split)
         controller.sig_ready.connect(self.refresh)
+        controller.sig_episode_saved.connect(lambda _id: self.refresh())  # Finish shows it at once
 
     def filter(self):
         from agents.store import EpisodeFilter

@@ -24,6 +24,15 @@ DONE_TEXT = "Done."  # what a person's Finish says in the agent's words (the ora
 
 
 @dataclass
+class LoopVerdict:
+    """The reward the agent's loop computed, shaped like the checker's RewardBreakdown."""
+
+    total: float
+    components: dict[str, float]
+    success: bool
+
+
+@dataclass
 class SceneJournal:
     calls: list[dict[str, Any]] = field(default_factory=list)  # [{"tool", "args"}]
 
@@ -43,9 +52,13 @@ class Demonstration:
         self.episode_id: str | None = None
         self.task_id: str | None = None
         self.task_params: dict | None = None
-        self.prompt: str | None = None
-        self.calls: list[dict[str, Any]] = []  # every actor's, for the task's checker
+        self.prompt: str | None = None  # the task's
+        self.episode_prompt = ""  # the open episode's: the task's, or the goal typed for a run
+        # every actor's calls, one per recorded step ("step": its index), for the task's checker
+        self.calls: list[dict[str, Any]] = []
         self.final_message: str | None = None  # what the agent said when it stopped last
+        # the loop's verdict while it still stands (the episode is that run, nothing since)
+        self.loop_verdict: LoopVerdict | None = None
         self.record_error: str | None = None  # the last recording failure, for the GUI
         self.changed = Emitter()  # (n_steps)
 
@@ -65,6 +78,7 @@ class Demonstration:
         def begin(**meta: Any) -> Any:
             if goal is not None:
                 meta["prompt"] = goal
+            self.episode_prompt = meta.get("prompt") or ""
             return self._store_factory().begin_episode(
                 task_id=self.task_id, task_params=self.task_params, source=source, **meta)
         return begin
@@ -76,6 +90,7 @@ class Demonstration:
 
         self.turns = HumanTurns(recorder, _loop_config(), None)
         self.episode_id, self.calls, self.final_message = recorder.episode_id, [], None
+        self.loop_verdict = None
         return recorder
 
     # -- on the session thread ----------------------------------------------------------
@@ -94,52 +109,101 @@ class Demonstration:
                     StartState(tuple(start), keep=True), _loop_config())
                 self.episode_id, self.calls, self.final_message = (
                     self.turns.recorder.episode_id, [], None)
+                self.loop_verdict = None
             except Exception as exc:
                 log.exception("beginning the episode failed")
                 self.record_error = f"Recording could not start: {exc}"
                 return session.call(tool, args)
         result = session.call(tool, args)
+        step = None
         try:  # the call as the agent would write it: the form's untouched defaults left out
             self.turns.record(session, result, without_defaults(tool, args))
+            step = self.turns.recorder.n_steps - 1
         except Exception as exc:
             log.exception("recording a step failed")
             self.record_error = f"Recording the step failed: {exc}"
-        self.note_call(result)
+        self.note_call(result, step)
         return result
 
-    def note_call(self, result: Any) -> None:
-        """A call of either actor, for the task's checker."""
+    def note_call(self, result: Any, step: int | None = None) -> None:
+        """A person's call, for the task's checker (`step`: its recorded index)."""
         error = result.error
         self.calls.append({"tool": result.tool, "args": result.args, "ok": result.ok,
                            "error_kind": error.kind.value if error else None,
-                           "seq": getattr(result, "seq", None)})
-        self.final_message = None
-        self.changed.emit(len(self.calls))
+                           "seq": getattr(result, "seq", None), "step": step})
+        self.final_message, self.loop_verdict = None, None
+        self.changed.emit(self.n_steps)
 
-    def after_agent(self, final_message: str | None, scene_hash: str | None) -> None:
-        """The agent's run ended: its last words close the episode unless the person acts."""
-        self.final_message = final_message
+    @property
+    def n_steps(self) -> int:
+        """The steps recorded in the open episode: the one count every dock shows."""
+        return self.turns.recorder.n_steps if self.turns is not None else 0
+
+    def after_agent(self, summary: dict, first_step: int) -> None:
+        """The agent's run ended: its calls (as its loop gave them to the checker) join the
+        episode's, its verdict stands until anything else happens, and its last words close
+        the episode unless the person acts. `first_step`: the episode's step count when the
+        run began."""
+        calls = list(summary.get("checker_calls") or ())
+        n = self.n_steps - first_step
+        for i, c in enumerate(calls):  # one recorded step per call, in order
+            self.calls.append({**c, "step": first_step + i if len(calls) == n else None})
+        self.final_message = summary.get("final_message")
+        self.loop_verdict = None
+        if summary.get("reward") is not None and first_step == 0 and len(calls) == n:
+            self.loop_verdict = LoopVerdict(float(summary["reward"]),
+                                            dict(summary.get("components") or {}),
+                                            bool(summary.get("success")))
+        self.changed.emit(self.n_steps)
+
+    def after_agent_hash(self, scene_hash: str | None) -> None:
         if self.turns is not None:
             self.turns.last_hash = scene_hash
 
+    def use_goal(self, goal: str) -> None:
+        """A run continues the open episode with a typed goal: an episode the person began
+        without a task has no prompt yet, and the goal becomes it."""
+        if self.turns is None or self.episode_prompt or not goal.strip():
+            return
+        from agents.store.revise import set_prompt
+
+        set_prompt(self._store_factory(), self.episode_id, goal.strip())
+        self.episode_prompt = goal.strip()
+
+    def drop(self, indices: set[int]) -> None:
+        """Leave recorded steps out (raises StoreError, dropping nothing, when the kept ones
+        would not replay); the checker's calls follow."""
+        from agents.store.revise import drop_steps
+
+        if self.turns is None or not indices:
+            return
+        drop_steps(self._store_factory(), self.episode_id, indices)
+        self.calls = [c for c in self.calls if c.get("step") not in indices]
+        self.loop_verdict = None
+
     # -- closing -----------------------------------------------------------------------
-    def finish(self, verdict: Any = None) -> str | None:
-        """Close the episode (with the task's verdict when there is one); returns its id."""
+    def finish(self, verdict: Any = None, prompt: str | None = None) -> str | None:
+        """Close the episode (with the task's verdict when there is one); returns its id.
+        `prompt`: what the person says the episode does, when it has no prompt yet."""
         if self.turns is None:
             return None
+        if prompt and prompt.strip() and prompt.strip() != self.episode_prompt:
+            from agents.store.revise import set_prompt
+
+            set_prompt(self._store_factory(), self.episode_id, prompt.strip())
         kw: dict[str, Any] = {"final_message": self.final_message or DONE_TEXT}
         if verdict is not None:
             kw.update(reward=float(verdict.total), components=dict(verdict.components),
                       success=bool(verdict.success))
         self.turns.recorder.finish(**kw)
-        episode_id, self.turns = self.episode_id, None
+        episode_id, self.turns, self.episode_prompt, self.loop_verdict = self.episode_id, None, "", None
         self.changed.emit(0)
         return episode_id
 
     def abandon(self) -> None:
         if self.turns is not None:
             self.turns.recorder.abort("the studio closed before Finish")
-            self.turns = None
+            self.turns, self.episode_prompt = None, ""
 
 
 def _loop_config() -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from studio.foreign import plain_label
@@ -25,6 +26,9 @@ class PaletteDock(QWidget):
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("accent")
         self.send_button.clicked.connect(self.send)
+        # never keeps focus: a Space typed afterwards re-sent a failing call (issue #33)
+        self.send_button.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.send_button.setAutoDefault(False)
         self.error = plain_label()
         self.error.setObjectName("error")
         self.error.setWordWrap(True)

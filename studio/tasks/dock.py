@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from studio.foreign import png_image
+from studio.tasks.review import StepReview
 
 
 class TaskDock(QWidget):
@@ -55,7 +56,8 @@ class TaskDock(QWidget):
         self.components.setWordWrap(True)
         self.components.setObjectName("hint")
         finish = QPushButton("Finish (check and save demonstration)")
-        finish.clicked.connect(lambda: controller.finish_demonstration(check=True))
+        self.review = StepReview(controller)
+        finish.clicked.connect(self.review.finish)
         self.steps = QLabel("")
         self.steps.setObjectName("hint")
         row = QHBoxLayout()
@@ -76,11 +78,13 @@ class TaskDock(QWidget):
         layout.addWidget(self.reward)
         layout.addWidget(self.components)
         layout.addWidget(self.steps)
+        layout.addWidget(self.review)
         layout.addWidget(finish)
         controller.sig_task.connect(self._on_task)
         controller.sig_target.connect(self._on_target)
         controller.sig_reward.connect(self._on_reward)
-        controller.demo.changed.connect(lambda n: self.steps.setText(f"demonstration: {n} recorded step(s)" if n else ""))
+        self.review.sig_changed.connect(lambda n: self.steps.setText(
+            f"demonstration: {n} recorded step(s) — untick one to drop it" if n else ""))
         # the task suite takes ~1.5 s to import: off the GUI thread, the combo fills when it is in
         self.sig_families.connect(self._families)
         threading.Thread(target=self._load_families, daemon=True, name="mw-task-families").start()
