@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QUrl
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog
 
@@ -68,7 +68,7 @@ class FileActions(QObject):
     ) -> None:
         super().__init__(parent)
         self.parent_widget, self.controller, self.settings = parent, controller, settings
-        self.save_chooser = save_chooser or QFileDialog.getSaveFileName
+        self.save_chooser = save_chooser or self._save_dialog
         self.open_chooser = open_chooser or QFileDialog.getOpenFileName
         self.export_action = QAction("Export...", parent)
         self.export_action.setShortcut(QKeySequence("Ctrl+E"))
@@ -87,6 +87,20 @@ class FileActions(QObject):
     def _remember_export_dir(self, folder: str) -> None:
         dirs = [folder, *(d for d in self.recent_export_dirs() if d != folder)][:MAX_RECENT]
         self.settings.setValue(RECENT_KEY, dirs)
+
+    def _save_dialog(self, parent, caption: str, start: str, filters: str) -> tuple[str, str]:
+        """Qt's save dialog, the recent export folders in its sidebar and history."""
+        dialog = QFileDialog(parent, caption, start, filters)
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)  # asks before replacing a file
+        recent = [d for d in self.recent_export_dirs() if os.path.isdir(d)]
+        dialog.setHistory(recent)
+        places = dialog.sidebarUrls()
+        dialog.setSidebarUrls(
+            [*places, *(u for u in map(QUrl.fromLocalFile, recent) if u not in places)]
+        )
+        if dialog.exec() != QFileDialog.DialogCode.Accepted or not dialog.selectedFiles():
+            return "", ""
+        return dialog.selectedFiles()[0], dialog.selectedNameFilter()
 
     # -- export ----------------------------------------------------------------------------
     def export_dialog(self) -> None:

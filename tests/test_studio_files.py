@@ -90,3 +90,43 @@ def test_import_through_the_dialog_is_one_undo_step(studio, qtbot, tmp_path):
     assert c.undo_stack.count() == 1
     c.undo_stack.undo()
     qtbot.waitUntil(lambda: not c.scene.objects, timeout=WAIT_MS)
+
+
+def test_the_real_save_dialog_opens_in_the_last_folder_and_lists_the_recent_ones(qapp, tmp_path):
+    """The default chooser (Qt's own dialog), answered by a timer: no modal wait is left open."""
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QApplication, QLineEdit
+
+    from studio.files import EXPORT_FORMATS, FileActions, format_for
+
+    older, last = tmp_path / "older", tmp_path / "last"
+    older.mkdir()
+    last.mkdir()
+    files = FileActions(None, None, QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    files._remember_export_dir(str(older))
+    files._remember_export_dir(str(last))
+    seen = {}
+
+    def answer() -> None:
+        dialog = QApplication.activeModalWidget()
+        if dialog is None:  # not up yet
+            QTimer.singleShot(50, answer)
+            return
+        seen.update(
+            folder=dialog.directory().path(),
+            history=dialog.history(),
+            places={u.toLocalFile() for u in dialog.sidebarUrls()},
+        )
+        dialog.selectNameFilter(EXPORT_FORMATS[1][0])
+        dialog.findChild(QLineEdit, "fileNameEdit").setText("part")
+        dialog.accept()
+        QTimer.singleShot(2000, lambda: QApplication.activeModalWidget() and dialog.reject())
+
+    QTimer.singleShot(0, answer)
+    path, chosen = files.save_chooser(
+        None, "Export the scene", str(last), ";;".join(label for label, _, _ in EXPORT_FORMATS)
+    )
+    assert seen["folder"] == str(last) and seen["history"] == [str(last), str(older)]
+    assert {str(last), str(older)} <= seen["places"]
+    assert (path, chosen) == (str(last / "part"), EXPORT_FORMATS[1][0])
+    assert format_for(path, chosen) == ("3mf", str(last / "part.3mf"))  # the filter's suffix
