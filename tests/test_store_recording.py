@@ -358,3 +358,33 @@ def test_opening_a_store_removes_only_rowless_unleased_folders(tmp_path):
         assert not orphan.exists() and not dead_setup.exists() and in_setup.exists()
         assert store.episode_dir(eid).exists() and store.episode_dir(live.episode_id).exists()
         live.finish()
+
+
+def test_dropped_steps_leave_the_index_the_counters_and_a_rebuilt_index(tmp_path):
+    """Steps a person drops before Finish: gone with their frames and counters, kept out of an
+    index rebuilt from the journal, and refused when a kept step was made on their scene."""
+    from agents.store.journal import rebuild_index
+    from agents.store.revise import StepsNeeded, drop_steps
+
+    store = Store(tmp_path)
+    rec = store.begin_episode(source="human", tools=TOOLS, initial_scene_hash="h0")
+    rec.add_step(tool="add_primitive", args={"name": "A"}, scene_hash="h1", frame=png())
+    rec.add_step(tool="set_material", args={"name": "Nope"}, error_kind="validation",
+                 error_message="no object named 'Nope'", frame=png((9, 9, 9)))
+    rec.add_step(tool="add_primitive", args={"name": "B"}, scene_hash="h2")
+    with pytest.raises(StepsNeeded, match="step 1 \\(add_primitive\\)"):
+        drop_steps(store, rec.episode_id, [0])  # B was made on the scene A built
+    frame = store.steps(rec.episode_id)[1].frame
+    assert drop_steps(store, rec.episode_id, [1]) == [1]
+    assert not (store.episode_dir(rec.episode_id) / frame).exists()
+    rec.finish()
+    episode = store.episode(rec.episode_id)
+    assert (episode.n_steps, episode.n_errors) == (2, 0)
+    assert [s.args["name"] for s in store.steps(rec.episode_id)] == ["A", "B"]
+    with pytest.raises(StoreError, match="closed"):
+        drop_steps(store, rec.episode_id, [2])
+    store.close()
+    rebuild_index(tmp_path, tmp_path / "index.sqlite3")
+    with Store(tmp_path) as again:
+        assert [s.index for s in again.steps(rec.episode_id)] == [0, 2]
+        assert again.episode(rec.episode_id).n_steps == 2
