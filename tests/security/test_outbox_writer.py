@@ -109,6 +109,7 @@ def test_a_png_is_checked_against_its_header_before_decoding_and_written_anew(fo
 @pytest.mark.parametrize("name,data,why", [
     ("model.step", b"#!/bin/sh\necho owned\n", "is not a step file"),
     ("model.glb", b"BLENDER-v400", "is not a glb file"),
+    ("model.3mf", b"<model/>", "is not a 3mf file"),  # a 3MF is a zip
     ("model.stl", b"\0" * 84 + b"\x05\0\0\0", "is not an STL file"),
     ("scene.json", b'{"a": "\xff"}', "should be UTF-8 text"),
     ("notes.json", b"{}\0", "holds NUL bytes"),
@@ -171,5 +172,6 @@ def test_an_import_brings_in_regular_files_only(tmp_path, folder):
 
 def test_export_path_is_the_workers_own_rule():
     assert export_path({"format": "glb", "path": "a/b"}) == "a/b.glb"
+    assert export_path({"format": "3mf", "path": "a/b"}) == "a/b.3mf"
     assert export_path({"format": "step", "path": "p.STP"}) == "p.STP"
     assert export_path({"format": "stl", "path": "p.stl"}) == "p.stl"
