@@ -345,6 +345,10 @@ class AgentDock(QWidget):
         words = f"{summary.get('status')}: {summary.get('calls', summary.get('steps', 0))} steps"
         if reward is not None:
             words += f", reward {reward:.3f}" + (" ✔" if summary.get("success") else "")
+        demo = self.controller.demo
+        if demo.active and summary.get("episode_id") == demo.episode_id \
+                and demo.n_steps != summary.get("calls"):  # the person's steps too
+            words += f" (episode: {demo.n_steps} steps)"
         if summary.get("error"):
             words += f" — {summary['error']}"
         self.status.setText(printable(words))

@@ -54,6 +54,7 @@ class Demonstration:
         self.task_params: dict | None = None
         self.prompt: str | None = None  # the task's
         self.episode_prompt = ""  # the open episode's: the task's, or the goal typed for a run
+        self.typed_prompt = ""  # typed in the review for an episode without one (kept if it closes)
         # every actor's calls, one per recorded step ("step": its index), for the task's checker
         self.calls: list[dict[str, Any]] = []
         self.final_message: str | None = None  # what the agent said when it stopped last
@@ -187,6 +188,7 @@ class Demonstration:
         `prompt`: what the person says the episode does, when it has no prompt yet."""
         if self.turns is None:
             return None
+        prompt = prompt or self.typed_prompt
         if prompt and prompt.strip() and prompt.strip() != self.episode_prompt:
             from agents.store.revise import set_prompt
 
@@ -197,6 +199,7 @@ class Demonstration:
                       success=bool(verdict.success))
         self.turns.recorder.finish(**kw)
         episode_id, self.turns, self.episode_prompt, self.loop_verdict = self.episode_id, None, "", None
+        self.typed_prompt = ""
         self.changed.emit(0)
         return episode_id
 

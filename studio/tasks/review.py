@@ -30,6 +30,7 @@ class StepReview(QWidget):
         self.steps.itemChanged.connect(self._ticked)
         self.prompt = QLineEdit()
         self.prompt.setPlaceholderText("What this demonstration builds (its prompt)")
+        self.prompt.textChanged.connect(lambda text: setattr(controller.demo, "typed_prompt", text))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.steps)
