@@ -2,25 +2,28 @@
 
 The worker never sees that path. An export is made in the sandbox workspace and copied out
 by tools.outbox (a fresh name, put in place without following anything planted at the
-chosen one); an import is copied in with tools.outbox.UserFolder (regular files only, no
-link inside the folder followed) and then imported as the person's own call, so it is one
-undo step and part of the demonstration. The chooser is injectable so tests drive the real
-flow without a modal dialog.
+chosen one); an import is copied in with tools.confined (the file and the side files it
+names, regular files only, no link inside the folder followed) and then imported as the
+person's own call, so it is one undo step and part of the demonstration. The chooser is
+injectable so tests drive the real flow without a modal dialog.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from PySide6.QtCore import QObject, QUrl
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog
 
+from tools import confined
 from tools.errors import ToolError
-from tools.outbox import Outbox, UserFolder, export_path
+from tools.outbox import MAX_IMPORT_BYTES, Outbox, export_path
 from tools.text import printable_line
 
 # (filter shown in the dialog, export format, suffix); the first is the default
@@ -52,6 +55,52 @@ def format_for(path: str, chosen_filter: str = "") -> tuple[str, str]:
         ((f, s) for label, f, s in EXPORT_FORMATS if label == chosen_filter), EXPORT_FORMATS[0][1:]
     )
     return fmt, path + add
+
+
+_MTL_MAPS = ("map_", "bump", "disp", "decal", "refl", "norm")
+_MAX_SCAN = 64 << 20  # a glTF's JSON or an OBJ/MTL read for the names it holds
+
+
+def _text(folder: str, rel: str) -> str:
+    return confined.read_file(folder, rel, _MAX_SCAN).decode("utf-8", "replace")
+
+
+def side_files(folder: str, name: str) -> list[str]:
+    """The files a .gltf or .obj in `folder` names (buffers, textures, material libraries),
+    so that only they come in with it, not the rest of a Downloads folder. Read without
+    following links; names that leave the folder are dropped here, and the worker refuses a
+    file that still names them."""
+    suffix = os.path.splitext(name)[1].lower()
+    refs: set[str] = set()
+    try:
+        if suffix == ".gltf":
+            doc = json.loads(_text(folder, name))
+            for key in ("buffers", "images"):
+                items = doc.get(key) if isinstance(doc, dict) else None
+                for item in items if isinstance(items, list) else []:
+                    uri = item.get("uri") if isinstance(item, dict) else None
+                    if (
+                        isinstance(uri, str)
+                        and not uri.startswith("data:")
+                        and not urlsplit(uri).scheme
+                    ):
+                        refs.add(unquote(urlsplit(uri).path))
+        elif suffix == ".obj":
+            for line in _text(folder, name).splitlines():
+                word, _, rest = line.strip().partition(" ")
+                if word != "mtllib" or not rest.strip():
+                    continue
+                for mtl in {rest.strip(), *rest.split()}:  # Blender reads the rest as one name
+                    refs.add(mtl)
+                    if confined.is_file(folder, mtl):
+                        for mline in _text(folder, mtl).splitlines():
+                            words = mline.split()
+                            if len(words) > 1 and words[0].lower().startswith(_MTL_MAPS):
+                                refs.add(words[-1])
+    except (ToolError, ValueError):
+        return []  # the worker reads the file itself and says what is wrong with it
+    inside = (r for r in refs if r and not os.path.isabs(r) and ".." not in r.split("/"))
+    return sorted(r for r in inside if r != name)
 
 
 class FileActions(QObject):
@@ -159,7 +208,17 @@ class FileActions(QObject):
             return
 
         def stage(session: Any) -> dict:
-            return UserFolder(folder).before(session.workspace, "import_file", {"path": name})
+            budget = MAX_IMPORT_BYTES
+            for rel in [name, *side_files(folder, name)]:
+                try:
+                    data = confined.read_file(folder, rel, budget)
+                except ToolError:
+                    if rel == name:
+                        raise
+                    continue  # a missing texture: the importer says what it lacks
+                budget -= len(data)
+                confined.write_file(session.workspace, rel, data)
+            return {"path": name}
 
         def imported(result: Any) -> None:
             if result is not None and result.ok:

@@ -11,6 +11,7 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"  # these tests never need a display
 import zipfile  # noqa: E402
 
 import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
 from studio_support import WAIT_MS, fresh_scene, send_ok, studio_window  # noqa: E402
 
 
@@ -73,19 +74,30 @@ def test_export_goes_to_the_chosen_folder_and_never_through_a_planted_link(studi
     assert window.files.recent_export_dirs()[0] == str(folder)
 
 
-def test_import_through_the_dialog_is_one_undo_step(studio, qtbot, tmp_path):
+def test_import_brings_in_the_file_and_what_it_names_only_as_one_undo_step(studio, qtbot, tmp_path):
     window, c = fresh_scene(studio, qtbot), studio.controller
     send_ok(
         qtbot, window, "add_primitive", kind="cube", name="block", dimensions=[0.01, 0.01, 0.01]
     )
     window.files.save_chooser = Chooser()
-    window.files.save_chooser.answer = (str(tmp_path / "block.stl"), "")
+    window.files.save_chooser.answer = (str(tmp_path / "block.obj"), "")
     _through_the_menu(qtbot, window, window.files.export_action, c.sig_status, "Exported")
+    obj = tmp_path / "block.obj"
+    obj.write_text("mtllib block.mtl\n" + obj.read_text())
+    (tmp_path / "block.mtl").write_text("newmtl red\nKd 1 0 0\nmap_Kd tex/red.png\n")
+    (tmp_path / "tex").mkdir()
+    Image.new("RGB", (4, 4), (255, 0, 0)).save(tmp_path / "tex" / "red.png")
+    (tmp_path / "holiday.stl").write_bytes(b"solid unrelated\nendsolid\n")  # not named: stays out
     fresh_scene(window, qtbot)
     window.files.open_chooser = Chooser()
-    window.files.open_chooser.answer = (str(tmp_path / "block.stl"), "")
+    window.files.open_chooser.answer = (str(obj), "")
     said = _through_the_menu(qtbot, window, window.files.import_action, c.sig_status, "Imported")
-    assert said == f"Imported 1 object from {tmp_path / 'block.stl'}"
+    assert said == f"Imported 1 object from {obj}"
+    workspace = c.worker.session.workspace
+    assert {"block.obj", "block.mtl", "tex/red.png"} <= {
+        p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file()
+    }
+    assert not (workspace / "holiday.stl").exists()
     qtbot.waitUntil(lambda: len(c.scene.objects) == 1, timeout=WAIT_MS)
     assert c.undo_stack.count() == 1
     c.undo_stack.undo()
