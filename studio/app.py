@@ -35,6 +35,7 @@ class StudioOptions:
     hand: Path | None = None  # JSONL of calls made by hand (as the person's) before the agent runs
     goal: str | None = None  # the agent's free-form goal (continues the scene as it is)
     select: str | None = None  # select this object after the run (`auto`: the first CAD part)
+    project: str | None = None  # a .mwproj to open once the session is up
 
 
 def settings_for(options: StudioOptions) -> QSettings:
@@ -52,6 +53,7 @@ def build(options: StudioOptions, session_factory=None) -> tuple[MainWindow, Stu
     window = MainWindow(controller, settings)
     if options.exit_when_done or options.screenshot:
         window.resize(*options.size)  # scripted runs: a known size for the screenshot
+    window.project.start(unattended=bool(options.exit_when_done or options.screenshot), open_path=options.project)
     controller.start()
     return window, controller
 

@@ -62,6 +62,8 @@ def open_studio(**kw) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("studio")
     def studio(
+        project: Path = typer.Argument(None, exists=True, dir_okay=False,
+                                       help="A project (.mwproj) to open."),
         task: str = typer.Option(None, "--task", help="Task id family:level:seed to load."),
         policy: str = typer.Option("oracle", "--policy", help="oracle | openai | hf:PATH | none | script:FILE"),
         autorun: bool = typer.Option(False, "--autorun", help="Run the policy on the task at once."),
@@ -104,4 +106,5 @@ def register(app: typer.Typer) -> None:
         open_studio(task=task, policy=policy, autorun=autorun, screenshot=screenshot, hand=hand, goal=goal,
                     exit_when_done=exit_when_done, theme=theme,
                     data_dir=str(data_dir) if data_dir else None,
-                    settings_file=str(settings_file) if settings_file else None, select=select)
+                    settings_file=str(settings_file) if settings_file else None, select=select,
+                    project=str(project) if project else None)

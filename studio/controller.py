@@ -105,6 +105,8 @@ class StudioController(QObject):
         self._agent_first_step = 0  # the episode's step count when the run began
         self.ready = False
         self.crashes = 0
+        # asked before anything replaces the model (studio/project: Save / Discard / Cancel)
+        self.confirm_replace: Callable[[str], bool] = lambda _what: True
         self.worker = SessionWorker(session_factory)
         self.worker.sig_ready.connect(self._on_ready)
         self.worker.sig_failed.connect(self.sig_error)
@@ -193,12 +195,16 @@ class StudioController(QObject):
 
     def new_scene(self) -> None:
         """Empty scene; a demonstration in progress is closed first."""
+        if not self.confirm_replace("New scene"):
+            return
         self.finish_demonstration(check=False)
         self.worker.fresh_episode()
         self.worker.submit(lambda s: (s.reset(), self.worker.sig_reset.emit("human")), "reset")
 
     def load_task(self, task_id: str | None) -> None:
         """Choose a task: build its start state; later manual calls are checked against it."""
+        if task_id and not self.confirm_replace("Load task"):
+            return
         self.finish_demonstration(check=False)
         if not task_id:
             self.task = None

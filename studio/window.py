@@ -31,6 +31,7 @@ from studio.foreign import plain_label
 from studio.history.dock import HistoryDock
 from studio.outliner.dock import OutlinerDock
 from studio.palette.dock import PaletteDock
+from studio.project.manager import ProjectManager
 from studio.server.dock import ServerDock
 from studio.tasks.dock import TaskDock
 from studio.theme import apply_theme
@@ -152,10 +153,8 @@ class MainWindow(QMainWindow):
 
     def _menus(self) -> None:
         file = self.menuBar().addMenu("&File")
-        new = QAction("New scene", self)
-        new.setShortcut(QKeySequence.StandardKey.New)
-        new.triggered.connect(self.controller.new_scene)
-        file.addAction(new)
+        self.project = ProjectManager(self)
+        self.project.add_actions(file)
         self.files = FileActions(self, self.controller, self.settings)  # Export.../Import...
         file.addSeparator()
         file.addActions([self.files.import_action, self.files.export_action])
@@ -193,7 +192,8 @@ class MainWindow(QMainWindow):
 
         rows = [(label, keys) for label, keys, _ in SHORTCUTS]
         rows += [("Import a file", "Ctrl+I"), ("Export the scene", "Ctrl+E")]
-        rows += [("New scene", "Ctrl+N"), ("Undo", "Ctrl+Z"), ("Redo", "Ctrl+Shift+Z"), ("Quit", "Ctrl+Q"),
+        rows += [("New", "Ctrl+N"), ("Open", "Ctrl+O"), ("Save", "Ctrl+S"), ("Save As", "Ctrl+Shift+S"),
+                 ("Undo", "Ctrl+Z"), ("Redo", "Ctrl+Shift+Z"), ("Quit", "Ctrl+Q"),
                  ("This list", "F1")]
         lines = "".join(f"<tr><td><b>{k}</b></td><td>&nbsp;&nbsp;{label}</td></tr>" for label, k in rows)
         return f"<table>{lines}</table><p>{MOUSE_HELP}</p>"
@@ -234,6 +234,7 @@ class MainWindow(QMainWindow):
         if self.agent.running:
             self.agent.stop()
             self.agent.runner.wait(20000)
+        self.project.on_close()
         self.training.shutdown()
         self.server.shutdown()
         self.controller.shutdown()

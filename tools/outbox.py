@@ -39,7 +39,8 @@ _TEMP = ".mw-out-"
 # by suffix: leading bytes a file must start with (None: text, UTF-8 without NUL bytes)
 _SIGNATURES: dict[str, tuple[bytes, ...] | None] = {
     ".glb": (b"glTF",), ".blend": (b"BLENDER",), ".step": (b"ISO-10303-21",),
-    ".stp": (b"ISO-10303-21",), ".gltf": None, ".obj": None, ".mtl": None, ".json": None,
+    ".stp": (b"ISO-10303-21",), ".mwproj": (b"PK\x03\x04",),  # a studio project: a zip
+    ".gltf": None, ".obj": None, ".mtl": None, ".json": None,
     ".jsonl": None, ".txt": None,
     ".3mf": (b"PK\x03\x04",),  # a zip holding the mesh model
 }

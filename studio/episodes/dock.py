@@ -170,6 +170,8 @@ class EpisodesDock(QWidget):
 
     def restore(self, episode: Any, index: int) -> None:
         """Rebuild the scene as it was after step `index` (setup, then steps 0..index)."""
+        if not self.controller.confirm_replace("Restore step"):
+            return
         calls = list(episode.setup) + [{"tool": s.tool, "args": s.args} for s in self.steps_of[: index + 1]]
         worker = self.controller.worker
         self.controller.finish_demonstration(check=False)
@@ -197,6 +199,8 @@ class EpisodesDock(QWidget):
     def replay(self, episode_id: str) -> None:
         from agents.store.replay import replay_episode
 
+        if not self.controller.confirm_replace("Replay"):
+            return
         store, worker = self.controller.store(), self.controller.worker
         self.controller.finish_demonstration(check=False)
 

@@ -115,8 +115,28 @@ class SceneState:
         move(os.path.join(src, "commits"), self.commits_dir)
         if not fork:
             shutil.rmtree(src, ignore_errors=True)
-        self.load_latest()
+        try:
+            self.load_latest()
+        except Exception as e:  # a state that does not load (a corrupt project file): back out
+            self._back_out(park)
+            raise ToolError(ErrorKind.VALIDATION, f"the stashed state {take!r} does not load: "
+                            f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
         return {"switched": take}
+
+    def _back_out(self, park: str | None) -> None:
+        """After a `take` that failed to load: drop it, and make the parked state live again
+        as it was (or an empty scene when none was parked), as if the switch never happened."""
+        shutil.rmtree(self.commits_dir, ignore_errors=True)
+        shutil.rmtree(self.snap_dir, ignore_errors=True)
+        self._kept.clear()
+        parked = os.path.join(self.stash_dir, park) if park is not None else None
+        if parked is None or not os.path.isdir(os.path.join(parked, "commits")):
+            self._fresh()
+            return
+        os.rename(os.path.join(parked, "snapshots"), self.snap_dir)
+        os.rename(os.path.join(parked, "commits"), self.commits_dir)
+        shutil.rmtree(parked, ignore_errors=True)
+        self.load_latest()
 
     # -- commits --------------------------------------------------------------------------------
     def touching(self, tool: str, args: dict) -> set[str] | None:

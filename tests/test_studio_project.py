@@ -1,0 +1,197 @@
+"""Projects (issue #33): a `.mwproj` holds the scene in the worker's own format, its undo
+history, the view and the chat. In a real window on Xvfb: save, close, open, and the scene,
+undo and view are back; a modified scene is not replaced without asking (Cancel keeps it).
+Offscreen: a damaged or hostile file is one line and changes nothing; after a crash the
+autosave is offered and brings the scene back."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+
+os.environ["QT_QPA_PLATFORM"] = "offscreen"
+
+from studio_support import WAIT_MS, run_on_display, send_ok, studio_window, xvfb_display  # noqa: E402, F401
+
+# Runs in a child on the X server: Qt picks its platform once per process.
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox
+from studio.app import StudioOptions, build
+
+root = Path(sys.argv[1])
+app = QApplication(sys.argv[:1])
+
+def wait(cond, what, timeout=180):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise SystemExit(f"timed out waiting for {what}")
+        app.processEvents()
+        time.sleep(0.01)
+
+def open_window(project=None):
+    options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"),
+                            project=project)
+    window, c = build(options)
+    window.show()
+    wait(lambda: c.ready, "the session")
+    return window, c
+
+def call(c, tool, **args):
+    done = []
+    c.send(tool, args, origin="human", on_done=done.append)
+    wait(lambda: done, tool)
+    assert done[0].ok, done[0].to_text()
+    wait(lambda: args["name"] in c.scene.names(), "the scene")
+
+out = {}
+w, c = open_window()
+call(c, "add_primitive", kind="cube", name="Box", dimensions=[0.5, 0.5, 0.5])
+call(c, "add_primitive", kind="cylinder", name="Post", dimensions=[0.2, 0.2, 0.4], location=[0, 0.6, 0])
+cam = w.viewport_panel.viewport.camera
+cam.azimuth_deg, cam.elevation_deg, cam.distance = 123.0, 21.0, 5.5
+w.agent.goal.setPlainText("a box and a post")
+out["title_before"], out["modified_before"] = w.windowTitle(), w.isWindowModified()
+saved = {"hash": c.scene.scene_hash, "names": sorted(c.scene.names())}
+path = root / "work" / "model.mwproj"
+w.project.save_to(path)
+wait(lambda: not w.project.modified, "the save")
+out["saved"], out["title_saved"], out["modified_saved"] = saved, w.windowTitle(), w.isWindowModified()
+w.close()
+wait(lambda: not c.worker.isRunning(), "the session to end", 60)
+
+w, c = open_window(project=str(path))  # as `modelwright studio model.mwproj`
+wait(lambda: c.undo_stack.count() == 2 and sorted(c.scene.names()) == saved["names"], "the project")
+wait(lambda: w.viewport_panel.viewport.camera.azimuth_deg == 123.0, "the view", 60)
+cam = w.viewport_panel.viewport.camera
+out["reopened"] = {"hash": c.scene.scene_hash, "names": sorted(c.scene.names()),
+                   "undo": [c.undo_stack.text(i) for i in range(c.undo_stack.count())],
+                   "view": [cam.azimuth_deg, cam.elevation_deg, cam.distance],
+                   "goal": w.agent.goal.toPlainText(), "title": w.windowTitle(),
+                   "modified": w.isWindowModified(), "recent": w.project.recent()}
+c.undo_stack.undo()  # the worker's undo history came back with the file
+wait(lambda: sorted(c.scene.names()) == ["Box"], "the undo")
+out["after_undo"], out["modified_after_undo"] = sorted(c.scene.names()), w.isWindowModified()
+
+# the scene is modified: Load task asks first, and Cancel keeps the model as it is
+before = (c.scene.scene_hash, sorted(c.scene.names()), c.undo_stack.count())
+asked = []
+def press_cancel():
+    box = getattr(w.project, "question_box", None)
+    if box is None or not box.isVisible():
+        return QTimer.singleShot(50, press_cancel)
+    asked.append(box.text())
+    box.button(QMessageBox.StandardButton.Cancel).click()
+QTimer.singleShot(50, press_cancel)
+c.load_task("primitive_placement:1:42")  # the real dialog, answered by the timer
+done = c.worker.submit(lambda s: s.scene_hash(), "after")  # anything queued has run after this
+wait(done.done, "the session")
+app.processEvents()
+out["asked"] = asked
+out["kept"] = {"same": (c.scene.scene_hash, sorted(c.scene.names()), c.undo_stack.count()) == before,
+               "task": c.task is not None}
+w.close()
+print(json.dumps(out))
+"""
+
+
+def test_a_project_saves_closes_and_opens_with_scene_undo_and_view_and_cancel_keeps_it(
+    xvfb_display,  # noqa: F811
+    tmp_path,
+):
+    proc, out = run_on_display(CHILD, xvfb_display, str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out["title_before"].startswith("Untitled") and out["modified_before"] is True
+    assert out["title_saved"].startswith("model") and out["modified_saved"] is False
+    assert (tmp_path / "work" / "model.mwproj").is_file()
+    back = out["reopened"]
+    assert back["names"] == ["Box", "Post"] and back["hash"] == out["saved"]["hash"]
+    assert back["undo"] == ["add_primitive Box", "add_primitive Post"]
+    assert back["view"] == [123.0, 21.0, 5.5] and back["goal"] == "a box and a post"
+    assert back["title"].startswith("model") and back["modified"] is False
+    assert back["recent"] == [str(tmp_path / "work" / "model.mwproj")]
+    assert out["after_undo"] == ["Box"] and out["modified_after_undo"] is True
+    assert out["asked"] == ["Load task replaces the model. Save your changes first?"]
+    assert out["kept"] == {"same": True, "task": False}
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_a_damaged_or_hostile_project_is_one_line_and_changes_nothing(
+    qapp, qtbot, worker_pool, tmp_path, request
+):
+    manifest = json.dumps({"format": "modelwright-project", "version": 1}).encode()
+    files = {
+        "noise.mwproj": b"not a zip at all",
+        "escape.mwproj": _zip({"manifest.json": manifest, "../../outside.blend": b"BLENDER"}),
+        "gap.mwproj": _zip(
+            {
+                "manifest.json": manifest,
+                "state/commits/000001/scene.blend": b"B" * 10,
+                "state/commits/000001/parts.json": b"{}",
+                "state/commits/000003/call.json": b"{}",
+            }
+        ),
+        "damaged.mwproj": _zip(
+            {
+                "manifest.json": manifest,
+                "state/commits/000001/parts.json": b"{}",
+                "state/commits/000001/scene.blend": b"BLENDER-v300" + b"\0junk" * 200,
+            }
+        ),
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    with studio_window(worker_pool, tmp_path, request) as w:
+        c = w.controller
+        send_ok(qtbot, w, "add_primitive", kind="cube", name="Keep", dimensions="1, 1, 1")
+        qtbot.waitUntil(lambda: c.scene.names() == ["Keep"], timeout=WAIT_MS)
+        before = (c.scene.scene_hash, c.undo_stack.count(), w.windowTitle())
+        w.project.answer = lambda what: "discard"  # the scene is modified: opening would ask
+        for name in files:
+            errors = len(w.errors.errors)
+            w.project.open(tmp_path / name)
+            qtbot.waitUntil(lambda e=errors: len(w.errors.errors) > e, timeout=WAIT_MS)
+            message = w.errors.errors[-1]
+            assert name in message and "\n" not in message and "Traceback" not in message, message
+            done = c.worker.submit(lambda s: s.scene_hash(), "after")
+            qtbot.waitUntil(done.done, timeout=WAIT_MS)
+            assert done.result() == before[0], name  # the worker's scene is as it was
+            assert (c.scene.scene_hash, c.undo_stack.count(), w.windowTitle()) == before, name
+        assert "does not load" in w.errors.errors[-1]  # only the damaged scene reached the worker
+        c.undo_stack.undo()  # and its undo history is intact
+        qtbot.waitUntil(lambda: c.scene.names() == [], timeout=WAIT_MS)
+    assert not (tmp_path.parent / "outside.blend").exists()
+
+
+def test_after_a_crash_the_autosave_is_offered_and_recovers_the_scene(
+    qapp, qtbot, worker_pool, tmp_path, request
+):
+    from PySide6.QtCore import QSettings
+
+    with studio_window(worker_pool, tmp_path, request) as w:
+        send_ok(qtbot, w, "add_primitive", kind="cube", name="Unsaved", dimensions="1, 1, 1")
+        w.project.autosave()
+        qtbot.waitUntil(lambda: w.project.autosave_path().is_file(), timeout=WAIT_MS)
+        assert w.project.banner is None  # this start followed a clean exit: nothing offered
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    settings.setValue("project/running", True)  # what a studio that died leaves behind
+    settings.sync()
+    with studio_window(worker_pool, tmp_path, request) as w:
+        c = w.controller
+        assert w.project.banner is not None and w.project.banner.isVisible()
+        w.project.banner.recover_button.click()
+        qtbot.waitUntil(lambda: c.scene.names() == ["Unsaved"], timeout=WAIT_MS)
+        assert c.undo_stack.count() == 1 and w.isWindowModified()  # recovered, not yet saved
+        assert w.windowTitle().startswith("Untitled")
