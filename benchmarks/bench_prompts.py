@@ -106,7 +106,7 @@ def measure(ids: list[str], turns: dict, listed: list[str]) -> tuple[list[dict],
     for task_id in ids:
         messages, tools = turns[task_id]
         task = get_task(task_id)
-        box = list(family_tools(task.family))
+        box = list(family_tools(task.family, task.level))
         oracle = {step["tool"] for step in task.oracle}
         covered = oracle <= set(listed)
         rows.append({

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from agents import events as ev
 from agents.context import (
     RECALL_TOOL,
+    SCENE_DEFAULTS,
+    SCENE_PREFIX,
     ContextConfig,
     ContextWindow,
     compact_scene,
@@ -155,3 +159,19 @@ def test_event_bus_isolates_broken_subscribers() -> None:
     unsubscribe()
     bus.emit(ev.DONE, status="done")
     assert len(got) == 3 and got[-1].data == {"status": "done"}
+
+
+def test_compact_scene_leaves_out_defaults_and_says_so() -> None:
+    """A Blender mesh with no rotation lists only what differs; the observation names the
+    defaults once, and a CadQuery part or a rotated object still shows them."""
+    plain = {"name": "A", "type": "mesh", "source": "blender", "location": [1, 2, 3],
+             "rotation_deg": [0, 0, 0], "dimensions": [1, 1, 1]}  # fmt: skip
+    other = dict(plain, name="B", type="empty", source="cadquery", rotation_deg=[0, 0, 90])
+    rows = json.loads(compact_scene({"objects": [plain, other]}, limit=5))["objects"]
+    assert rows[0] == {"name": "A", "location": [1.0, 2.0, 3.0], "dimensions": [1.0, 1.0, 1.0]}
+    assert rows[1]["type"] == "empty" and rows[1]["source"] == "cadquery"
+    assert rows[1]["rotation_deg"] == [0.0, 0.0, 90.0]
+    msg = observation("go", None, {"objects": [plain]}, ContextConfig(), 0)
+    assert msg["content"][-1]["text"].startswith(SCENE_PREFIX + SCENE_DEFAULTS)
+    empty = observation("go", None, {"objects": []}, ContextConfig(), 0)
+    assert empty["content"][-1]["text"] == SCENE_PREFIX + '{"objects":[]}'

@@ -2,8 +2,10 @@
 
 The whole catalogue's signatures cost a small model ~1,900 tokens per prompt; a family's
 toolbox is the scene basics plus every tool its oracle plans use on the first seeds of each
-level, in the catalogue's order. The basics are shown everywhere, so choosing among tools is
-still part of every task.
+level, in the catalogue's order. A task shows its level's toolbox (the basics and what that
+level's plans use), so a level-1 prompt stays within a small model's 600 tokens while a
+harder level shows more. The basics are shown everywhere, so choosing among tools is still
+part of every task.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ SEEDS = range(6)  # oracle plans sampled per level
 
 
 @cache
-def family_tools(name: str) -> tuple[str, ...]:
+def family_tools(name: str, level: int | None = None) -> tuple[str, ...]:
+    """The family's toolbox; with `level`, that level's (what a task of it shows)."""
     from tools import catalogue
     from training.tasks.base import FAMILIES, get_task
 
-    levels = FAMILIES[name].levels
+    levels = FAMILIES[name].levels if level is None else [level]
     used = set(SCENE_BASICS)
     for level in levels:
         for seed in SEEDS:
