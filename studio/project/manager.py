@@ -17,15 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtGui import QAction, QColor, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog, QListWidgetItem, QMessageBox
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
-from studio.project import archive
+from studio.project import archive, contents
 from studio.project.archive import Project, ProjectError
 from studio.project.recovery import RecoveryBanner
-from tools.errors import ToolError
+from tools import ToolError
 from tools.outbox import Outbox
-from tools.text import printable
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +50,10 @@ class ProjectManager(QObject):
         self.episodes: list[str] = []
         c = self.controller
         c.confirm_replace = self.confirm_replace
-        c.sig_scene_changed.connect(self._edited)
+        # edits are what the undo stack records (the person's calls, an agent's run, undo and
+        # redo); a reset (load, restore, replay, new) starts a model nothing was done to yet
         c.undo_stack.indexChanged.connect(self._edited)
+        c.worker.sig_reset.connect(self._replaced)
         window.agent.sig_finished.connect(self._agent_finished)
         self.timer = QTimer(self)
         self.timer.timeout.connect(self.autosave)
@@ -114,8 +115,13 @@ class ProjectManager(QObject):
 
     # -- state -------------------------------------------------------------------------------
     def _edited(self, *_: object) -> None:
-        if not self._quiet:
+        if not self._quiet and self.controller.undo_stack.count():
             self.modified = self._since_autosave = True
+            self._title()
+
+    def _replaced(self, origin: str) -> None:
+        if origin != "project":  # the person was asked first (Save / Discard)
+            self.modified = False
             self._title()
 
     def _agent_finished(self, summary: dict) -> None:
@@ -203,24 +209,11 @@ class ProjectManager(QObject):
         """Queue a save: the worker's state is read on the session thread now (before any
         replacement queued after it), the file is written when it arrives."""
         path = Path(path)
-        undo, steps = self._undo_entries()
-        snapshot = Project(
-            undo=undo,
-            journal=[dict(c) for c in self.controller.journal.calls],
-            view=self._view(),
-            chat=self._chat(),
-            episodes=self._episode_links(),
-            task=getattr(self.controller.task, "id", None),
-        )
-
-        def take(session: Any) -> tuple[dict, int]:
-            return archive.take_state(os.fspath(session.scratch), steps)
+        project, steps = contents.snapshot(self.window, self.episodes)
 
         def write(taken: tuple[dict, int]) -> None:
-            snapshot.state, depth = taken
-            snapshot.undo = _keep_last(snapshot.undo, depth)
             try:
-                Outbox(path.parent).write(path.name, snapshot.to_bytes())
+                _write(path, project, taken)
             except (ToolError, OSError) as e:
                 self._error(f"Saving {path.name} failed: {getattr(e, 'message', None) or e}")
                 return
@@ -234,55 +227,11 @@ class ProjectManager(QObject):
 
         self._since_autosave = False
         self.controller.worker.submit(
-            take,
+            lambda s: archive.take_state(os.fspath(s.scratch), steps),
             "save project",
             on_done=write,
             on_error=lambda e: self._error(f"Saving {path.name} failed: {e}"),
         )
-
-    def _undo_entries(self) -> tuple[list[dict], int]:
-        """The undo stack up to its index as data, and how many worker undo steps it takes."""
-        from studio.controller import AgentRunCommand, ToolCallCommand
-
-        stack, entries, steps = self.controller.undo_stack, [], 0
-        for i in range(stack.index()):
-            cmd = stack.command(i)
-            inner = cmd.child(0) if cmd.childCount() else cmd
-            if isinstance(inner, AgentRunCommand):
-                calls, agent = inner.calls, True
-            elif isinstance(inner, ToolCallCommand):
-                calls, agent = [{"tool": inner.tool, "args": dict(inner.args)}], False
-            else:
-                continue
-            entries.append({"text": cmd.text(), "calls": [dict(c) for c in calls], "agent": agent})
-            steps += len(calls)
-        return entries, steps
-
-    def _view(self) -> dict:
-        cam = self.window.viewport_panel.viewport.camera
-        return {
-            "azimuth_deg": cam.azimuth_deg,
-            "elevation_deg": cam.elevation_deg,
-            "distance": cam.distance,
-            "target": list(cam.target),
-            "lens_mm": cam.lens_mm,
-        }
-
-    def _chat(self) -> dict:
-        agent = self.window.agent
-        lines = []
-        for i in range(agent.steps.count()):
-            item = agent.steps.item(i)
-            color = item.foreground().color().name() if item.foreground().style() else None
-            lines.append({"text": item.text(), "color": color})
-        return {"goal": agent.goal.toPlainText(), "lines": lines}
-
-    def _episode_links(self) -> list[str]:
-        seen: list[str] = []
-        for e in [*self.episodes, *self.controller.session_episodes]:
-            if e not in seen:
-                seen.append(e)
-        return seen
 
     # -- open --------------------------------------------------------------------------------
     def open_dialog(self) -> None:
@@ -352,27 +301,10 @@ class ProjectManager(QObject):
         return True
 
     def _restore(self, project: Project) -> None:
-        from studio.controller import AgentRunCommand, ToolCallCommand
-
         c = self.controller
         c.journal.reset([dict(x) for x in project.journal])
-        for entry in project.undo:
-            if entry.get("agent"):
-                cmd = AgentRunCommand(c, entry["calls"], "run")
-            else:
-                call = entry["calls"][0]
-                cmd = ToolCallCommand(c, call["tool"], dict(call.get("args", {})), "human")
-            cmd.setText(entry["text"][:200])
-            c.undo_stack.push(cmd)  # already done in the worker: the first redo() is a no-op
-        c.undo_stack.setClean()
-        agent = self.window.agent
-        agent.goal.setPlainText(project.chat.get("goal", ""))
-        agent.steps.clear()
-        for line in project.chat.get("lines", []):
-            item = QListWidgetItem(printable(line["text"]))
-            if line.get("color"):
-                item.setForeground(QColor(line["color"]))
-            agent.steps.addItem(item)
+        contents.restore_undo(c, project.undo)
+        contents.restore_chat(self.window.agent, project.chat)
         self.episodes = list(project.episodes)
         if project.task:
             self._set_task(project.task)
@@ -394,17 +326,12 @@ class ProjectManager(QObject):
         self.controller.sig_task.emit(task)
 
     def _apply_view(self, view: dict, done: Callable[[], None] | None) -> None:
+        panel = self.window.viewport_panel
         if view:
-            cam = self.window.viewport_panel.viewport.camera
-            cam.azimuth_deg, cam.elevation_deg = (
-                float(view["azimuth_deg"]),
-                float(view["elevation_deg"]),
-            )
-            cam.distance, cam.lens_mm = float(view["distance"]), float(view["lens_mm"])
-            cam.target = [float(x) for x in view["target"]]
-            self.window.viewport_panel.viewport.request()
-            if self.window.viewport_panel.live_active:
-                self.window.viewport_panel.live.update()
+            contents.apply_view(panel.viewport.camera, view)
+            panel.viewport.request()
+            if panel.live_active:
+                panel.live.update()
         if done is not None:
             done()
 
@@ -422,33 +349,20 @@ class ProjectManager(QObject):
         c = self.controller
         if self._since_autosave and c.ready:
             try:
-                undo, steps = self._undo_entries()
+                project, steps = contents.snapshot(self.window, self.episodes)
                 fut = c.worker.submit(
                     lambda s: archive.take_state(os.fspath(s.scratch), steps), "autosave"
                 )
-                state, depth = fut.result(timeout=120)
-                project = Project(
-                    state=state,
-                    undo=_keep_last(undo, depth),
-                    view=self._view(),
-                    journal=[dict(x) for x in c.journal.calls],
-                    chat=self._chat(),
-                    episodes=self._episode_links(),
-                    task=getattr(c.task, "id", None),
-                )
-                Outbox(self.autosave_path().parent).write(AUTOSAVE_NAME, project.to_bytes())
+                _write(self.autosave_path(), project, fut.result(timeout=120))
             except Exception as e:  # closing must not fail: say it in the log
                 log.warning("autosave on close failed: %s", e)
         self.settings.setValue(RUNNING_KEY, False)
         self.settings.sync()
 
 
-def _keep_last(undo: list[dict], depth: int) -> list[dict]:
-    """The newest undo entries whose worker steps fit in `depth` (the history the file holds)."""
-    kept, steps = [], 0
-    for entry in reversed(undo):
-        steps += len(entry["calls"])
-        if steps > depth:
-            break
-        kept.append(entry)
-    return kept[::-1]
+def _write(path: Path, project: Project, taken: tuple[dict, int]) -> None:
+    """The project with the worker's files, through the outbox (the one writer into a
+    person's folder: a link or FIFO at the name is refused, never followed)."""
+    project.state, depth = taken
+    project.undo = contents.keep_last(project.undo, depth)
+    Outbox(path.parent).write(path.name, project.to_bytes())
