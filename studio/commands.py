@@ -62,7 +62,7 @@ def open_studio(**kw) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("studio")
     def studio(
-        project: Path = typer.Argument(None, exists=True, dir_okay=False,
+        project: Path = typer.Argument(None, exists=True, dir_okay=False, metavar="PROJECT",
                                        help="A project (.mwproj) to open."),
         task: str = typer.Option(None, "--task", help="Task id family:level:seed to load."),
         policy: str = typer.Option("oracle", "--policy", help="oracle | openai | hf:PATH | none | script:FILE"),

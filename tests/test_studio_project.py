@@ -95,6 +95,22 @@ app.processEvents()
 out["asked"] = asked
 out["kept"] = {"same": (c.scene.scene_hash, sorted(c.scene.names()), c.undo_stack.count()) == before,
                "task": c.task is not None}
+
+# Save in the same question: the file is taken first, then the task replaces the model
+ready = []
+c.sig_task_ready.connect(ready.append)
+def press_save():
+    box = getattr(w.project, "question_box", None)
+    if box is None or not box.isVisible():
+        return QTimer.singleShot(50, press_save)
+    box.button(QMessageBox.StandardButton.Save).click()
+QTimer.singleShot(50, press_save)
+c.load_task("primitive_placement:1:42")
+wait(lambda: ready, "the task")
+from studio.project.archive import read_project
+saved = read_project(path)
+out["saved_first"] = {"undo": [e["text"] for e in saved.undo], "modified": w.isWindowModified(),
+                      "box_gone": "Box" not in c.scene.names()}
 w.close()
 print(json.dumps(out))
 """
@@ -118,6 +134,11 @@ def test_a_project_saves_closes_and_opens_with_scene_undo_and_view_and_cancel_ke
     assert out["after_undo"] == ["Box"] and out["modified_after_undo"] is True
     assert out["asked"] == ["Load task replaces the model. Save your changes first?"]
     assert out["kept"] == {"same": True, "task": False}
+    assert out["saved_first"] == {
+        "undo": ["add_primitive Box"],
+        "modified": False,
+        "box_gone": True,
+    }
 
 
 def _zip(members: dict[str, bytes]) -> bytes:

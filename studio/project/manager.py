@@ -353,7 +353,7 @@ class ProjectManager(QObject):
                 fut = c.worker.submit(
                     lambda s: archive.take_state(os.fspath(s.scratch), steps), "autosave"
                 )
-                _write(self.autosave_path(), project, fut.result(timeout=120))
+                _write(self.autosave_path(), project, fut.result(timeout=30))
             except Exception as e:  # closing must not fail: say it in the log
                 log.warning("autosave on close failed: %s", e)
         self.settings.setValue(RUNNING_KEY, False)
