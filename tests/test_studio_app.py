@@ -296,8 +296,12 @@ def test_training_dock_trains_plots_live_and_stops_cleanly(studio, qtbot, tmp_pa
     if not [e for e in store.list_episodes() if e.success]:  # when run alone: record one
         from studio.agent.runner import AgentRequest
 
+        with qtbot.waitSignal(studio.controller.sig_task_ready, timeout=120_000):
+            studio.controller.load_task(TASK)  # Finish checks the run against it
         with qtbot.waitSignal(studio.agent.sig_finished, timeout=120_000):
             studio.agent.run(AgentRequest(policy="oracle", task_id=TASK))
+        with qtbot.waitSignal(studio.controller.sig_episode_saved, timeout=120_000):
+            studio.controller.finish_demonstration()  # the run's episode stays open until Finish
     data = tmp_path / "demos"
     studio.episodes.refresh()
     studio.episodes.table.selectAll()
