@@ -58,6 +58,7 @@ class TaskDock(QWidget):
         finish = QPushButton("Finish (check and save demonstration)")
         self.review = StepReview(controller)
         finish.clicked.connect(self.review.finish)
+        finish.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a later Space never finishes again
         self.steps = QLabel("")
         self.steps.setObjectName("hint")
         row = QHBoxLayout()

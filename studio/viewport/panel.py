@@ -84,6 +84,7 @@ class ViewportPanel(QWidget):
         send.setToolTip("Attach the viewport as you see it to the next agent run")
         send.setObjectName("accent")
         send.clicked.connect(self.send_to_agent)
+        send.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a later Space never sends it again
         self.hint = QLabel(MOUSE_HELP)
         self.hint.setObjectName("hint")
         self.hint.setToolTip(MOUSE_HELP)
