@@ -225,17 +225,18 @@ def test_dropped_steps_leave_the_export_redo_records_what_it_did_and_the_replay_
     for _ in range(2):  # the same failing call sent twice by mistake
         assert not send(qtbot, w, "set_material", name="Nope", color="#FF0000").ok
     send_ok(qtbot, w, "add_primitive", kind="cube", name="B", dimensions="1, 1, 1", location="2, 0, 0")
+    send_ok(qtbot, w, "transform", name="B", location="3, 0, 0")  # rotation and scale unset
     with qtbot.waitSignal(c.sig_call, timeout=30_000):
         w.history.undo_button.click()
     with qtbot.waitSignal(c.sig_call, timeout=30_000):
         w.history.redo_button.click()
     qtbot.waitUntil(lambda: w.outliner.names() == ["A", "B"], timeout=20_000)
     review = w.tasks.review
-    qtbot.waitUntil(lambda: review.steps.count() == 6, timeout=20_000)
+    qtbot.waitUntil(lambda: review.steps.count() == 7, timeout=20_000)
     episode_id = c.demo.episode_id
     recorded = c.store().steps(episode_id)
-    assert recorded[3].args == recorded[5].args  # redo: the call as the person made it
-    assert "rotation_deg" not in recorded[5].args
+    assert recorded[6].tool == "transform"  # redo: the call as the person made it, no nulls
+    assert recorded[4].args == recorded[6].args and "rotation_deg" not in recorded[6].args
 
     assert not review.prompt.isHidden()  # a person's free-form episode asks for its prompt
     with qtbot.waitSignal(c.sig_error, timeout=5_000) as refused:
@@ -252,9 +253,9 @@ def test_dropped_steps_leave_the_export_redo_records_what_it_did_and_the_replay_
         assert review.finish()
     store = c.store()
     steps = store.steps(episode_id)
-    assert [s.tool for s in steps] == ["add_primitive", "add_primitive", "undo", "add_primitive"]
+    assert [s.tool for s in steps] == ["add_primitive", "add_primitive", "transform", "undo", "transform"]
     episode = store.episode(episode_id)
-    assert (episode.n_steps, episode.n_errors, episode.prompt) == (4, 0, "two cubes side by side")
+    assert (episode.n_steps, episode.n_errors, episode.prompt) == (5, 0, "two cubes side by side")
     export_parquet(store, tmp_path / "out", EpisodeFilter(ids=(episode_id,)))
     exported = pq.read_table(tmp_path / "out" / "steps.parquet").to_pylist()
     assert [r["tool"] for r in exported] == [s.tool for s in steps]
@@ -263,7 +264,7 @@ def test_dropped_steps_leave_the_export_redo_records_what_it_did_and_the_replay_
     assert called == [s.tool for s in steps]  # the training rows: no dropped call in them
     assert messages[1]["content"][0]["text"].startswith("two cubes")
     report = replay_episode(store, episode_id, session_factory=lambda: ToolSession(worker_pool, deadline_s=60))
-    assert report.matched and report.steps_checked == 4, report.summary()
+    assert report.matched and report.steps_checked == 5, report.summary()
 
 
 def test_run_and_send_never_keep_the_focus_and_the_default_policy_is_the_local_model(
