@@ -193,6 +193,8 @@ class AgentDock(QWidget):
             self.status.setText(printable(why))
             self.controller.sig_error.emit(why)
             return
+        if request.new_scene and not self.controller.confirm_replace("A run on a new scene"):
+            return
         if not request.start and not request.new_scene:  # continue from the scene as it is
             request.start = list(self.controller.journal.calls)
         self.settings.setValue("agent/policy", self.policy.currentText())

@@ -115,7 +115,11 @@ class ProjectManager(QObject):
 
     # -- state -------------------------------------------------------------------------------
     def _edited(self, *_: object) -> None:
-        if not self._quiet and self.controller.undo_stack.count():
+        try:
+            edited = not self._quiet and self.controller.undo_stack.count() > 0
+        except RuntimeError:  # the stack is being destroyed with the window
+            return
+        if edited:
             self.modified = self._since_autosave = True
             self._title()
 
