@@ -191,6 +191,14 @@ def test_a_damaged_or_hostile_project_is_one_line_and_changes_nothing(
             assert done.result() == before[0], name  # the worker's scene is as it was
             assert (c.scene.scene_hash, c.undo_stack.count(), w.windowTitle()) == before, name
         assert "does not load" in w.errors.errors[-1]  # only the damaged scene reached the worker
+        # a save onto a planted link is refused, not followed, and the scene is kept in the autosave
+        link = tmp_path / "linked.mwproj"
+        link.symlink_to(tmp_path / "elsewhere")
+        errors = len(w.errors.errors)
+        assert w.project.save_to(link)
+        qtbot.waitUntil(lambda: len(w.errors.errors) > errors, timeout=WAIT_MS)
+        assert "symlink" in w.errors.errors[-1] and "kept in" in w.errors.errors[-1]
+        assert not (tmp_path / "elsewhere").exists() and w.project.autosave_path().is_file()
         c.undo_stack.undo()  # and its undo history is intact
         qtbot.waitUntil(lambda: c.scene.names() == [], timeout=WAIT_MS)
     assert not (tmp_path.parent / "outside.blend").exists()

@@ -190,8 +190,7 @@ class ProjectManager(QObject):
         """Save to the project's file (Save As when it has none); False if cancelled."""
         if self.path is None:
             return self.save_as()
-        self.save_to(self.path)
-        return True
+        return self.save_to(self.path)
 
     def save_as(self) -> bool:
         start = str(self.path or Path(self._last_folder(), "Untitled" + archive.SUFFIX))
@@ -200,8 +199,7 @@ class ProjectManager(QObject):
             return False
         if not chosen.endswith(archive.SUFFIX):
             chosen += archive.SUFFIX
-        self.save_to(Path(chosen))
-        return True
+        return self.save_to(Path(chosen))
 
     def _last_folder(self) -> str:
         recent = self.recent()
@@ -209,17 +207,27 @@ class ProjectManager(QObject):
 
     def save_to(
         self, path: Path, done: Callable[[Path], None] | None = None, autosave: bool = False
-    ) -> None:
+    ) -> bool:
         """Queue a save: the worker's state is read on the session thread now (before any
-        replacement queued after it), the file is written when it arrives."""
+        replacement queued after it), the file is written when it arrives. False if refused."""
         path = Path(path)
+        if self.controller.agent_running:  # its changes are not yet one undo step to save
+            self._error(f"The agent is working on the scene: press Stop, then save {path.name}.")
+            return False
         project, steps = contents.snapshot(self.window, self.episodes)
 
         def write(taken: tuple[dict, int]) -> None:
             try:
                 _write(path, project, taken)
             except (ToolError, OSError) as e:
-                self._error(f"Saving {path.name} failed: {getattr(e, 'message', None) or e}")
+                why = f"Saving {path.name} failed: {getattr(e, 'message', None) or e}"
+                if not autosave:  # a replacement may follow: keep the scene where it can be found
+                    try:
+                        _write(self.autosave_path(), project, taken)
+                        why += f"; the scene was kept in {self.autosave_path()}"
+                    except (ToolError, OSError):
+                        pass
+                self._error(why)
                 return
             if not autosave:
                 self.path, self.modified = path, False
@@ -236,6 +244,7 @@ class ProjectManager(QObject):
             on_done=write,
             on_error=lambda e: self._error(f"Saving {path.name} failed: {e}"),
         )
+        return True
 
     # -- open --------------------------------------------------------------------------------
     def open_dialog(self) -> None:
