@@ -56,6 +56,8 @@ call(c, "add_primitive", kind="cylinder", name="Post", dimensions=[0.2, 0.2, 0.4
 cam = w.viewport_panel.viewport.camera
 cam.azimuth_deg, cam.elevation_deg, cam.distance = 123.0, 21.0, 5.5
 w.agent.goal.setPlainText("a box and a post")
+c.finish_demonstration(check=False)  # the person's episode: the project links it
+out["episode"] = c.session_episodes[-1]
 out["title_before"], out["modified_before"] = w.windowTitle(), w.isWindowModified()
 saved = {"hash": c.scene.scene_hash, "names": sorted(c.scene.names())}
 path = root / "work" / "model.mwproj"
@@ -73,7 +75,8 @@ out["reopened"] = {"hash": c.scene.scene_hash, "names": sorted(c.scene.names()),
                    "undo": [c.undo_stack.text(i) for i in range(c.undo_stack.count())],
                    "view": [cam.azimuth_deg, cam.elevation_deg, cam.distance],
                    "goal": w.agent.goal.toPlainText(), "title": w.windowTitle(),
-                   "modified": w.isWindowModified(), "recent": w.project.recent()}
+                   "modified": w.isWindowModified(), "recent": w.project.recent(),
+                   "episodes": w.project.episodes, "selected": [e.id for e in w.episodes.selected()]}
 c.undo_stack.undo()  # the worker's undo history came back with the file
 wait(lambda: sorted(c.scene.names()) == ["Box"], "the undo")
 out["after_undo"], out["modified_after_undo"] = sorted(c.scene.names()), w.isWindowModified()
@@ -131,6 +134,7 @@ def test_a_project_saves_closes_and_opens_with_scene_undo_and_view_and_cancel_ke
     assert back["view"] == [123.0, 21.0, 5.5] and back["goal"] == "a box and a post"
     assert back["title"].startswith("model") and back["modified"] is False
     assert back["recent"] == [str(tmp_path / "work" / "model.mwproj")]
+    assert back["episodes"] == [out["episode"]] == back["selected"]
     assert out["after_undo"] == ["Box"] and out["modified_after_undo"] is True
     assert out["asked"] == ["Load task replaces the model. Save your changes first?"]
     assert out["kept"] == {"same": True, "task": False}

@@ -319,6 +319,9 @@ class ProjectManager(QObject):
         contents.restore_undo(c, project.undo)
         contents.restore_chat(self.window.agent, project.chat)
         self.episodes = list(project.episodes)
+        if self.episodes:  # the project's newest episode, when this store has it
+            self.window.episodes.refresh()
+            self.window.episodes.select_episode(self.episodes[-1])
         if project.task:
             self._set_task(project.task)
         c.refresh()
