@@ -71,8 +71,21 @@ class ScriptedRun:
         c.sig_ready.connect(self._ready)
         c.sig_task_ready.connect(self._task_ready)
         window.agent.sig_finished.connect(self._finished)
+        window.project.sig_opened.connect(self._project_opened)
 
     def _ready(self) -> None:
+        if not self.options.project:  # else the project opens first (ProjectManager.start)
+            self._go()
+
+    def _project_opened(self, path: str, ok: bool) -> None:
+        if not ok:
+            self._finished({"project": path, "status": "fatal", "error": "the project did not open"})
+        elif self.options.goal or self.options.autorun:
+            self._go()
+        else:
+            self._finished({"project": path, "status": "opened"})
+
+    def _go(self) -> None:
         if self.options.goal:  # shown in the Agent dock, also before a run
             self.window.agent.goal.setPlainText(self.options.goal)
             self.window.agent.policy.setCurrentText(self.options.policy)
@@ -184,7 +197,8 @@ def run_studio(options: StudioOptions) -> int:
     app.setApplicationName("Modelwright Studio")
     app.setOrganizationName("Modelwright")
     window, _ = build(options)
-    scripted = ScriptedRun(window, options) if (options.task or options.autorun or options.hand) else None
+    scripted = ScriptedRun(window, options) if (options.task or options.autorun or options.hand or (
+        options.project and (options.exit_when_done or options.screenshot))) else None
     window.show()
     code = app.exec()
     return scripted.exit_code if scripted and code == 0 else code

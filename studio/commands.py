@@ -28,7 +28,7 @@ def offscreen_session(kw: dict) -> dict:
     data_dir = kw.get("data_dir") or os.environ.get("MODELWRIGHT_DATA_DIR") or str(OFFSCREEN_OUT / "data")
     out = {**kw, "exit_when_done": True, "data_dir": data_dir,
            "screenshot": kw.get("screenshot") or OFFSCREEN_OUT / "screenshot.png"}
-    if not (kw.get("goal") or kw.get("hand")):  # nothing of the person's: a default task
+    if not (kw.get("goal") or kw.get("hand") or kw.get("project")):  # nothing of theirs: a default task
         out["task"] = kw.get("task") or DEFAULT_TASK
         if kw.get("policy") in (None, "none"):
             out["policy"] = "oracle"
@@ -48,7 +48,8 @@ def open_studio(**kw) -> None:
         if not kw.get("exit_when_done"):
             kw = offscreen_session(kw)
             Path(kw["screenshot"]).parent.mkdir(parents=True, exist_ok=True)
-            what = f"task {kw['task']}" if kw.get("task") else "your goal" if kw.get("goal") else "your calls"
+            what = (f"task {kw['task']}" if kw.get("task") else "your goal" if kw.get("goal")
+                    else f"project {Path(kw['project']).name}" if kw.get("project") else "your calls")
             typer.echo(f"No display found: running {what} offscreen with the {kw.get('policy') or 'oracle'} "
                        f"policy, then exiting (screenshot: {kw['screenshot']}). For the window, run on a desktop, "
                        "over `ssh -X`, or under a virtual display: `xvfb-run -a modelwright`.", err=True)
@@ -88,7 +89,10 @@ def register(app: typer.Typer) -> None:
         if theme is not None and theme not in THEMES:  # else the window would quietly fall back to dark
             raise typer.BadParameter(f"unknown theme {theme!r}; choose {' or '.join(THEMES)}",
                                      param_hint="--theme")
-        if exit_when_done and _no_display() and not (task or goal or hand):
+        if project and (task or hand):  # each would replace the project's model at once
+            raise typer.BadParameter("a project opens its own scene: use it without --task and "
+                                     "--hand (--goal continues it)", param_hint="PROJECT")
+        if exit_when_done and _no_display() and not (task or goal or hand or project):
             # no window anyone can close and nothing to finish: it would wait forever
             raise typer.BadParameter("with no display there is nothing to wait for: pass --task ID "
                                      "or --goal TEXT, or open a display (`xvfb-run -a modelwright "

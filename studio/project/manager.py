@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
@@ -36,6 +36,8 @@ FILTER = f"Modelwright project (*{archive.SUFFIX})"
 
 
 class ProjectManager(QObject):
+    sig_opened = Signal(str, bool)  # (path, ok): a project is in place, or could not be opened
+
     def __init__(self, window) -> None:
         super().__init__(window)
         self.window, self.controller, self.settings = window, window.controller, window.settings
@@ -254,13 +256,14 @@ class ProjectManager(QObject):
         if chosen:
             self.open(chosen)
 
-    def open(self, path: str | os.PathLike, done: Callable[[], None] | None = None) -> bool:
-        """Open a project; a file that cannot be read is one line and changes nothing."""
+    def open(self, path: str | os.PathLike) -> bool:
+        """Open a project; a file that cannot be read is one line and changes nothing.
+        `sig_opened(path, ok)` says when it is in place (view included) or has failed."""
         path = Path(path)
         try:
             project = archive.read_project(path)
         except ProjectError as e:
-            self._error(e.message)
+            self._failed(path, e.message)
             return False
         if not self.confirm_replace("Open"):
             return False
@@ -300,18 +303,22 @@ class ProjectManager(QObject):
             c.sig_status.emit(f"Opened {path}")
             # after the scene read that the reset queued: else its first frame would reframe
             c.worker.submit(
-                lambda _s: None, "view", on_done=lambda _: self._apply_view(project.view, done)
+                lambda _s: None, "view", on_done=lambda _: self._apply_view(path, project.view)
             )
 
         c.worker.submit(
             place,
             "open project",
             on_done=placed,
-            on_error=lambda e: self._error(
-                getattr(e, "message", None) or f"Opening {path.name} failed: {e}"
+            on_error=lambda e: self._failed(
+                path, getattr(e, "message", None) or f"Opening {path.name} failed: {e}"
             ),
         )
         return True
+
+    def _failed(self, path: Path, message: str) -> None:
+        self._error(message)
+        self.sig_opened.emit(str(path), False)
 
     def _restore(self, project: Project) -> None:
         c = self.controller
@@ -341,15 +348,14 @@ class ProjectManager(QObject):
         self.controller.demo.set_task(task.id, task.prompt, task.parameters)
         self.controller.sig_task.emit(task)
 
-    def _apply_view(self, view: dict, done: Callable[[], None] | None) -> None:
+    def _apply_view(self, path: Path, view: dict) -> None:
         panel = self.window.viewport_panel
         if view:
             contents.apply_view(panel.viewport.camera, view)
             panel.viewport.request()
             if panel.live_active:
                 panel.live.update()
-        if done is not None:
-            done()
+        self.sig_opened.emit(str(path), True)
 
     # -- autosave and recovery -------------------------------------------------------------------
     def autosave_path(self) -> Path:
