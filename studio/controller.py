@@ -30,6 +30,13 @@ def as_written(tool: str, args: dict) -> dict:
     return without_defaults(tool, {k: v for k, v in args.items() if v is not None})
 
 
+def created_name(tool: str, args: dict) -> str | None:
+    """The object a call made (a person's new or duplicated object becomes the selection)."""
+    if tool == "duplicate":
+        return args.get("new_name")
+    return args.get("name") if tool.startswith(("add_", "cad_")) else None
+
+
 class ToolCallCommand(QUndoCommand):
     """One successful mutating call on the undo stack: undo = the runtime's `undo`, redo = the call again."""
 
@@ -146,7 +153,32 @@ class StudioController(QObject):
         validate_call(tool, args)
         self.send(tool, args, origin="human")
 
-    def send(self, tool: str, args: dict, origin: str = "human", on_done=None) -> None:
+    def manual_calls(self, calls: list[tuple[str, dict]], label: str) -> None:
+        """Several calls of the person's as ONE undo step (the gizmo on a multi-selection):
+        the undo macro stays open until the last of them has come back."""
+        for tool, args in calls:
+            validate_call(tool, args)
+        if len(calls) == 1:
+            return self.send(*calls[0], origin="human")
+        if self.agent_running or not calls:
+            return self.send(*calls[0], origin="human") if calls else None
+        self.undo_stack.beginMacro(label)
+        left = [len(calls)]
+
+        def one(_value: object = None) -> None:
+            left[0] -= 1
+            if left[0]:
+                return
+            self.undo_stack.endMacro()
+            macro = self.undo_stack.command(self.undo_stack.count() - 1)
+            if macro is not None and macro.childCount() == 0:  # every call failed: no entry
+                macro.setObsolete(True)
+                self.undo_stack.undo()
+
+        for tool, args in calls:
+            self.send(tool, args, origin="human", on_done=one, on_error=one)
+
+    def send(self, tool: str, args: dict, origin: str = "human", on_done=None, on_error=None) -> None:
         """A call of the person's (palette, outliner, undo/redo in the history) is recorded as
         a human turn of the session's episode; other origins go straight to the runtime."""
         if origin not in ("human", "history"):
@@ -162,8 +194,12 @@ class StudioController(QObject):
             self.worker.sig_call.emit(result, origin)
             return result
 
-        self.worker.submit(run, f"{origin}:{tool}", on_done=on_done,
-                           on_error=lambda e: self.sig_error.emit(f"{tool} failed: {e}"))
+        def failed(exc: BaseException) -> None:
+            self.sig_error.emit(f"{tool} failed: {exc}")
+            if on_error is not None:
+                on_error(exc)
+
+        self.worker.submit(run, f"{origin}:{tool}", on_done=on_done, on_error=failed)
 
     # -- the agent's runs ------------------------------------------------------------------
     def agent_started(self, label: str = "run") -> None:
@@ -329,6 +365,7 @@ class StudioController(QObject):
             self._agent_calls.append({"tool": result.tool, "args": dict(result.args)})
         elif origin == "human" and result.tool not in ("undo", "restore"):
             self.undo_stack.push(ToolCallCommand(self, result.tool, result.args, origin))
+            self.scene.select_next = created_name(result.tool, result.args)
         self.scene.scene_hash = result.scene_hash
         self.refresh()
         self.sig_scene_changed.emit()

@@ -172,8 +172,75 @@ c.undo_stack.undo()
 wait(lambda: abs(c.scene.get("Box")["scale"][0] - 1.0) < 1e-6)
 settle()
 
-# every listed shortcut
+# multi-select: shift-click adds the cylinder; the gizmo moves both as ONE undo step
 done = {}
+c.scene.select("Box")
+settle()
+QTest.mouseClick(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ShiftModifier, at([-1, 0, 1.2]))
+out["multi"] = list(c.scene.selection)
+out["outliner_multi"] = sorted(i.data(0, Qt.ItemDataRole.UserRole) for i in window.outliner.tree.selectedItems())
+settle()
+vm = live.view_math()
+origin, length, _, _ = live.gizmo(vm)
+a, b = vm.to_screen(origin), vm.to_screen(origin + [1.0, 0, 0])
+axis_px = (b - a) / np.linalg.norm(b - a)
+start = at(origin + np.array([length * 0.4, 0, 0]))
+end = QPoint(int(round(start.x() + 60 * axis_px[0])), int(round(start.y() + 60 * axis_px[1])))
+n_calls, undo_before = len(calls), c.undo_stack.index()
+QTest.mousePress(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, start)
+for i in range(1, 7):
+    QTest.mouseMove(live, start + (end - start) * (i / 6))
+out["readout"] = panel.readout.text()
+QTest.mouseRelease(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, end)
+wait(lambda: len(calls) >= n_calls + 2)
+wait(lambda: c.undo_stack.canUndo() and c.undo_stack.index() > undo_before)
+settle()
+out["multi_calls"] = calls[n_calls:]
+out["multi_undo_steps"] = c.undo_stack.index() - undo_before
+out["multi_x"] = [c.scene.get("Box")["location"][0], c.scene.get("Cyl")["location"][0]]
+c.undo_stack.undo()
+wait(lambda: abs(c.scene.get("Box")["location"][0] - 2) < 1e-6 and abs(c.scene.get("Cyl")["location"][0] + 1) < 1e-6)
+settle()
+out["multi_after_undo"] = [c.scene.get("Box")["location"][0], c.scene.get("Cyl")["location"][0]]
+
+# G, Z, 0.5, Enter on both: one undo step, both 0.5 m up; Esc cancels a typed R
+n_calls, undo_before = len(calls), c.undo_stack.index()
+for k in ("G", "Z", "0", ".", "5"):
+    key(k)
+out["typed_readout"] = panel.readout.text()
+key("Return")
+wait(lambda: len(calls) >= n_calls + 2)
+settle()
+out["typed_z"] = [c.scene.get("Box")["location"][2], c.scene.get("Cyl")["location"][2]]
+out["typed_undo_steps"] = c.undo_stack.index() - undo_before
+done["G"] = out["typed_z"] == [1.0, 1.5]
+n_calls = len(calls)
+for k in ("R", "9", "0", "Esc"):
+    key(k)
+settle()
+done["R"] = len(calls) == n_calls and live.typed is None
+for k in ("S", "2", "Return"):
+    key(k)
+wait(lambda: len(calls) >= n_calls + 2)
+settle()
+done["S"] = c.scene.get("Box")["scale"] == [2.0, 2.0, 2.0] and c.scene.get("Cyl")["scale"] == [2.0, 2.0, 2.0]
+c.undo_stack.undo()
+wait(lambda: c.scene.get("Box")["scale"] == [1.0, 1.0, 1.0])
+c.undo_stack.undo()
+wait(lambda: abs(c.scene.get("Box")["location"][2] - 0.5) < 1e-6)
+settle()
+
+# B, then a drag around the box alone: the box is the selection
+key("B")
+p0, p1 = at([2, 0, 0.5]) - QPoint(25, 25), at([2, 0, 0.5]) + QPoint(25, 25)
+QTest.mousePress(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, p0)
+QTest.mouseMove(live, (p0 + p1) / 2)
+QTest.mouseMove(live, p1)
+QTest.mouseRelease(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, p1)
+done["B"] = c.scene.selection == ["Box"]
+
+# every listed shortcut
+
 for label, seq, what in SHORTCUTS:
     if what.startswith("view:"):
         key(seq)
@@ -244,6 +311,16 @@ def test_live_viewport_select_gizmo_shortcuts(xvfb_display, tmp_path):  # noqa: 
     assert abs(round(sx * 10) - sx * 10) < 1e-6  # Ctrl: tenths
     assert out["scale_undo_steps"] == 1 and abs(out["box_scale"][0] - sx) < 1e-6
     assert out["history_after_scale"] == ["transform Box"]
+    # multi-select + gizmo: one transform per object, ONE undo step, undone together
+    assert out["multi"] == ["Box", "Cyl"] and out["outliner_multi"] == ["Box", "Cyl"]
+    assert out["readout"].startswith("Δx +") and out["readout"].endswith(" m"), out["readout"]
+    assert [(t, a["name"], o, ok) for t, a, o, ok in out["multi_calls"]] == [
+        ("transform", "Box", "human", True), ("transform", "Cyl", "human", True)]
+    bx, cx = out["multi_x"]
+    assert bx > 2.05 and abs((bx - 2) - (cx + 1)) < 1e-6
+    assert out["multi_undo_steps"] == 1 and out["multi_after_undo"] == [2.0, -1.0]
+    assert out["typed_readout"].startswith("Move Z 0.5 m"), out["typed_readout"]
+    assert out["typed_z"] == [1.0, 1.5] and out["typed_undo_steps"] == 1
 
 
 FALLBACK_CHILD = r"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-MIN_DISTANCE, MAX_DISTANCE = 0.2, 500.0
+MIN_DISTANCE, MAX_DISTANCE = 0.01, 500.0  # 1 cm: a 6 mm CAD part still fills the view
 
 
 @dataclass
@@ -54,7 +54,7 @@ class OrbitCamera:
             return
         lo, hi = bounds
         self.target = [(a + b) / 2 for a, b in zip(lo, hi, strict=True)]
-        radius = max(0.1, math.dist(lo, hi) / 2)
+        radius = max(0.002, math.dist(lo, hi) / 2)
         self.distance = max(MIN_DISTANCE, min(MAX_DISTANCE, radius * self.lens_mm / 18.0 * 1.5))
 
     def render_args(self, size: int) -> dict:

@@ -7,8 +7,9 @@ name in place: a `rename` call), delete (a `delete` call), show/hide (the checkb
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QHBoxLayout,
     QPushButton,
     QTreeWidget,
@@ -18,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from studio.foreign import tooltip
-from studio.models.units import location_text, size_text
+from studio.models.units import display_unit, location_text, size_text
 from tools.text import printable_line
 
 
@@ -29,6 +30,7 @@ class OutlinerDock(QWidget):
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Object", "Type", "Size", "Location"])
         self.tree.setRootIsDecorated(True)
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)  # shift/ctrl-click
         self.tree.itemSelectionChanged.connect(self._selection_from_tree)
         self.tree.itemChanged.connect(self._renamed)
         rename, delete = QPushButton("Rename"), QPushButton("Delete")
@@ -50,11 +52,12 @@ class OutlinerDock(QWidget):
             self.tree.clear()
             items: dict[str, QTreeWidgetItem] = {}
             objects = self.controller.scene.objects
+            unit = display_unit(objects, getattr(self.controller.scene, "units", "auto"))  # one for every row
             for obj in objects:
                 kind = f"{obj.get('type', '')} ({obj.get('source', '')})"
                 # names are the worker's: escaped (the real name stays in UserRole)
-                item = QTreeWidgetItem([printable_line(t) for t in (obj["name"], kind, size_text(obj),
-                                                                    location_text(obj))])
+                item = QTreeWidgetItem([printable_line(t) for t in (obj["name"], kind, size_text(obj, unit),
+                                                                    location_text(obj, unit))])
                 item.setData(0, Qt.ItemDataRole.UserRole, obj["name"])
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable | Qt.ItemFlag.ItemIsUserCheckable)
                 item.setCheckState(0, Qt.CheckState.Checked if obj.get("visible", True) else Qt.CheckState.Unchecked)
@@ -92,16 +95,29 @@ class OutlinerDock(QWidget):
         return next((i for i in every if i.data(0, Qt.ItemDataRole.UserRole) == name), None)
 
     def _select_in_tree(self, name: str | None) -> None:
-        item = self._find(name)
+        """The scene's whole selection, `name` (the active one) current."""
         was, self._filling = self._filling, True
-        self.tree.setCurrentItem(item) if item else self.tree.clearSelection()
-        self._filling = was
+        try:
+            self.tree.clearSelection()
+            for other in self.controller.scene.selection:
+                found = self._find(other)
+                if found is not None:
+                    found.setSelected(True)
+            item = self._find(name)
+            if item is not None:
+                self.tree.setCurrentItem(item, 0, QItemSelectionModel.SelectionFlag.Select)
+        finally:
+            self._filling = was
 
     def _selection_from_tree(self) -> None:
         if self._filling:
             return
-        items = self.tree.selectedItems()
-        self.controller.scene.select(items[0].data(0, Qt.ItemDataRole.UserRole) if items else None)
+        names = [i.data(0, Qt.ItemDataRole.UserRole) for i in self.tree.selectedItems()]
+        current = self.tree.currentItem()
+        active = current.data(0, Qt.ItemDataRole.UserRole) if current is not None else None
+        if active in names:  # the one clicked last is the active one
+            names = [n for n in names if n != active] + [active]
+        self.controller.scene.select_many(names)
 
     def _edit_selected(self) -> None:
         item = self._find(self.controller.scene.selected)
@@ -132,6 +148,7 @@ class OutlinerDock(QWidget):
         self.controller.manual_call("rename", {"name": old, "new_name": new})
 
     def delete_selected(self) -> None:
-        name = self.controller.scene.selected
-        if name:
-            self.controller.manual_call("delete", {"name": name})
+        names = self.controller.scene.selection
+        if names:
+            label = names[0] if len(names) == 1 else f"{len(names)} objects"
+            self.controller.manual_calls([("delete", {"name": n}) for n in names], f"delete {label}")

@@ -182,8 +182,10 @@ class SceneRenderer:
         return list(np.min([b[0] for b in boxes], 0)), list(np.max([b[1] for b in boxes], 0))
 
     # -- drawing ---------------------------------------------------------------------------
-    def draw(self, vm: ViewMath, selected: str | None, hovered: str | None,
+    def draw(self, vm: ViewMath, selected, hovered: str | None,
              gizmo: Gizmo | None, background=(0.16, 0.17, 0.19)) -> None:
+        """`selected`: a name or the names of a multi-selection (all drawn highlighted)."""
+        selected = {selected} if isinstance(selected, str) else set(selected or ())
         ctx = self.ctx
         ctx.clear(*background, 1.0)
         ctx.disable(moderngl.DEPTH_TEST)
@@ -196,9 +198,9 @@ class SceneRenderer:
             self.mesh_prog["mvp"].write(_gl(vm.view_proj @ m.model))
             self.mesh_prog["model"].write(_gl(m.model))
             self.mesh_prog["color"].value = m.color
-            tint = 0.35 if name == selected else 0.15 if name == hovered else 0.0
+            tint = 0.35 if name in selected else 0.15 if name == hovered else 0.0
             self.mesh_prog["tint"].value = tint
-            self.mesh_prog["tint_color"].value = SELECT if name == selected else (1.0, 1.0, 1.0)
+            self.mesh_prog["tint_color"].value = SELECT if name in selected else (1.0, 1.0, 1.0)
             self._cull(m)
             m.vao.render(moderngl.TRIANGLES)
         ctx.disable(moderngl.CULL_FACE)
@@ -209,7 +211,7 @@ class SceneRenderer:
             if m.edges is None:
                 continue
             self.line_prog["mvp"].write(_gl(vm.view_proj @ m.model))
-            self.line_prog["color"].value = (*SELECT, 1.0) if name == selected else (0.05, 0.05, 0.06, 1.0)
+            self.line_prog["color"].value = (*SELECT, 1.0) if name in selected else (0.05, 0.05, 0.06, 1.0)
             m.edges.render(moderngl.LINES)
         if gizmo is not None:
             self._draw_gizmo(vm, *gizmo)

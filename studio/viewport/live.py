@@ -5,7 +5,9 @@ orbiting, picking, hover and gizmo drags never touch the worker. Left click sele
 scene model's selection: the outliner and the palette follow), left-drag on empty space
 orbits, middle/shift-drag pans, wheel zooms; dragging a gizmo arrow moves the selected
 object, a ring turns it, a box scales it along its own axis, and on release the drag sends ONE
-`transform` call (one undo step, a human step).
+`transform` call (one undo step, a human step). Shift-click adds to the selection, B then a
+drag selects what lies in the rectangle; the gizmo then moves every selected object, still as
+one undo step. G/R/S then X/Y/Z and a number, Enter: the same with a typed value (`typed.py`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from PySide6.QtGui import QKeySequence, QSurfaceFormat
 from PySide6.QtOpenGL import QOpenGLWindow
 
 from studio.models.orbit import OrbitCamera
+from studio.models.units import display_unit, length_text
 from studio.viewport.camera import VIEWS, ViewMath, format_length
 from studio.viewport.gizmo import GIZMO_PX, drag_amount, dragged_model, no_change, rotated_euler
+from studio.viewport.typed import AXES, TypedTransform
 
 log = logging.getLogger(__name__)
 CLICK_SLOP_PX = 4
@@ -49,6 +53,7 @@ class LiveView(QOpenGLWindow):
     sig_frame = Signal()  # a frame was drawn
     sig_status = Signal(str)  # grid spacing and view, for the panel's label
     sig_failed = Signal(str)  # no usable OpenGL 3.3 here: the panel falls back to worker frames
+    sig_readout = Signal(str)  # the drag's or typed value's numbers ("" when done)
     sig_key = Signal(object)  # QKeySequence of a key pressed here (a native window: the
     # widgets' shortcut map never sees it, so the panel matches it to the window's actions)
 
@@ -71,7 +76,11 @@ class LiveView(QOpenGLWindow):
         self._moved = False
         self.drag_axis: int | None = None
         self.drag_offset = 0.0  # world units along the dragged axis, degrees about it, or a factor
-        self._drag_base = np.identity(4)  # the selection's model matrix when the drag began
+        self._drag_base = np.identity(4)  # the active object's model matrix when the drag began
+        self._drag_bases: dict[str, np.ndarray] = {}  # every selected object's, by name
+        self.typed: TypedTransform | None = None  # G/R/S in progress
+        self.box_mode = False  # B pressed: the next left drag selects a rectangle
+        self.reframe_pending = False  # frame everything when the next scene's meshes arrive
         self._drag_length = 1.0  # the gizmo's arrow length (world units) when the drag began
         self._snap = False
         self.changed_at: float | None = None  # when the scene last changed (for the benchmark)
@@ -147,13 +156,16 @@ class LiveView(QOpenGLWindow):
             objects, blobs = self._pending
             self._pending = None
             self.renderer.apply(objects["objects"], blobs)
+            if self.reframe_pending and self.renderer.meshes:
+                self.reframe_pending = False
+                self.camera.frame(self.renderer.bounds())
             if self.changed_at is not None:
                 self._frame_after_change = True
         fbo = self.ctx.detect_framebuffer(self.defaultFramebufferObject())
         fbo.use()
         vm = self.view_math()
         self.ctx.viewport = (0, 0, vm.width, vm.height)
-        self.renderer.draw(vm, self.controller.scene.selected, self.hovered, self.gizmo(vm))
+        self.renderer.draw(vm, self.controller.scene.selection, self.hovered, self.gizmo(vm))
         self.frames += 1
         if self._frame_after_change:
             self.ctx.finish()
@@ -200,43 +212,133 @@ class LiveView(QOpenGLWindow):
         self._apply_drag(t)
 
     def _apply_drag(self, t: float) -> None:
-        self.selected_mesh().model = dragged_model(self._drag_base, self.drag_axis, t)
+        for name, base in self._drag_bases.items():
+            if name in self.renderer.meshes:
+                self.renderer.meshes[name].model = dragged_model(base, self.drag_axis, t)
         self.drag_offset = t
+        self.sig_readout.emit(self.readout(self.drag_axis, t))
+
+    def unit(self) -> str:
+        scene = self.controller.scene
+        return display_unit(scene.objects, getattr(scene, "units", "auto"))
+
+    def readout(self, handle: int, t: float) -> str:
+        """The drag's numbers as a person reads them: Δx 25 mm, Rz 30°, Sx ×1.2."""
+        axis = AXES[handle % 3].lower()
+        if handle < 3:
+            return f"Δ{axis} {'+' if t >= 0 else ''}{length_text(t, self.unit())}"
+        if handle < 6:
+            return f"R{axis} {t:+.1f}°"
+        return f"S{axis} ×{t:.3g}"
+
+    def _grab(self, handle: int) -> None:
+        """Start moving the selection by handle `handle` (a drag, or a typed G/R/S)."""
+        meshes = self.renderer.meshes
+        self.drag_axis, self.drag_offset = handle, no_change(handle)
+        self._drag_base = self.selected_mesh().model.copy()
+        self._drag_bases = {n: meshes[n].model.copy() for n in self.controller.scene.selection if n in meshes}
 
     def cancel_drag(self) -> bool:
+        if self.box_mode or self.typed is not None:
+            self.box_mode, self.typed = False, None
+            self.sig_readout.emit("")
+            if self.drag_axis is None:
+                return True
         if self.drag_axis is None:
             return False
         self._apply_drag(no_change(self.drag_axis))
-        self.drag_axis, self._press = None, None
+        self.drag_axis, self._press, self.typed = None, None, None
+        self.sig_readout.emit("")
         self.update()
         return True
 
     def _finish_drag(self) -> None:
-        m, name, t = self.selected_mesh(), self.controller.scene.selected, self.drag_offset
-        axis = self.drag_axis
-        self.drag_axis, self.drag_offset = None, 0.0
-        if m is None or abs(t - no_change(axis)) < 1e-12:
+        axis, t, bases = self.drag_axis, self.drag_offset, self._drag_bases
+        self.drag_axis, self.drag_offset, self._drag_bases = None, 0.0, {}
+        self.sig_readout.emit("")
+        if self.selected_mesh() is None or abs(t - no_change(axis)) < 1e-12:
             self.update()
             return
-        if axis >= 6:  # a factor along the object's own axis: Blender's `scale` is per axis
-            obj = self.controller.scene.get(name) or {}
-            scale = [float(v) for v in obj.get("scale", [1.0, 1.0, 1.0])]
-            scale[axis % 3] = round(scale[axis % 3] * t, 6)
-            args = {"name": name, "scale": scale}
-        elif axis >= 3:  # a rotation about the world axis, composed with the object's own
-            obj = self.controller.scene.get(name) or {}
-            args = {"name": name, "rotation_deg": rotated_euler(obj.get("rotation_deg", [0.0, 0.0, 0.0]),
-                                                                axis % 3, t)}
-        else:
-            location = [float(v) for v in m.location]
-            location[axis] = round(location[axis] + t, 6)
-            m.location = location
-            args = {"name": name, "location": location}
+        calls = [("transform", self._drag_args(name, base, axis, t)) for name, base in bases.items()]
+        self._send(calls)
+
+    def _send(self, calls: list[tuple[str, dict]]) -> None:
+        n = len(calls)
+        label = calls[0][1]["name"] if n == 1 else f"{n} objects"
         try:
-            self.controller.manual_call("transform", args)
+            self.controller.manual_calls(calls, f"transform {label}")
         except Exception as exc:
             self.controller.sig_error.emit(f"move: {exc}")
         self.update()
+
+    def _drag_args(self, name: str, base: np.ndarray, axis: int, t: float) -> dict:
+        obj = self.controller.scene.get(name) or {}
+        if axis >= 6:  # a factor along the object's own axis: Blender's `scale` is per axis
+            scale = [float(v) for v in obj.get("scale", [1.0, 1.0, 1.0])]
+            scale[axis % 3] = round(scale[axis % 3] * t, 6)
+            return {"name": name, "scale": scale}
+        if axis >= 3:  # a rotation about the world axis, composed with the object's own
+            return {"name": name, "rotation_deg": rotated_euler(obj.get("rotation_deg", [0.0, 0.0, 0.0]),
+                                                                axis % 3, t)}
+        m = self.renderer.meshes.get(name)
+        location = [float(v) for v in (m.location if m is not None else base[:3, 3])]
+        location[axis] = round(location[axis] + t, 6)
+        if m is not None:
+            m.location = location
+        return {"name": name, "location": location}
+
+    # -- G/R/S with a typed value --------------------------------------------------------------
+    def start_typed(self, kind: str) -> bool:
+        if self.selected_mesh() is None or self.drag_axis is not None:
+            return False
+        self.typed = TypedTransform(kind)
+        self.sig_readout.emit(self.typed.readout(self.unit()))
+        return True
+
+    def _typed_key(self, event) -> None:
+        key, typed = event.key(), self.typed
+        if key == Qt.Key.Key_Escape:
+            self.cancel_drag()
+            self.typed = None
+            self.sig_readout.emit("")
+            self.update()
+            return
+        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            return self._typed_apply()
+        char = "\b" if key == Qt.Key.Key_Backspace else event.text()
+        if not char or not typed.key(char):
+            return
+        self._typed_preview()
+        self.sig_readout.emit(typed.readout(self.unit()))
+
+    def _typed_preview(self) -> None:
+        """Show the typed value on the meshes (a scale without an axis shows after Enter)."""
+        typed, amount = self.typed, self.typed.amount(self.unit())
+        if self.drag_axis is not None:
+            self._apply_drag(no_change(self.drag_axis))
+            self.drag_axis = None
+        axis = typed.axis if typed.axis is not None else (2 if typed.kind == "rotate" else None)
+        if amount is None or axis is None or (typed.kind == "scale" and amount <= 0):
+            self.update()
+            return
+        self._grab(axis + {"move": 0, "rotate": 3, "scale": 6}[typed.kind])
+        self._apply_drag(amount)
+        self.sig_readout.emit(typed.readout(self.unit()))
+        self.update()
+
+    def _typed_apply(self) -> None:
+        typed, names = self.typed, list(self.controller.scene.selection)
+        objects = [o for o in (self.controller.scene.get(n) for n in names) if o]
+        try:
+            calls = typed.calls(objects, self.unit())
+        except ValueError as exc:
+            self.controller.sig_error.emit(str(exc))
+            return
+        if self.drag_axis is not None:  # the preview stays until the scene comes back
+            self.drag_axis, self.drag_offset, self._drag_bases = None, 0.0, {}
+        self.typed = None
+        self.sig_readout.emit("")
+        self._send(calls)
 
     # -- views -------------------------------------------------------------------------------
     def set_view(self, name: str) -> None:
@@ -251,11 +353,15 @@ class LiveView(QOpenGLWindow):
         self.update()
 
     def frame_selected(self) -> None:
-        m = self.selected_mesh()
-        if m is None:
+        """Zoom to fit the selection, from where the camera looks now (its view stays)."""
+        meshes = [self.renderer.meshes[n] for n in self.controller.scene.selection
+                  if self.renderer is not None and n in self.renderer.meshes]
+        if not meshes:
             return self.frame_all()
-        lo, hi = m.world_bounds()
-        self.camera.frame((list(lo), list(hi)))
+        boxes = [m.world_bounds() for m in meshes]
+        lo = [min(float(b[0][i]) for b in boxes) for i in range(3)]
+        hi = [max(float(b[1][i]) for b in boxes) for i in range(3)]
+        self.camera.frame((lo, hi))
         self.update()
 
     # -- events ------------------------------------------------------------------------------
@@ -264,11 +370,10 @@ class LiveView(QOpenGLWindow):
         self._button = event.button()
         self._moved = False
         self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
-        if event.button() == Qt.MouseButton.LeftButton:
+        if event.button() == Qt.MouseButton.LeftButton and not self.box_mode:
             hit = self.pick(event.position())
-            if isinstance(hit, int) and self.selected_mesh() is not None:
-                self.drag_axis, self.drag_offset = hit, no_change(hit)
-                self._drag_base = self.selected_mesh().model.copy()
+            if isinstance(hit, int) and self.selected_mesh() is not None and self.typed is None:
+                self._grab(hit)
                 self._drag_length = self.gizmo(self.view_math())[1]
                 self.update()
 
@@ -284,6 +389,8 @@ class LiveView(QOpenGLWindow):
         self._snap = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
         if self.drag_axis is not None:
             self._drag_to(pos)
+        elif self.box_mode:
+            self.sig_readout.emit("Box select: release to select what lies inside")
         else:
             delta = pos - self._last
             pan = (self._button == Qt.MouseButton.MiddleButton
@@ -299,13 +406,41 @@ class LiveView(QOpenGLWindow):
             self._press = None
             self._finish_drag()
             return
-        if self._press is not None and not self._moved and event.button() == Qt.MouseButton.LeftButton:
+        shift = bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
+        if self.box_mode and self._press is not None and event.button() == Qt.MouseButton.LeftButton:
+            self._box_select(self._press, event.position(), shift)
+        elif self._press is not None and not self._moved and event.button() == Qt.MouseButton.LeftButton:
             hit = self.pick(event.position())
-            self.controller.scene.select(hit if isinstance(hit, str) else None)
+            if shift and isinstance(hit, str):
+                self.controller.scene.toggle(hit)
+            elif not shift:
+                self.controller.scene.select(hit if isinstance(hit, str) else None)
         self._press = None
         self.update()
 
+    def _box_select(self, a: QPointF, b: QPointF, add: bool) -> None:
+        """Select every object whose middle lies in the rectangle from `a` to `b`."""
+        self.box_mode = False
+        self.sig_readout.emit("")
+        vm, r = self.view_math(), self.devicePixelRatio()
+        x0, x1 = sorted((a.x() * r, b.x() * r))
+        y0, y1 = sorted((a.y() * r, b.y() * r))
+        inside = []
+        for name, m in (self.renderer.meshes.items() if self.renderer else ()):
+            lo, hi = m.world_bounds()
+            x, y = vm.to_screen((np.asarray(lo) + np.asarray(hi)) / 2)
+            if x0 <= x <= x1 and y0 <= y <= y1:
+                inside.append(name)
+        scene = self.controller.scene
+        scene.select_many([*scene.selection, *inside] if add else inside)
+
+    def start_box_select(self) -> None:
+        self.box_mode = True
+        self.sig_readout.emit("Box select: drag a rectangle (Shift adds)")
+
     def keyPressEvent(self, event) -> None:
+        if self.typed is not None:
+            return self._typed_key(event)
         mods = event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
         self.sig_key.emit(QKeySequence(QKeyCombination(mods, Qt.Key(event.key()))))
 

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -40,8 +41,12 @@ SHORTCUTS = (
     ("Delete selected", "Delete", "delete"),
     ("Duplicate selected", "Ctrl+D", "duplicate"),
     ("Cancel drag / deselect", "Esc", "cancel"),
+    ("Move by a typed value (then X/Y/Z, a number, Enter)", "G", "typed:move"),
+    ("Rotate by a typed value", "R", "typed:rotate"),
+    ("Scale by a typed value", "S", "typed:scale"),
+    ("Box select (then drag)", "B", "box"),
 )
-MOUSE_HELP = ("click: select · drag: orbit · shift-drag: pan · wheel: zoom · "
+MOUSE_HELP = ("click: select · shift-click: add · drag: orbit · shift-drag: pan · wheel: zoom · "
               "arrow: move · ring: rotate · box: scale (Ctrl snaps) · F1: keys")
 
 
@@ -71,6 +76,7 @@ class ViewportPanel(QWidget):
             self.live.sig_frame.connect(self._check_live)
             self.live.sig_failed.connect(self._check_live)
             self.live.sig_key.connect(self._key_from_live)
+            self.live.sig_readout.connect(self._readout)
         self.mode = QComboBox()
         self.mode.addItems(MODES)
         self.mode.currentTextChanged.connect(self.set_mode)
@@ -91,6 +97,11 @@ class ViewportPanel(QWidget):
         self.hint.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.scale = QLabel("")
         self.scale.setObjectName("hint")
+        self.readout = QLabel("")  # the drag's or the typed value's numbers
+        self.readout.setObjectName("readout")
+        # a fixed slot: text appearing mid-drag must not resize the view under the pointer
+        self.readout.setFixedWidth(300)
+        self.readout.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)
         bar = QHBoxLayout()
         bar.addWidget(QLabel("View"))
         bar.addWidget(self.mode)
@@ -105,6 +116,7 @@ class ViewportPanel(QWidget):
         layout.addWidget(self.stack, 1)
         below = QHBoxLayout()  # under the view: the whole width for the scale and the help
         below.addWidget(self.scale)
+        below.addWidget(self.readout)
         below.addWidget(self.hint, 1)
         layout.addLayout(below)
         self.actions_by_key: dict[str, QAction] = {}
@@ -116,6 +128,15 @@ class ViewportPanel(QWidget):
             self.addAction(action)
             self.actions_by_key[keys] = action
         self.set_mode("orbit")
+        controller.worker.sig_reset.connect(self.reframe_on_next_scene)
+
+    def reframe_on_next_scene(self, origin: str = "") -> None:
+        """A load, restore, replay or opened project: frame it when it arrives (a new empty
+        scene keeps the camera; a project's saved view is applied after this)."""
+        if origin != "human":
+            self.viewport.reframe_on_next_scene()
+            if self.live is not None:
+                self.live.reframe_pending = True
 
     # -- which view draws ----------------------------------------------------------------
     @property
@@ -158,6 +179,11 @@ class ViewportPanel(QWidget):
     def _status(self, text: str) -> None:
         self.scale.setText(text)
 
+    def _readout(self, text: str) -> None:
+        self.readout.setText(text)
+        if text and self.window() is not None and hasattr(self.window(), "statusBar"):
+            self.window().statusBar().showMessage(text, 4000)
+
     # -- actions --------------------------------------------------------------------------------
     def frame_all(self) -> None:
         if self.live_active:
@@ -176,14 +202,22 @@ class ViewportPanel(QWidget):
         elif what == "frame_selected":
             if self.live_active:
                 self.live.frame_selected()
-            else:
-                self.viewport.camera.frame(_object_bounds(scene, scene.selected) or scene.bounds())
+            else:  # a fixed view stays that view (its projection); orbit zooms to fit
+                self.viewport.camera.frame(scene.bounds(scene.selection) or scene.bounds())
                 self.viewport.request()
         elif what == "delete" and scene.selected:
-            self.controller.manual_call("delete", {"name": scene.selected})
+            names = scene.selection or [scene.selected]
+            self.controller.manual_calls([("delete", {"name": n}) for n in names],
+                                         f"delete {names[0] if len(names) == 1 else f'{len(names)} objects'}")
         elif what == "duplicate" and scene.selected:
             new = _free_name(scene.names(), scene.selected)
             self.controller.manual_call("duplicate", {"name": scene.selected, "new_name": new})
+        elif what.startswith("typed:") and self.live_active and scene.selected:
+            if self.live.start_typed(what[6:]):
+                self.live_widget.setFocus()
+        elif what == "box" and self.live_active:
+            self.live.start_box_select()
+            self.live_widget.setFocus()
         elif what == "cancel":
             if not (self.live is not None and self.live.cancel_drag()):
                 scene.select(None)
@@ -205,11 +239,6 @@ class ViewportPanel(QWidget):
         path, _ = QFileDialog.getSaveFileName(self, "Save the viewport", "viewport.png", "PNG (*.png)")
         if path:
             self.capture_image().save(path, "PNG")
-
-
-def _object_bounds(scene, name: str | None):
-    obj = scene.get(name) if name else None
-    return (obj["bbox_min"], obj["bbox_max"]) if obj else None
 
 
 def _free_name(names: list[str], base: str) -> str:
