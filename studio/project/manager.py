@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 from studio.project import archive, contents
 from studio.project.archive import Project, ProjectError
 from studio.project.recovery import RecoveryBanner
-from tools import ToolError
+from tools import ToolError, sandbox
 from tools.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -262,7 +262,9 @@ class ProjectManager(QObject):
         path = Path(path)
         try:
             project = archive.read_project(path)
-        except ProjectError as e:
+            # its Blender files are someone else's input, like an import: only into a jail
+            sandbox.require_jail(f"opening {path.name}")
+        except ToolError as e:
             self._failed(path, e.message)
             return False
         if not self.confirm_replace("Open"):
@@ -352,6 +354,8 @@ class ProjectManager(QObject):
         panel = self.window.viewport_panel
         if view:
             contents.apply_view(panel.viewport.camera, view)
+            if panel.live is not None:  # the saved view, not a frame of the meshes still to come
+                panel.live.reframe_pending = False
             panel.viewport.request()
             if panel.live_active:
                 panel.live.update()
