@@ -30,6 +30,7 @@ from studio.files import FileActions
 from studio.foreign import plain_label
 from studio.history.dock import HistoryDock
 from studio.outliner.dock import OutlinerDock
+from studio.outliner.units_menu import unit_actions
 from studio.palette.dock import PaletteDock
 from studio.project.manager import ProjectManager
 from studio.server.dock import ServerDock
@@ -43,16 +44,22 @@ log = logging.getLogger(__name__)
 
 
 class ErrorBar(QFrame):
-    """The latest error, until dismissed; all of them are kept in `errors`."""
+    """The latest error, until dismissed or the next call that works; all of them are kept in
+    `errors`. One line in a slot that keeps its height when empty: it never moves the layout
+    (the full text is the tooltip)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.setObjectName("errorbar")
         self.errors: list[str] = []
         self.text = plain_label()  # errors quote workers, policies and files
-        self.text.setWordWrap(True)
+        self.text.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         dismiss = QPushButton("Dismiss")
         dismiss.clicked.connect(self.hide)
+        policy = self.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        policy.setVerticalPolicy(QSizePolicy.Policy.Fixed)
+        self.setSizePolicy(policy)
         row = QHBoxLayout(self)
         row.setContentsMargins(8, 4, 8, 4)
         row.addWidget(self.text, 1)
@@ -62,7 +69,8 @@ class ErrorBar(QFrame):
     def show_error(self, message: str) -> None:
         self.errors.append(message)
         more = f"  (+{len(self.errors) - 1} earlier)" if len(self.errors) > 1 else ""
-        self.text.setText(printable(f"⚠ {message}{more}"))
+        self.text.setText(printable_line(f"⚠ {message}{more}"))
+        self.setToolTip(printable(message))
         self.show()
 
 
@@ -112,6 +120,7 @@ class MainWindow(QMainWindow):
         self.busy = QLabel("")
         self.statusBar().addPermanentWidget(self.busy)
         controller.sig_error.connect(self.show_error)
+        controller.sig_call.connect(lambda result, _origin: result.ok and self.errors.hide())
         controller.sig_status.connect(lambda m: self.statusBar().showMessage(m, 8000))
         controller.sig_busy.connect(lambda b: self.busy.setText("working..." if b else ""))
         controller.sig_ready.connect(lambda: self.statusBar().showMessage("Tool runtime ready", 5000))
@@ -124,7 +133,8 @@ class MainWindow(QMainWindow):
         self.restore_layout()
 
     def _default_sizes(self) -> None:
-        self.resizeDocks([self.docks["Outliner"], self.docks["Agent"]], [330, 430], Qt.Orientation.Horizontal)
+        left = max(330, self.outliner.wanted_width())  # wide enough for the outliner's columns
+        self.resizeDocks([self.docks["Outliner"], self.docks["Agent"]], [left, 430], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["Episodes"], self.docks["Agent"], self.docks["Task"], self.docks["Outliner"]],
                          [190, 600, 330, 260], Qt.Orientation.Vertical)
 
@@ -175,6 +185,8 @@ class MainWindow(QMainWindow):
             action = QAction(f"{name.title()} theme", self)
             action.triggered.connect(lambda _=False, n=name: self.set_theme(n))
             view.addAction(action)
+        view.addSeparator()
+        self.units_menu = unit_actions(view.addMenu("Units"), self.controller.scene, self.settings)
         view.addSeparator()
         for dock in self.docks.values():
             view.addAction(dock.toggleViewAction())

@@ -70,6 +70,6 @@ def test_switching_tools_keeps_values(qtbot, first, second):
     dock = PaletteDock(Controller())
     qtbot.addWidget(dock)
     dock.select(first, name="Box", color="#102030")
-    dock.tool.setCurrentText(second)
-    dock.tool.setCurrentText(first)
+    dock.select(second)
+    dock.select(first)
     assert dock.form.fields["name"].text() == "Box" and dock.form.fields["color"].text() == "#102030"

@@ -76,6 +76,12 @@ class OutlinerDock(QWidget):
         finally:
             self._filling = False
 
+    def wanted_width(self) -> int:
+        """Wide enough for the four columns with typical rows (the dock opens this wide)."""
+        fm = self.tree.fontMetrics()
+        sample = ("Cylinder.001  ", "MESH (blender)", "100 × 70 × 10 mm", "(0.125, -0.09, 0.003) m")
+        return min(520, sum(fm.horizontalAdvance(t) + 24 for t in sample) + 40)
+
     def names(self) -> list[str]:
         out = []
 

@@ -1,14 +1,33 @@
-"""Tool palette: pick a tool, fill its generated form, Send. Invalid values never leave the studio."""
+"""Tool palette: pick a tool, fill its generated form, Send. Invalid values never leave the studio.
+
+Tools are listed by plain names ("Add primitive"); the tool's own name is the tooltip and the
+search box finds either."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 from studio.foreign import plain_label
 from studio.palette.forms import FormError, ToolForm
 from tools import TOOLS, ToolError, validate_call
 from tools.text import printable
+
+WORDS = {"cad": "CAD", "cadquery": "CadQuery", "bpy": "bpy", "3mf": "3MF"}
+
+
+def plain_name(tool: str) -> str:
+    """`add_primitive` -> "Add primitive", `cad_box` -> "CAD box"."""
+    words = [WORDS.get(w, w) for w in tool.split("_")]
+    return " ".join(words)[:1].upper() + " ".join(words)[1:]
 
 
 class PaletteDock(QWidget):
@@ -16,8 +35,15 @@ class PaletteDock(QWidget):
         super().__init__(parent)
         self.controller = controller
         self.tool = QComboBox()
-        self.tool.addItems([n for n in TOOLS if n not in ("get_scene",)])
-        self.tool.currentTextChanged.connect(self.show_tool)
+        for n in TOOLS:
+            if n != "get_scene":
+                self.tool.addItem(plain_name(n), n)
+                self.tool.setItemData(self.tool.count() - 1, n, Qt.ItemDataRole.ToolTipRole)
+        self.tool.currentIndexChanged.connect(lambda _i: self.show_tool(self.tool.currentData()))
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Find a tool (plain or tool name)")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.find_tool)
         self.description = QLabel()
         self.description.setWordWrap(True)
         self.description.setObjectName("hint")
@@ -32,7 +58,10 @@ class PaletteDock(QWidget):
         self.error = plain_label()
         self.error.setObjectName("error")
         self.error.setWordWrap(True)
+        # a fixed slot: "Not sent" appearing never moves the form or the Send button
+        self.error.setFixedHeight(self.error.fontMetrics().lineSpacing() * 2 + 6)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.search)
         layout.addWidget(self.tool)
         layout.addWidget(self.description)
         layout.addWidget(self.scroll, 1)
@@ -41,8 +70,24 @@ class PaletteDock(QWidget):
         self.form: ToolForm | None = None
         self.forms: dict[str, ToolForm] = {}  # one per tool: switching tools keeps what was typed
         self.sent = 0
-        self.show_tool(self.tool.currentText())
+        self.show_tool(self.tool.currentData())
         controller.scene.selection_changed.connect(self._selected)
+        if hasattr(controller, "sig_call"):  # the next call that works clears "Not sent"
+            controller.sig_call.connect(lambda result, _o: result.ok and self._clear_error())
+
+    def _clear_error(self) -> None:
+        self.error.setText("")
+        self.error.setToolTip("")
+
+    def find_tool(self, text: str) -> None:
+        """Show the first tool whose plain name or tool name holds `text`."""
+        needle = text.strip().lower().replace(" ", "_")
+        if not needle:
+            return
+        for i in range(self.tool.count()):
+            if needle in self.tool.itemData(i) or needle in self.tool.itemText(i).lower().replace(" ", "_"):
+                self.tool.setCurrentIndex(i)
+                return
 
     def _selected(self, name: str | None) -> None:
         """The outliner's selection fills the `name` of tools that act on an object."""
@@ -58,10 +103,10 @@ class PaletteDock(QWidget):
             self.forms[name] = ToolForm(name, spec.schema())
         self.form = self.forms[name]
         self.scroll.setWidget(self.form)
-        self.error.setText("")
+        self._clear_error()
 
     def select(self, tool: str, /, **values) -> ToolForm:
-        self.tool.setCurrentText(tool)
+        self.tool.setCurrentIndex(self.tool.findData(tool))
         for key, value in values.items():
             self.form.set_value(key, value)
         return self.form
@@ -74,8 +119,9 @@ class PaletteDock(QWidget):
             validate_call(self.form.tool, args)
         except (FormError, ToolError) as exc:
             self.error.setText(printable(f"Not sent — {getattr(exc, 'message', str(exc))}"))
+            self.error.setToolTip(self.error.text())
             return False
-        self.error.setText("")
+        self._clear_error()
         self.controller.manual_call(self.form.tool, args)
         self.sent += 1
         return True
