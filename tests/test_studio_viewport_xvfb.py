@@ -235,9 +235,15 @@ key("B")
 p0, p1 = at([2, 0, 0.5]) - QPoint(25, 25), at([2, 0, 0.5]) + QPoint(25, 25)
 QTest.mousePress(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, p0)
 QTest.mouseMove(live, (p0 + p1) / 2)
+frames = live.frames
 QTest.mouseMove(live, p1)
+wait(lambda: live.frames > frames)
+img = live.grabFramebuffer()
+r = live.devicePixelRatio()
+edge = [img.pixelColor(int((p0.x() + p1.x()) / 2 * r), int(p0.y() * r) + d) for d in (-1, 0, 1)]
+out["box_drawn"] = any(q.red() > 200 and 100 < q.green() < 180 and q.blue() < 80 for q in edge)
 QTest.mouseRelease(live, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, p1)
-done["B"] = c.scene.selection == ["Box"]
+done["B"] = c.scene.selection == ["Box"] and out["box_drawn"]
 
 # every listed shortcut
 

@@ -293,6 +293,19 @@ class SceneRenderer:
         self.ctx.disable(moderngl.BLEND)
         vao.release()
 
+    def draw_box(self, vm: ViewMath, a, b) -> None:
+        """The box-select rectangle between device pixels `a` and `b`, over everything."""
+        (x0, y0), (x1, y1) = [(2 * x / vm.width - 1, 1 - 2 * y / vm.height) for x, y in (a, b)]
+        corners = [(x0, y0), (x1, y0), (x1, y0), (x1, y1), (x1, y1), (x0, y1), (x0, y1), (x0, y0)]
+        buf = self.ctx.buffer(np.array([[x, y, 0.0, *SELECT, 1.0] for x, y in corners], "f4").tobytes())
+        vao = self.ctx.vertex_array(self.line_prog, [(buf, "3f 4f", "p", "c")])
+        self.ctx.disable(moderngl.DEPTH_TEST)
+        self.line_prog["mvp"].write(_gl(np.identity(4)))
+        self.line_prog["use_vertex"].value = 1.0
+        vao.render(moderngl.LINES)
+        vao.release()
+        buf.release()
+
     # -- picking -----------------------------------------------------------------------------
     def pick(self, vm: ViewMath, x: int, y: int, gizmo: Gizmo | None) -> str | int | None:
         """What is under pixel (x, y): a gizmo axis (int), an object's name, or None."""

@@ -26,6 +26,7 @@ from studio.models.orbit import OrbitCamera
 from studio.models.units import display_unit, length_text
 from studio.viewport.camera import VIEWS, ViewMath, format_length
 from studio.viewport.gizmo import GIZMO_PX, drag_amount, dragged_model, no_change, rotated_euler
+from studio.viewport.live_tools import SelectionTools
 from studio.viewport.typed import AXES, TypedTransform
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def gl_format() -> QSurfaceFormat:
     return fmt
 
 
-class LiveView(QOpenGLWindow):
+class LiveView(SelectionTools, QOpenGLWindow):
     sig_frame = Signal()  # a frame was drawn
     sig_status = Signal(str)  # grid spacing and view, for the panel's label
     sig_failed = Signal(str)  # no usable OpenGL 3.3 here: the panel falls back to worker frames
@@ -166,12 +167,16 @@ class LiveView(QOpenGLWindow):
         vm = self.view_math()
         self.ctx.viewport = (0, 0, vm.width, vm.height)
         self.renderer.draw(vm, self.controller.scene.selection, self.hovered, self.gizmo(vm))
+        if self.box_mode and self._press is not None and self._last is not None:
+            self.renderer.draw_box(vm, self._device_px(self._press), self._device_px(self._last))
         self.frames += 1
         if self._frame_after_change:
             self.ctx.finish()
             self.scene_to_frame_s = time.perf_counter() - self.changed_at
             self.changed_at, self._frame_after_change = None, False
-        self.sig_status.emit(f"grid {format_length(self.renderer.grid_step)}  ·  {self.view_name}")
+        step, unit = self.renderer.grid_step, self.unit()
+        grid = length_text(step, unit) if unit == "mm" else format_length(step)  # mm projects: mm
+        self.sig_status.emit(f"grid {grid}  ·  {self.view_name}")
         self.sig_frame.emit()
 
     # -- selection and gizmo -----------------------------------------------------------------
@@ -287,59 +292,6 @@ class LiveView(QOpenGLWindow):
             m.location = location
         return {"name": name, "location": location}
 
-    # -- G/R/S with a typed value --------------------------------------------------------------
-    def start_typed(self, kind: str) -> bool:
-        if self.selected_mesh() is None or self.drag_axis is not None:
-            return False
-        self.typed = TypedTransform(kind)
-        self.sig_readout.emit(self.typed.readout(self.unit()))
-        return True
-
-    def _typed_key(self, event) -> None:
-        key, typed = event.key(), self.typed
-        if key == Qt.Key.Key_Escape:
-            self.cancel_drag()
-            self.typed = None
-            self.sig_readout.emit("")
-            self.update()
-            return
-        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            return self._typed_apply()
-        char = "\b" if key == Qt.Key.Key_Backspace else event.text()
-        if not char or not typed.key(char):
-            return
-        self._typed_preview()
-        self.sig_readout.emit(typed.readout(self.unit()))
-
-    def _typed_preview(self) -> None:
-        """Show the typed value on the meshes (a scale without an axis shows after Enter)."""
-        typed, amount = self.typed, self.typed.amount(self.unit())
-        if self.drag_axis is not None:
-            self._apply_drag(no_change(self.drag_axis))
-            self.drag_axis = None
-        axis = typed.axis if typed.axis is not None else (2 if typed.kind == "rotate" else None)
-        if amount is None or axis is None or (typed.kind == "scale" and amount <= 0):
-            self.update()
-            return
-        self._grab(axis + {"move": 0, "rotate": 3, "scale": 6}[typed.kind])
-        self._apply_drag(amount)
-        self.sig_readout.emit(typed.readout(self.unit()))
-        self.update()
-
-    def _typed_apply(self) -> None:
-        typed, names = self.typed, list(self.controller.scene.selection)
-        objects = [o for o in (self.controller.scene.get(n) for n in names) if o]
-        try:
-            calls = typed.calls(objects, self.unit())
-        except ValueError as exc:
-            self.controller.sig_error.emit(str(exc))
-            return
-        if self.drag_axis is not None:  # the preview stays until the scene comes back
-            self.drag_axis, self.drag_offset, self._drag_bases = None, 0.0, {}
-        self.typed = None
-        self.sig_readout.emit("")
-        self._send(calls)
-
     # -- views -------------------------------------------------------------------------------
     def set_view(self, name: str) -> None:
         az, el = VIEWS[name]
@@ -417,26 +369,6 @@ class LiveView(QOpenGLWindow):
                 self.controller.scene.select(hit if isinstance(hit, str) else None)
         self._press = None
         self.update()
-
-    def _box_select(self, a: QPointF, b: QPointF, add: bool) -> None:
-        """Select every object whose middle lies in the rectangle from `a` to `b`."""
-        self.box_mode = False
-        self.sig_readout.emit("")
-        vm, r = self.view_math(), self.devicePixelRatio()
-        x0, x1 = sorted((a.x() * r, b.x() * r))
-        y0, y1 = sorted((a.y() * r, b.y() * r))
-        inside = []
-        for name, m in (self.renderer.meshes.items() if self.renderer else ()):
-            lo, hi = m.world_bounds()
-            x, y = vm.to_screen((np.asarray(lo) + np.asarray(hi)) / 2)
-            if x0 <= x <= x1 and y0 <= y <= y1:
-                inside.append(name)
-        scene = self.controller.scene
-        scene.select_many([*scene.selection, *inside] if add else inside)
-
-    def start_box_select(self) -> None:
-        self.box_mode = True
-        self.sig_readout.emit("Box select: drag a rectangle (Shift adds)")
 
     def keyPressEvent(self, event) -> None:
         if self.typed is not None:
