@@ -256,7 +256,9 @@ for label, seq, what in SHORTCUTS:
 c.scene.select("Box")
 key("F")
 done["F"] = np.allclose(live.camera.target, [2, 0, 0.5], atol=1e-6)
+f_distance = live.camera.distance
 key("Home")
+done["F"] = done["F"] and f_distance < live.camera.distance  # zoomed to fit the box alone
 lo, hi = live.renderer.bounds()
 done["Home"] = np.allclose(live.camera.target, (np.array(lo) + np.array(hi)) / 2, atol=1e-6)
 key("Ctrl+D")

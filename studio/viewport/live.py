@@ -81,7 +81,6 @@ class LiveView(SelectionTools, QOpenGLWindow):
         self._drag_bases: dict[str, np.ndarray] = {}  # every selected object's, by name
         self.typed: TypedTransform | None = None  # G/R/S in progress
         self.box_mode = False  # B pressed: the next left drag selects a rectangle
-        self.reframe_pending = False  # frame everything when the next scene's meshes arrive
         self._drag_length = 1.0  # the gizmo's arrow length (world units) when the drag began
         self._snap = False
         self.changed_at: float | None = None  # when the scene last changed (for the benchmark)
@@ -157,9 +156,6 @@ class LiveView(SelectionTools, QOpenGLWindow):
             objects, blobs = self._pending
             self._pending = None
             self.renderer.apply(objects["objects"], blobs)
-            if self.reframe_pending and self.renderer.meshes:
-                self.reframe_pending = False
-                self.camera.frame(self.renderer.bounds())
             if self.changed_at is not None:
                 self._frame_after_change = True
         fbo = self.ctx.detect_framebuffer(self.defaultFramebufferObject())

@@ -131,12 +131,11 @@ class ViewportPanel(QWidget):
         controller.worker.sig_reset.connect(self.reframe_on_next_scene)
 
     def reframe_on_next_scene(self, origin: str = "") -> None:
-        """A load, restore, replay or opened project: frame it when it arrives (a new empty
-        scene keeps the camera; a project's saved view is applied after this)."""
+        """A load, restore, replay or opened project: frame it when its scene arrives (the
+        camera both views share; a new empty scene keeps it; a project's saved view is
+        applied after this)."""
         if origin != "human":
             self.viewport.reframe_on_next_scene()
-            if self.live is not None:
-                self.live.reframe_pending = True
 
     # -- which view draws ----------------------------------------------------------------
     @property
