@@ -64,7 +64,8 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     send_ok(qtbot, w, "add_primitive", kind="cube", name="Base", dimensions="1, 1, 1", location="0, 0, 0.5")
     send_ok(qtbot, w, "cad_box", name="Plate", length="100", width="70", height="10")
     qtbot.waitUntil(lambda: w.outliner.names() == ["Base", "Plate"], timeout=20_000)
-    assert sizes(w) == {"Base": "1 × 1 × 1 m", "Plate": "100 × 70 × 10 mm"}
+    # one unit for every row: a part authored in mm makes the project show mm (issue #33)
+    assert sizes(w) == {"Base": "1000 × 1000 × 1000 mm", "Plate": "100 × 70 × 10 mm"}
     labels = _labels(w.palette.select("cad_hole"))  # every value with its unit
     assert {"diameter (mm) *", "positions (mm)", "depth (mm)"} <= labels
     assert {"location (m)", "rotation_deg (°)"} <= _labels(w.palette.select("add_primitive"))
