@@ -110,3 +110,45 @@ def test_every_outliner_row_uses_the_projects_one_unit(fresh, qtbot):
         assert w.settings.value("units") == "m"
     finally:
         set_units(c.scene, w.settings, "auto")
+
+
+def test_typed_values_make_one_transform_per_object_in_the_projects_unit():
+    from studio.viewport.typed import TypedTransform
+
+    objects = [{"name": "A", "location": [0.0, 0.0, 0.5], "scale": [1.0, 2.0, 1.0]},
+               {"name": "B", "location": [1.0, 0.0, 0.0]}]
+    move = TypedTransform("move")
+    for ch in "25":
+        move.key(ch)
+    with pytest.raises(ValueError, match="X, Y or Z"):
+        move.calls(objects, "mm")
+    for ch in "z-.5\b":  # Z, a sign, then "25." after the backspace
+        move.key(ch)
+    assert move.readout("mm").startswith("Move Z -25. mm")
+    assert move.calls(objects, "mm") == [("transform", {"name": "A", "location": [0.0, 0.0, 0.475]}),
+                                         ("transform", {"name": "B", "location": [1.0, 0.0, -0.025]})]
+    scale = TypedTransform("scale")
+    scale.key("2")
+    assert [a["scale"] for _, a in scale.calls(objects, "m")] == [[2.0, 4.0, 2.0], [2.0, 2.0, 2.0]]
+    turn = TypedTransform("rotate")
+    for ch in "90":
+        turn.key(ch)
+    assert turn.calls(objects[:1], "m")[0][1]["rotation_deg"] == pytest.approx([0.0, 0.0, 90.0])
+
+
+def test_a_numpad_view_is_orthographic_and_frames_like_the_perspective_one():
+    import numpy as np
+
+    from studio.models.orbit import OrbitCamera
+    from studio.viewport.camera import VIEWS, ViewMath
+
+    cam = OrbitCamera(*VIEWS["top"], distance=0.5, target=[0.01, 0.02, 0.0])
+    persp, ortho = ViewMath(cam, 800, 600), ViewMath(cam, 800, 600, ortho=True)
+    assert persp.pixels_per_unit(cam.target) == pytest.approx(ortho.pixels_per_unit(cam.target))
+    assert ortho.to_screen(cam.target) == pytest.approx([400, 300])
+    edge = np.array(cam.target) + [0.0, 0.05, 0.0]
+    assert ortho.to_screen(edge) == pytest.approx(persp.to_screen(edge), abs=1.0)  # same at the target
+    towards = np.array(cam.location()) - cam.target
+    raised = edge + towards / np.linalg.norm(towards) * 0.2  # nearer the camera: larger in perspective only
+    assert ortho.to_screen(raised) == pytest.approx(ortho.to_screen(edge))
+    assert not np.allclose(persp.to_screen(raised), persp.to_screen(edge), atol=1.0)

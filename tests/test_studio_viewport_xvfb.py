@@ -257,6 +257,10 @@ c.scene.select("Box")
 key("F")
 done["F"] = np.allclose(live.camera.target, [2, 0, 0.5], atol=1e-6)
 f_distance = live.camera.distance
+# a numpad view is orthographic and F keeps it so; what is drawn is where the maths says
+c.scene.select(None)  # (the gizmo would be what lies at the box's middle)
+done["F"] = done["F"] and live.view_math().ortho and live.pick(at([2, 0, 0.5]).toPointF()) == "Box"
+c.scene.select("Box")
 key("Home")
 done["F"] = done["F"] and f_distance < live.camera.distance  # zoomed to fit the box alone
 lo, hi = live.renderer.bounds()

@@ -39,10 +39,21 @@ def perspective(fov_y: float, aspect: float, near: float, far: float) -> np.ndar
     return m
 
 
-class ViewMath:
-    """The camera's view and projection for a viewport of `width` x `height` pixels."""
+def orthographic(half_height: float, aspect: float, near: float, far: float) -> np.ndarray:
+    m = np.identity(4)
+    m[0, 0], m[1, 1] = 1.0 / (half_height * aspect), 1.0 / half_height
+    m[2, 2], m[2, 3] = -2.0 / (far - near), -(far + near) / (far - near)
+    return m
 
-    def __init__(self, camera: OrbitCamera, width: int, height: int) -> None:
+
+class ViewMath:
+    """The camera's view and projection for a viewport of `width` x `height` pixels.
+
+    `ortho`: a parallel projection (the numpad views, as in Blender and the worker's fixed
+    views) that shows at the target what the perspective one would, so F and the wheel zoom
+    it the same way."""
+
+    def __init__(self, camera: OrbitCamera, width: int, height: int, ortho: bool = False) -> None:
         self.width, self.height = max(1, width), max(1, height)
         aspect = self.width / self.height
         # Blender's sensor fit "auto": the 36 mm sensor spans the larger side
@@ -52,7 +63,10 @@ class ViewMath:
         self.target = np.array(camera.target, float)
         d = max(camera.distance, 1e-3)
         self.view = look_at(self.eye, self.target)
-        self.proj = perspective(fov_y, aspect, d / 1000.0, d * 100.0)
+        self.ortho = ortho
+        self.half_height = d * math.tan(fov_y / 2)  # at the target: what ortho shows
+        self.proj = (orthographic(self.half_height, aspect, -d * 100.0, d * 100.0) if ortho
+                     else perspective(fov_y, aspect, d / 1000.0, d * 100.0))
         self.view_proj = self.proj @ self.view
         self.distance = d
         self.fov_y = fov_y
@@ -65,6 +79,8 @@ class ViewMath:
 
     def pixels_per_unit(self, point) -> float:
         """How many pixels one world unit spans at `point`'s depth."""
+        if self.ortho:
+            return self.height / (2 * self.half_height)
         depth = float(np.linalg.norm(np.asarray(point, float) - self.eye))
         return self.height / (2 * math.tan(self.fov_y / 2) * max(depth, 1e-9))
 

@@ -147,7 +147,7 @@ class LiveView(SelectionTools, QOpenGLWindow):
 
     def view_math(self) -> ViewMath:
         r = self.devicePixelRatio()
-        return ViewMath(self.camera, int(self.width() * r), int(self.height() * r))
+        return ViewMath(self.camera, int(self.width() * r), int(self.height() * r), ortho=self.view_name != "orbit")
 
     def paintGL(self) -> None:
         if self.renderer is None:
@@ -172,7 +172,8 @@ class LiveView(SelectionTools, QOpenGLWindow):
             self.changed_at, self._frame_after_change = None, False
         step, unit = self.renderer.grid_step, self.unit()
         grid = length_text(step, unit) if unit == "mm" else format_length(step)  # mm projects: mm
-        self.sig_status.emit(f"grid {grid}  ·  {self.view_name}")
+        shown = self.view_name if self.view_name == "orbit" else f"{self.view_name} (ortho)"
+        self.sig_status.emit(f"grid {grid}  ·  {shown}")
         self.sig_frame.emit()
 
     # -- selection and gizmo -----------------------------------------------------------------
