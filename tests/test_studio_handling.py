@@ -26,10 +26,19 @@ def fresh(studio, qtbot):
 
 def test_new_and_duplicated_objects_become_the_selection_and_f_frames_them(fresh, qtbot):
     w, c = fresh, fresh.controller
-    send_ok(qtbot, w, "add_primitive", kind="cube", name="Big", dimensions="4, 4, 4", location="0, 0, 2")
+    send_ok(
+        qtbot, w, "add_primitive", kind="cube", name="Big", dimensions="4, 4, 4", location="0, 0, 2"
+    )
     qtbot.waitUntil(lambda: c.scene.selection == ["Big"], timeout=WAIT_MS)
-    send_ok(qtbot, w, "add_primitive", kind="cube", name="Small", dimensions="0.1, 0.1, 0.1",
-            location="5, 0, 0.05")
+    send_ok(
+        qtbot,
+        w,
+        "add_primitive",
+        kind="cube",
+        name="Small",
+        dimensions="0.1, 0.1, 0.1",
+        location="5, 0, 0.05",
+    )
     qtbot.waitUntil(lambda: c.scene.selection == ["Small"], timeout=WAIT_MS)
     assert w.outliner.tree.currentItem().text(0) == "Small"
     w.viewport_panel.do("duplicate")
@@ -92,13 +101,23 @@ def test_every_outliner_row_uses_the_projects_one_unit(fresh, qtbot):
     from studio.outliner.units_menu import set_units
 
     w, c = fresh, fresh.controller
-    send_ok(qtbot, w, "add_primitive", kind="cube", name="Cube", dimensions="1, 1, 1", location="0, 0.09, 0.5")
+    send_ok(
+        qtbot,
+        w,
+        "add_primitive",
+        kind="cube",
+        name="Cube",
+        dimensions="1, 1, 1",
+        location="0, 0.09, 0.5",
+    )
     send_ok(qtbot, w, "cad_box", name="Plate", length="100", width="70", height="6")
 
     def rows():
         t = w.outliner.tree
-        return {t.topLevelItem(i).text(0): (t.topLevelItem(i).text(2), t.topLevelItem(i).text(3))
-                for i in range(t.topLevelItemCount())}
+        return {
+            t.topLevelItem(i).text(0): (t.topLevelItem(i).text(2), t.topLevelItem(i).text(3))
+            for i in range(t.topLevelItemCount())
+        }
 
     qtbot.waitUntil(lambda: set(rows()) == {"Cube", "Plate"}, timeout=WAIT_MS)
     try:
@@ -106,7 +125,10 @@ def test_every_outliner_row_uses_the_projects_one_unit(fresh, qtbot):
         assert rows()["Cube"] == ("1000 × 1000 × 1000 mm", "(0, 90, 500) mm")
         assert all(text.endswith(" mm") for row in rows().values() for text in row)
         set_units(c.scene, w.settings, "m")
-        assert rows()["Cube"] == ("1 × 1 × 1 m", "(0, 0.09, 0.5) m") and rows()["Plate"][0] == "0.1 × 0.07 × 0.006 m"
+        assert (
+            rows()["Cube"] == ("1 × 1 × 1 m", "(0, 0.09, 0.5) m")
+            and rows()["Plate"][0] == "0.1 × 0.07 × 0.006 m"
+        )
         assert w.settings.value("units") == "m"
     finally:
         set_units(c.scene, w.settings, "auto")
@@ -115,8 +137,10 @@ def test_every_outliner_row_uses_the_projects_one_unit(fresh, qtbot):
 def test_typed_values_make_one_transform_per_object_in_the_projects_unit():
     from studio.viewport.typed import TypedTransform
 
-    objects = [{"name": "A", "location": [0.0, 0.0, 0.5], "scale": [1.0, 2.0, 1.0]},
-               {"name": "B", "location": [1.0, 0.0, 0.0]}]
+    objects = [
+        {"name": "A", "location": [0.0, 0.0, 0.5], "scale": [1.0, 2.0, 1.0]},
+        {"name": "B", "location": [1.0, 0.0, 0.0]},
+    ]
     move = TypedTransform("move")
     for ch in "25":
         move.key(ch)
@@ -125,8 +149,10 @@ def test_typed_values_make_one_transform_per_object_in_the_projects_unit():
     for ch in "z-.5\b":  # Z, a sign, then "25." after the backspace
         move.key(ch)
     assert move.readout("mm").startswith("Move Z -25. mm")
-    assert move.calls(objects, "mm") == [("transform", {"name": "A", "location": [0.0, 0.0, 0.475]}),
-                                         ("transform", {"name": "B", "location": [1.0, 0.0, -0.025]})]
+    assert move.calls(objects, "mm") == [
+        ("transform", {"name": "A", "location": [0.0, 0.0, 0.475]}),
+        ("transform", {"name": "B", "location": [1.0, 0.0, -0.025]}),
+    ]
     scale = TypedTransform("scale")
     scale.key("2")
     assert [a["scale"] for _, a in scale.calls(objects, "m")] == [[2.0, 4.0, 2.0], [2.0, 2.0, 2.0]]
@@ -147,8 +173,12 @@ def test_a_numpad_view_is_orthographic_and_frames_like_the_perspective_one():
     assert persp.pixels_per_unit(cam.target) == pytest.approx(ortho.pixels_per_unit(cam.target))
     assert ortho.to_screen(cam.target) == pytest.approx([400, 300])
     edge = np.array(cam.target) + [0.0, 0.05, 0.0]
-    assert ortho.to_screen(edge) == pytest.approx(persp.to_screen(edge), abs=1.0)  # same at the target
+    assert ortho.to_screen(edge) == pytest.approx(
+        persp.to_screen(edge), abs=1.0
+    )  # same at the target
     towards = np.array(cam.location()) - cam.target
-    raised = edge + towards / np.linalg.norm(towards) * 0.2  # nearer the camera: larger in perspective only
+    raised = (
+        edge + towards / np.linalg.norm(towards) * 0.2
+    )  # nearer the camera: larger in perspective only
     assert ortho.to_screen(raised) == pytest.approx(ortho.to_screen(edge))
     assert not np.allclose(persp.to_screen(raised), persp.to_screen(edge), atol=1.0)

@@ -63,8 +63,11 @@ class SceneModel:
 
     def bounds(self, names: list[str] | None = None) -> tuple[list[float], list[float]] | None:
         """World-space box around every object (or those named), or None for none."""
-        boxes = [(o.get("bbox_min"), o.get("bbox_max")) for o in self.objects
-                 if names is None or o["name"] in names]
+        boxes = [
+            (o.get("bbox_min"), o.get("bbox_max"))
+            for o in self.objects
+            if names is None or o["name"] in names
+        ]
         boxes = [(lo, hi) for lo, hi in boxes if lo and hi]
         if not boxes:
             return None

@@ -44,4 +44,8 @@ def size_text(obj: dict, unit: str | None = None) -> str:
 
 def location_text(obj: dict, unit: str = SCENE_UNIT) -> str:
     loc = obj.get("location") or []
-    return "(" + ", ".join(f"{round(from_scene(v, unit), 4):g}" for v in loc) + f") {unit}" if loc else ""
+    return (
+        "(" + ", ".join(f"{round(from_scene(v, unit), 4):g}" for v in loc) + f") {unit}"
+        if loc
+        else ""
+    )

@@ -75,7 +75,7 @@ class SelectionTools:
         x0, x1 = sorted((a.x() * r, b.x() * r))
         y0, y1 = sorted((a.y() * r, b.y() * r))
         inside = []
-        for name, m in (self.renderer.meshes.items() if self.renderer else ()):
+        for name, m in self.renderer.meshes.items() if self.renderer else ():
             lo, hi = m.world_bounds()
             x, y = vm.to_screen((np.asarray(lo) + np.asarray(hi)) / 2)
             if x0 <= x <= x1 and y0 <= y <= y1:
@@ -86,4 +86,3 @@ class SelectionTools:
     def start_box_select(self) -> None:
         self.box_mode = True
         self.sig_readout.emit("Box select: drag a rectangle (Shift adds)")
-

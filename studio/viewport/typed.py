@@ -70,7 +70,9 @@ class TypedTransform:
                 args["location"] = loc
             elif self.kind == "rotate":  # no axis: about Z, as seen from above
                 axis = 2 if self.axis is None else self.axis
-                args["rotation_deg"] = rotated_euler(obj.get("rotation_deg", [0.0, 0.0, 0.0]), axis, v)
+                args["rotation_deg"] = rotated_euler(
+                    obj.get("rotation_deg", [0.0, 0.0, 0.0]), axis, v
+                )
             else:
                 scale = [float(x) for x in obj.get("scale", [1.0, 1.0, 1.0])]
                 for i in range(3) if self.axis is None else (self.axis,):
