@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from studio.foreign import plain_label
+from studio.models.units import display_unit
 from studio.palette.forms import FormError, ToolForm
 from tools import TOOLS, ToolError, validate_call
 from tools.text import printable
@@ -72,8 +73,23 @@ class PaletteDock(QWidget):
         self.sent = 0
         self.show_tool(self.tool.currentData())
         controller.scene.selection_changed.connect(self._selected)
+        controller.scene.changed.connect(self._unit_changed)  # a CAD part or View → Units
         if hasattr(controller, "sig_call"):  # the next call that works clears "Not sent"
             controller.sig_call.connect(lambda result, _o: result.ok and self._clear_error())
+
+    def unit(self) -> str | None:
+        """The unit lengths are typed in: the project's, except that Auto in a metre project
+        leaves a CAD tool in the millimetres it is authored in (None: each tool's own)."""
+        scene = self.controller.scene
+        choice = getattr(scene, "units", "auto")
+        unit = display_unit(scene.objects, choice)
+        return None if choice == "auto" and unit == "m" else unit
+
+    def _unit_changed(self) -> None:
+        unit = self.unit()
+        for form in self.forms.values():
+            if form.length_unit != unit:
+                form.show_lengths_in(unit)
 
     def _clear_error(self) -> None:
         self.error.setText("")
@@ -101,6 +117,7 @@ class PaletteDock(QWidget):
         self.scroll.takeWidget()  # keep the previous form alive (setWidget would delete it)
         if name not in self.forms:
             self.forms[name] = ToolForm(name, spec.schema())
+            self.forms[name].show_lengths_in(self.unit())
         self.form = self.forms[name]
         self.scroll.setWidget(self.form)
         self._clear_error()

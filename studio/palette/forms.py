@@ -3,6 +3,8 @@
 Enums become combo boxes, booleans check boxes, everything else a line edit holding a
 number, a comma-separated list or JSON. Reading the form parses the text; the caller then
 validates with `tools.validate_call`, so a bad value is refused before anything is sent.
+Lengths are typed in the project's display unit (`show_lengths_in`) and sent in the unit
+the tool takes, so the call recorded is the call the runtime ran.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QLabel, QLineEdit, QWidget
 
+from studio.models.units import from_scene, to_scene
 from tools.specs import field_unit
 
 UNSET = "(default)"
@@ -27,6 +30,8 @@ class ToolForm(QWidget):
         self.tool, self.schema = tool, schema
         self.required = set(schema.get("required", []))
         self.fields: dict[str, QWidget] = {}
+        self.lengths: dict[str, tuple[str, QLabel]] = {}  # length field -> (the tool's unit, label)
+        self.length_unit: str | None = None  # the unit lengths are typed in (None: the tool's)
         layout = QFormLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         for name, prop in schema.get("properties", {}).items():
@@ -35,6 +40,8 @@ class ToolForm(QWidget):
             unit = field_unit(tool, name)
             label = QLabel(name + (f" ({unit})" if unit else "") + (" *" if name in self.required else ""))
             label.setToolTip(prop.get("description", ""))
+            if unit in ("m", "mm") and name != "camera":  # (a camera mixes lengths and a lens)
+                self.lengths[name] = (unit, label)
             layout.addRow(label, widget)
             if prop.get("description"):  # hints in sight, not only in a tooltip
                 hint = QLabel(prop["description"])
@@ -91,7 +98,24 @@ class ToolForm(QWidget):
                 text = widget.text().strip()  # QLineEdit, CodeEditor or ColorField
                 if text:
                     args[name] = parse(text, prop, name)
+                    if name in self.lengths and self.length_unit:
+                        args[name] = convert(args[name], self.length_unit, self.lengths[name][0])
         return args
+
+    def show_lengths_in(self, shown: str | None) -> None:
+        """Type lengths in `shown` (None: each in the tool's own unit): the labels say it,
+        and what is typed is converted."""
+        for name, (tool_unit, label) in self.lengths.items():
+            was, unit = self.length_unit or tool_unit, shown or tool_unit
+            widget = self.fields[name]
+            text = widget.text().strip() if isinstance(widget, QLineEdit) else ""
+            if was != unit and text:
+                try:
+                    widget.setText(_show(convert(parse(text, self.schema["properties"][name], name), was, unit)))
+                except FormError:
+                    pass  # not a value yet: left as typed
+            label.setText(label.text().replace(f"({was})", f"({unit})"))
+        self.length_unit = shown
 
 
 def _text_editor(name: str, prop: dict) -> QWidget:
@@ -127,13 +151,26 @@ def parse(text: str, prop: dict, name: str) -> Any:
         raise FormError(f"{name}: {text!r} is not a valid {kind or 'JSON value'}") from None
 
 
+def convert(value: Any, unit: str, to: str) -> Any:
+    """Every number in `value` (a length, a list, nested lists) from `unit` to `to`."""
+    if isinstance(value, bool) or unit == to:
+        return value
+    if isinstance(value, int | float):
+        return round(from_scene(to_scene(value, unit), to), 9)
+    if isinstance(value, list):
+        return [convert(v, unit, to) for v in value]
+    return value
+
+
 def _typed_enum(text: str, options: list) -> Any:
     return next((o for o in options if str(o) == text), text)
 
 
 def _show(value: Any) -> str:
     if isinstance(value, list) and all(isinstance(v, int | float) for v in value):
-        return ", ".join(f"{v:g}" for v in value)
+        return ", ".join(f"{v:.10g}" for v in value)
+    if isinstance(value, float):
+        return f"{value:.10g}"
     if isinstance(value, dict | list):
         return json.dumps(value)
     return str(value)
