@@ -197,6 +197,8 @@ wait(lambda: c.undo_stack.canUndo() and c.undo_stack.index() > undo_before)
 settle()
 out["multi_calls"] = calls[n_calls:]
 out["multi_undo_steps"] = c.undo_stack.index() - undo_before
+newest = c.undo_stack.text(c.undo_stack.index() - 1)
+out["multi_history"] = [newest, newest in history()]  # one entry, marked for the selection
 out["multi_x"] = [c.scene.get("Box")["location"][0], c.scene.get("Cyl")["location"][0]]
 c.undo_stack.undo()
 wait(lambda: abs(c.scene.get("Box")["location"][0] - 2) < 1e-6 and abs(c.scene.get("Cyl")["location"][0] + 1) < 1e-6)
@@ -331,6 +333,7 @@ def test_live_viewport_select_gizmo_shortcuts(xvfb_display, tmp_path):  # noqa: 
     bx, cx = out["multi_x"]
     assert bx > 2.05 and abs((bx - 2) - (cx + 1)) < 1e-6
     assert out["multi_undo_steps"] == 1 and out["multi_after_undo"] == [2.0, -1.0]
+    assert out["multi_history"] == ["transform 2 objects", True]
     assert out["typed_readout"].startswith("Move Z 0.5 m"), out["typed_readout"]
     assert out["typed_z"] == [1.0, 1.5] and out["typed_undo_steps"] == 1
 
