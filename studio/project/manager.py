@@ -354,8 +354,6 @@ class ProjectManager(QObject):
         panel = self.window.viewport_panel
         if view:
             contents.apply_view(panel.viewport.camera, view)
-            if panel.live is not None:  # the saved view, not a frame of the meshes still to come
-                panel.live.reframe_pending = False
             panel.viewport.request()
             if panel.live_active:
                 panel.live.update()
