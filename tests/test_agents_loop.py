@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from agents import events as ev
-from agents.context import ContextConfig
+from agents.context import SCENE_DEFAULTS, ContextConfig
 from agents.loop import LoopConfig, run_episode
 from agents.policies import make_policy
 from agents.policies.simple import PlanPolicy, calls_from_plan
@@ -350,6 +350,7 @@ def test_an_observation_reads_one_page_of_a_large_scene(session) -> None:
                          setup=lambda s: s.call("import_file", {"path": "many.obj"}), config=config)
     assert result.status == "done" and result.steps[0].calls[0].ok
     assert counted.pages == [{"limit": 40}, {"limit": 40}]  # the start, then after the change
-    scene = json.loads(seen[1][-1]["content"][-1]["text"].removeprefix("Scene: "))
+    listing = seen[1][-1]["content"][-1]["text"].removeprefix("Scene: ")
+    scene = json.loads(listing.removeprefix(SCENE_DEFAULTS))
     assert len(scene["objects"]) == 40 and scene["more_objects"] == 20
     assert scene["changed"] == ["q05"]
