@@ -1,5 +1,6 @@
 """Projects (issue #33): a `.mwproj` holds the scene in the worker's own format, its undo
-history, the view and the chat. In a real window on Xvfb: save, close, open, and the scene,
+history, the view and the chat. In a real window on Xvfb: export through the dialog (a planted
+link is not followed); save, close, open, and the scene,
 undo and view are back; a modified scene is not replaced without asking (Cancel keeps it).
 Offscreen: a damaged or hostile file is one line and changes nothing; after a crash the
 autosave is offered and brings the scene back."""
@@ -53,6 +54,24 @@ out = {}
 w, c = open_window()
 call(c, "add_primitive", kind="cube", name="Box", dimensions=[0.5, 0.5, 0.5])
 call(c, "add_primitive", kind="cylinder", name="Post", dimensions=[0.2, 0.2, 0.4], location=[0, 0.6, 0])
+
+# File > Export... through the dialog (its chooser answered) into a folder with a planted link
+said = []
+c.sig_status.connect(said.append)
+c.sig_error.connect(said.append)
+exports = root / "exports"
+exports.mkdir()
+victim = root / "victim.txt"
+victim.write_text("keep me")
+(exports / "scene.glb").symlink_to(victim)
+for name, what in (("scene.3mf", "Exported"), ("scene.glb", "symlink")):
+    w.files.save_chooser = lambda parent, caption, start, filters, name=name: (
+        str(exports / name), "")
+    w.files.export_action.trigger()
+    wait(lambda: any(m.startswith("Export") and what in m for m in said), name)
+out["export"] = {"files": sorted(p.name for p in exports.iterdir()), "victim": victim.read_text(),
+                 "link": (exports / "scene.glb").is_symlink(),
+                 "said": [m for m in said if m.startswith("Export")]}
 cam = w.viewport_panel.viewport.camera
 cam.azimuth_deg, cam.elevation_deg, cam.distance = 123.0, 21.0, 5.5
 w.agent.goal.setPlainText("a box and a post")
@@ -125,6 +144,11 @@ def test_a_project_saves_closes_and_opens_with_scene_undo_and_view_and_cancel_ke
 ):
     proc, out = run_on_display(CHILD, xvfb_display, str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    exported = out["export"]  # the dialog's folder, and a planted link there is not followed
+    assert exported["files"] == ["scene.3mf", "scene.glb"] and exported["link"] is True
+    assert exported["victim"] == "keep me" and len(exported["said"]) == 2
+    assert exported["said"][0] == f"Exported 2 objects to {tmp_path / 'exports' / 'scene.3mf'}"
+    assert "symlink" in exported["said"][1] and "\n" not in exported["said"][1]
     assert out["title_before"].startswith("Untitled") and out["modified_before"] is True
     assert out["title_saved"].startswith("model") and out["modified_saved"] is False
     assert (tmp_path / "work" / "model.mwproj").is_file()
