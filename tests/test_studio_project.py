@@ -1,6 +1,7 @@
 """Projects (issue #33): a `.mwproj` holds the scene in the worker's own format, its undo
-history, the view and the chat. In a real window on Xvfb: export through the dialog (a planted
-link is not followed); save, close, open, and the scene,
+history, the view and the chat. In a real window on Xvfb: a step dropped before Finish is absent
+from the export and the replay matches; export through the dialog (a planted link is not
+followed); save, close, open, and the scene,
 undo and view are back; a modified scene is not replaced without asking (Cancel keeps it).
 Offscreen: a damaged or hostile file is one line and changes nothing; after a crash the
 autosave is offered and brings the scene back."""
@@ -75,8 +76,28 @@ out["export"] = {"files": sorted(p.name for p in exports.iterdir()), "victim": v
 cam = w.viewport_panel.viewport.camera
 cam.azimuth_deg, cam.elevation_deg, cam.distance = 123.0, 21.0, 5.5
 w.agent.goal.setPlainText("a box and a post")
-c.finish_demonstration(check=False)  # the person's episode: the project links it
-out["episode"] = c.session_episodes[-1]
+# a failing call sent by mistake, dropped in the Task dock's review before Finish
+failed = []
+c.send("set_material", {"name": "Nope", "color": "#FF0000"}, origin="human", on_done=failed.append)
+wait(lambda: failed, "the failing call")
+review = w.tasks.review
+wait(lambda: review.steps.count() == 3, "the review")
+review.prompt.setText("a box and a post")
+review.drop(2)
+assert review.finish()  # the person's episode: the project links it
+out["episode"] = eid = c.session_episodes[-1]
+import pyarrow.parquet as pq
+from agents.store import EpisodeFilter
+from agents.store.export import export_parquet
+from agents.store.replay import replay_episode
+store = c.store()
+export_parquet(store, root / "export", EpisodeFilter(ids=(eid,)))
+rows = pq.read_table(root / "export" / "episodes.parquet").to_pylist()[0]["messages"]
+report = replay_episode(store, eid)
+out["dropped"] = {"stored": [s.tool for s in store.steps(eid)],
+                  "exported": [r["tool"] for r in pq.read_table(root / "export" / "steps.parquet").to_pylist()],
+                  "called": [t["function"]["name"] for m in rows for t in (m["tool_calls"] or [])],
+                  "replay": [report.matched, report.steps_checked]}
 out["title_before"], out["modified_before"] = w.windowTitle(), w.isWindowModified()
 saved = {"hash": c.scene.scene_hash, "names": sorted(c.scene.names())}
 path = root / "work" / "model.mwproj"
@@ -144,6 +165,10 @@ def test_a_project_saves_closes_and_opens_with_scene_undo_and_view_and_cancel_ke
 ):
     proc, out = run_on_display(CHILD, xvfb_display, str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    dropped = out["dropped"]  # the dropped failing call is in neither the store nor the export
+    assert dropped["stored"] == dropped["exported"] == ["add_primitive", "add_primitive"]
+    assert dropped["called"] == ["add_primitive", "add_primitive"]
+    assert dropped["replay"] == [True, 2]  # and the replay still matches
     exported = out["export"]  # the dialog's folder, and a planted link there is not followed
     assert exported["files"] == ["scene.3mf", "scene.glb"] and exported["link"] is True
     assert exported["victim"] == "keep me" and len(exported["said"]) == 2
