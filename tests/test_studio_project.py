@@ -101,12 +101,18 @@ out["dropped"] = {"stored": [s.tool for s in store.steps(eid)],
 out["title_before"], out["modified_before"] = w.windowTitle(), w.isWindowModified()
 saved = {"hash": c.scene.scene_hash, "names": sorted(c.scene.names())}
 path = root / "work" / "model.mwproj"
+from studio.outliner.units_menu import set_units
+set_units(c.scene, w.settings, "mm", w.units_menu)  # this project shows millimetres
 w.project.save_to(path)
 wait(lambda: not w.project.modified, "the save")
 out["saved"], out["title_saved"], out["modified_saved"] = saved, w.windowTitle(), w.isWindowModified()
 w.close()
 wait(lambda: not c.worker.isRunning(), "the session to end", 60)
 
+from PySide6.QtCore import QSettings
+settings = QSettings(str(root / "settings.ini"), QSettings.Format.IniFormat)
+settings.setValue("units", "m")  # the studio's own choice since: the project's must win
+settings.sync()
 w, c = open_window(project=str(path))  # as `modelwright studio model.mwproj`
 wait(lambda: c.undo_stack.count() == 2 and sorted(c.scene.names()) == saved["names"], "the project")
 wait(lambda: w.viewport_panel.viewport.camera.azimuth_deg == 123.0, "the view", 60)
@@ -115,6 +121,7 @@ out["reopened"] = {"hash": c.scene.scene_hash, "names": sorted(c.scene.names()),
                    "undo": [c.undo_stack.text(i) for i in range(c.undo_stack.count())],
                    "view": [cam.azimuth_deg, cam.elevation_deg, cam.distance],
                    "goal": w.agent.goal.toPlainText(), "title": w.windowTitle(),
+                   "units": [c.scene.units, w.units_menu.checkedAction().data()],
                    "modified": w.isWindowModified(), "recent": w.project.recent(),
                    "episodes": w.project.episodes, "selected": [e.id for e in w.episodes.selected()]}
 c.undo_stack.undo()  # the worker's undo history came back with the file
@@ -181,6 +188,7 @@ def test_a_project_saves_closes_and_opens_with_scene_undo_and_view_and_cancel_ke
     assert back["names"] == ["Box", "Post"] and back["hash"] == out["saved"]["hash"]
     assert back["undo"] == ["add_primitive Box", "add_primitive Post"]
     assert back["view"] == [123.0, 21.0, 5.5] and back["goal"] == "a box and a post"
+    assert back["units"] == ["mm", "mm"]  # the project's display unit, not the studio's last
     assert back["title"].startswith("model") and back["modified"] is False
     assert back["recent"] == [str(tmp_path / "work" / "model.mwproj")]
     assert back["episodes"] == [out["episode"]] == back["selected"]

@@ -1,7 +1,8 @@
 """View → Units: the project's display unit (Auto: mm when a part was authored in mm, else m).
 
-The choice is kept in the studio's QSettings (`units`): the project file has no settings of
-its own yet. Changing it redraws every row, readout and typed value in the new unit."""
+The choice is kept in the studio's QSettings (`units`) and saved with a project (its view),
+so opening a project brings its unit back. Changing it redraws every row, readout and typed
+value in the new unit."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def unit_actions(menu, scene, settings) -> QActionGroup:
     return group
 
 
-def set_units(scene, settings, choice: str) -> None:
+def set_units(scene, settings, choice: str, group: QActionGroup | None = None) -> None:
     scene.units = choice if choice in CHOICES else "auto"
     settings.setValue(KEY, scene.units)
+    for action in group.actions() if group is not None else ():
+        action.setChecked(action.data() == scene.units)
     scene.changed.emit()  # the outliner fills again in the new unit

@@ -311,8 +311,10 @@ def _view_ok(view: dict) -> bool:
         return True
     numbers = [view.get(k) for k in ("azimuth_deg", "elevation_deg", "distance", "lens_mm")]
     target = view.get("target")
+    units = view.get("units", "auto")
     return (
-        all(
+        units in ("auto", "mm", "m")
+        and all(
             isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
             for x in numbers
         )

@@ -20,7 +20,9 @@ def snapshot(window, episodes: list[str]) -> tuple[Project, int]:
     project = Project(
         undo=undo,
         journal=[dict(x) for x in c.journal.calls],
-        view=view_of(window.viewport_panel.viewport.camera),
+        # the display unit travels with the project (a part drawn in mm reopens in mm)
+        view={**view_of(window.viewport_panel.viewport.camera),
+              "units": getattr(c.scene, "units", "auto")},
         chat=chat_of(window.agent),
         episodes=links,
         task=getattr(c.task, "id", None),

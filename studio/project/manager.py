@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
+from studio.outliner.units_menu import set_units
 from studio.project import archive, contents
 from studio.project.archive import Project, ProjectError
 from studio.project.recovery import RecoveryBanner
@@ -354,6 +355,9 @@ class ProjectManager(QObject):
         panel = self.window.viewport_panel
         if view:
             contents.apply_view(panel.viewport.camera, view)
+            if "units" in view:  # the project's display unit, as saved
+                set_units(self.controller.scene, self.window.settings, view["units"],
+                          self.window.units_menu)  # fmt: skip
             panel.viewport.request()
             if panel.live_active:
                 panel.live.update()
