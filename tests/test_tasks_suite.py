@@ -18,7 +18,7 @@ from training.tasks import (
     split_of,
 )
 from training.tasks.checks import CHECKS
-from training.tasks.config import REWARD_WEIGHTS
+from training.tasks.config import DOMAINS, REWARD_WEIGHTS
 
 QUERIES = {"get_scene", "cad_query", "cad_pattern", "measure", "render"}
 
@@ -34,7 +34,8 @@ def test_at_least_ten_families_with_three_levels_each():
     listed = list_families()
     assert {f["family"] for f in listed} == set(FAMILIES)
     for f in listed:
-        assert set(f) == {"family", "levels", "description", "split"} and f["description"]
+        assert set(f) == {"family", "domain", "levels", "description", "held_out", "split"}
+        assert f["description"] and f["domain"] in DOMAINS
 
 
 def test_generation_is_deterministic_per_id_and_varies_with_seed():

@@ -26,13 +26,16 @@ class Curriculum:
         seed: int = 0,
         spec: CurriculumSpec | None = None,
     ) -> None:
-        from training.tasks import FAMILIES, HELD_OUT_FAMILY, SPLITS
+        from training.tasks import FAMILIES, SPLITS
 
         self.spec = spec or CurriculumSpec()
-        chosen = families or [f for f in FAMILIES if f != HELD_OUT_FAMILY]
+        chosen = families or [f for f in FAMILIES if not FAMILIES[f].held_out]
         unknown = [f for f in chosen if f not in FAMILIES]
         if unknown:
             raise ValueError(f"grpo.tasks.families: unknown {unknown}; known: {sorted(FAMILIES)}")
+        held = [f for f in chosen if FAMILIES[f].held_out and split != "test"]
+        if held:
+            raise ValueError(f"grpo.tasks.families: {held} are held out (never trained on)")
         self.buckets = [f"{f}:{lv}" for f in chosen for lv in levels if lv in FAMILIES[f].levels]
         if not self.buckets:
             raise ValueError(f"grpo.tasks: no family in {chosen} has levels {levels}")

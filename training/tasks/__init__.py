@@ -14,14 +14,22 @@ from training.tasks import (  # noqa: F401  (importing registers the families)
     recovery,
     scene_families,
 )
-from training.tasks.base import FAMILIES, Task, TaskError, TaskSpec, get_task, list_families
+from training.tasks.base import (
+    FAMILIES,
+    Task,
+    TaskError,
+    TaskSpec,
+    get_task,
+    held_out_families,
+    list_families,
+)
 from training.tasks.config import HELD_OUT_FAMILY, SPLITS, split_of
 
 
 def split_ids(split: str, per_family: int = 10, families: list[str] | None = None) -> list[str]:
     """`per_family` task ids for each family in `split`, levels in turn, seeds from the split's range.
 
-    The held-out family appears only in `test`; `heldout` lists only it.
+    Held-out families appear only in `test`; `heldout` lists only them.
     """
     if split not in SPLITS and split != "heldout":
         raise TaskError(f"unknown split {split!r}; use one of {[*SPLITS, 'heldout']}")
@@ -30,10 +38,10 @@ def split_ids(split: str, per_family: int = 10, families: list[str] | None = Non
     if unknown:
         raise TaskError(f"unknown families {unknown}; known: {sorted(FAMILIES)}")
     if split == "heldout":
-        chosen, seeds = [f for f in chosen if f == HELD_OUT_FAMILY], SPLITS["test"]
+        chosen, seeds = [f for f in chosen if FAMILIES[f].held_out], SPLITS["test"]
     else:
         if split != "test":
-            chosen = [f for f in chosen if f != HELD_OUT_FAMILY]
+            chosen = [f for f in chosen if not FAMILIES[f].held_out]
         seeds = SPLITS[split]
     ids = []
     for name in chosen:
@@ -52,6 +60,7 @@ __all__ = [
     "TaskError",
     "TaskSpec",
     "get_task",
+    "held_out_families",
     "list_families",
     "split_ids",
     "split_of",

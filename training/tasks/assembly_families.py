@@ -117,7 +117,9 @@ def _table(rng: random.Random):
 
 
 @register_family(
-    "composition", "Arrange objects by spatial relations: stacks, snowmen, furnished tables."
+    "composition",
+    "Arrange objects by spatial relations: stacks, snowmen, furnished tables.",
+    domain="scenes",
 )
 def composition(level: int, rng: random.Random) -> TaskSpec:
     prompt, start, new, constraints = {1: _stack, 2: _snowman, 3: _table}[level](rng)
@@ -188,7 +190,9 @@ def _array(rng: random.Random) -> TaskSpec:
 
 
 @register_family(
-    "booleans", "Cut holes and join parts with mesh booleans; repeat parts with an array modifier."
+    "booleans",
+    "Cut holes and join parts with mesh booleans; repeat parts with an array modifier.",
+    domain="parts",
 )
 def booleans(level: int, rng: random.Random) -> TaskSpec:
     if level == 2 and rng.random() < 0.5:

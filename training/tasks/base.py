@@ -15,7 +15,7 @@ from typing import Any
 
 from tools import Session
 from training.rewards import RewardBreakdown
-from training.tasks.config import HELD_OUT_FAMILY, REWARD_WEIGHTS, split_of
+from training.tasks.config import DOMAINS, REWARD_WEIGHTS, split_of
 
 
 class TaskError(ValueError):
@@ -47,19 +47,50 @@ class Family:
     description: str
     levels: tuple[int, ...]
     make: Callable[[int, random.Random], TaskSpec]
+    domain: str = "scenes"
+    # Never in train or validation seeds: only the `test`/`heldout` splits, refused by the
+    # curriculum. Chosen to need skills other families teach, in a new combination.
+    held_out: bool = False
 
 
 FAMILIES: dict[str, Family] = {}
 
 
-def family(name: str, description: str, levels: tuple[int, ...] = (1, 2, 3)):
-    """Register a generator `make(level, rng) -> TaskSpec` as a task family."""
+def family(
+    name: str,
+    description: str,
+    levels: tuple[int, ...] = (1, 2, 3),
+    *,
+    domain: str = "scenes",
+    held_out: bool = False,
+    weights: dict[str, float] | None = None,
+):
+    """Register a generator `make(level, rng) -> TaskSpec` as a task family.
+
+    `domain` is one of `config.DOMAINS`; `weights` are the reward components' weights (a
+    family may instead have an entry in `config.REWARD_WEIGHTS`).
+    """
+    if domain not in DOMAINS:
+        raise ValueError(f"family {name}: domain {domain!r} is not one of {DOMAINS}")
+    if weights is not None:
+        if abs(sum(weights.values()) - 1.0) > 1e-6:
+            raise ValueError(f"family {name}: reward weights must sum to 1, not {weights}")
+        REWARD_WEIGHTS[name] = dict(weights)
+    if name in FAMILIES:
+        raise ValueError(f"task family {name!r} is registered twice")
 
     def register(make: Callable[[int, random.Random], TaskSpec]):
-        FAMILIES[name] = Family(name, description, levels, make)
+        if name not in REWARD_WEIGHTS:
+            raise ValueError(f"family {name}: no reward weights (pass weights=...)")
+        FAMILIES[name] = Family(name, description, levels, make, domain, held_out)
         return make
 
     return register
+
+
+def held_out_families() -> list[str]:
+    """The families never trained on (only in the test and heldout splits)."""
+    return [f.name for f in FAMILIES.values() if f.held_out]
 
 
 def call(tool: str, **args: Any) -> dict[str, Any]:
@@ -207,9 +238,11 @@ def list_families() -> list[dict[str, Any]]:
     return [
         {
             "family": f.name,
+            "domain": f.domain,
             "levels": list(f.levels),
             "description": f.description,
-            "split": "test (held out)" if f.name == HELD_OUT_FAMILY else "train/validation/test",
+            "held_out": f.held_out,
+            "split": "test (held out)" if f.held_out else "train/validation/test",
         }
         for f in FAMILIES.values()
     ]

@@ -44,6 +44,7 @@ def _part_geometry(*parts: P.Part) -> dict[str, Any]:
 @family(
     "cad_parts",
     "Model dimensioned CadQuery parts: plates with hole patterns, shafts, flanges, brackets, trays.",
+    domain="parts",
 )
 def cad_parts(level: int, rng: random.Random) -> TaskSpec:
     part = _pick(level, rng)
@@ -58,7 +59,12 @@ def cad_parts(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
-@family("mesh_reconstruction", "Rebuild a CAD part from a target mesh file and its overall size.")
+@family(
+    "mesh_reconstruction",
+    "Rebuild a CAD part from a target mesh file and its overall size.",
+    domain="reconstruction",
+    held_out=True,
+)
 def mesh_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     part = _pick(level, rng)
     target = f"target/{part.name.lower()}.stl"
@@ -85,7 +91,11 @@ def mesh_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
-@family("deliverables", "Produce files (.step, .glb) that reload with the right geometry.")
+@family(
+    "deliverables",
+    "Produce files (.step, .glb) that reload with the right geometry.",
+    domain="deliverables",
+)
 def deliverables(level: int, rng: random.Random) -> TaskSpec:
     part = rng.choice(P.SIMPLE + P.MEDIUM)(rng)
     step_path = f"out/{part.name.lower()}.step"

@@ -8,8 +8,12 @@ SPLITS: dict[str, range] = {
     "validation": range(100_000, 110_000),
     "test": range(110_000, 120_000),
 }
-# Never trained on: appears only in the test split (all of its seed ranges are held out).
+# The first held-out family (kept for old configs and reports); every held-out family is
+# marked `held_out=True` at registration (training/tasks/base.py, `held_out_families()`).
 HELD_OUT_FAMILY = "mesh_reconstruction"
+# The kinds of 3D work a family belongs to (`tasks list` shows them).
+DOMAINS = ("parts", "assemblies", "edits", "repair", "targets", "scenes", "reconstruction",
+           "deliverables", "recovery")
 
 SCENE_WEIGHTS = {
     "constraints": 0.6,
@@ -60,8 +64,11 @@ REWARD_WEIGHTS: dict[str, dict[str, float]] = {
 
 
 def split_of(family: str, seed: int) -> str:
-    """The split a task belongs to (the held-out family is always `test`)."""
-    if family == HELD_OUT_FAMILY:
+    """The split a task belongs to (a held-out family is always `test`)."""
+    from training.tasks.base import FAMILIES
+
+    entry = FAMILIES.get(family)
+    if family == HELD_OUT_FAMILY or (entry is not None and entry.held_out):
         return "test"
     if family == "benchmark":
         return "benchmark"

@@ -95,7 +95,9 @@ def _fillet(rng: random.Random) -> TaskSpec:
 
 
 @family(
-    "recovery", "Recover from a failing first call: suffixed names, an impossible fillet radius."
+    "recovery",
+    "Recover from a failing first call: suffixed names, an impossible fillet radius.",
+    domain="recovery",
 )
 def recovery(level: int, rng: random.Random) -> TaskSpec:
     return _fillet(rng) if level == 2 else _naming(rng, level)

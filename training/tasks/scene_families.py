@@ -115,7 +115,9 @@ def scene_geometry(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"kind": "scene", "items": [{**it, "op": "add"} for it in items]}
 
 
-@family("primitive_placement", "Add primitives of given kind, size, position and turn.")
+@family(
+    "primitive_placement", "Add primitives of given kind, size, position and turn.", domain="scenes"
+)
 def primitive_placement(level: int, rng: random.Random) -> TaskSpec:
     n = {1: 1, 2: 3, 3: 8}[level]
     items = random_items(rng, n, rotate=level == 3)
@@ -166,7 +168,9 @@ def _edit(rng: random.Random, it: dict[str, Any], op: str) -> tuple[str, dict | 
 
 
 @family(
-    "scene_editing", "Move, scale, turn or delete objects of a prepared scene to meet constraints."
+    "scene_editing",
+    "Move, scale, turn or delete objects of a prepared scene to meet constraints.",
+    domain="edits",
 )
 def scene_editing(level: int, rng: random.Random) -> TaskSpec:
     n_obj, n_edit = {1: (2, 1), 2: (4, 3), 3: (9, 8)}[level]
@@ -207,7 +211,9 @@ def scene_editing(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
-@family("materials", "Give objects of a prepared scene the named colours and finishes.")
+@family(
+    "materials", "Give objects of a prepared scene the named colours and finishes.", domain="scenes"
+)
 def materials(level: int, rng: random.Random) -> TaskSpec:
     n = {1: 1, 2: 3, 3: 8}[level]
     items = random_items(rng, n + 1)
@@ -251,7 +257,11 @@ def grid_cell(items: list[dict[str, Any]]) -> float:
     return next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
 
 
-@family("render_reconstruction", "Rebuild a scene of primitives from a rendered target image.")
+@family(
+    "render_reconstruction",
+    "Rebuild a scene of primitives from a rendered target image.",
+    domain="reconstruction",
+)
 def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     n = {1: 1, 2: 3, 3: 8}[level]
     items = random_items(rng, n)
