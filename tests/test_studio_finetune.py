@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
@@ -22,6 +20,7 @@ from tools import ToolSession  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "assets" / "configs" / "sft-studio-demos.yaml"
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PYTHONPATH": str(REPO)}
 
@@ -71,11 +70,16 @@ def test_demonstrations_to_an_adapter_that_drives_the_agent(studio, qtbot, tmp_p
     assert dock.kind.currentText() == "sft" and config.is_file()
     raw = yaml.safe_load(config.read_text())
     assert raw["model"]["path"] == BASE_NAME and raw["sft"]["filter"] == {"success_only": False}
-    raw["sft"]["max_steps"] = 2  # the test's budget: a step of the real base is seconds here
+    # The test's budget, 2 steps with a checkpoint at step 2: the code the shipped 80 steps (a
+    # checkpoint every 20) run, at seconds a step of the real base.
+    raw["sft"]["max_steps"], raw["run"]["save_steps"] = 2, 2
     config.write_text(yaml.safe_dump(raw))
     assert launch_and_wait(qtbot, dock) == 0, dock.log.toPlainText()[-2000:]  # click 2
     adapter = Path(dock.out.text()) / "adapter"
-    trained_on = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+    assert (Path(dock.out.text()) / "checkpoint-2").is_dir()
+    written = json.loads((adapter / "adapter_config.json").read_text())
+    assert written["r"] == 16 and set(written["target_modules"]) == set(TARGETS)
+    trained_on = written["base_model_name_or_path"]
     base = Path(c.data_dir) / "models" / BASE_NAME
     assert Path(trained_on).resolve() == base.resolve()  # the base, in the studio's data dir
     assert dock.use_in_agent()  # click 3
@@ -126,14 +130,18 @@ def test_eval_gets_its_arguments_and_a_failure_shows_its_error(studio, qtbot, tm
     assert dock.log.maximumHeight() > 10_000  # no fixed two-line box: the splitter sizes it
 
 
-def test_the_shipped_studio_config_runs_offline_in_a_fresh_folder(tmp_path, worker_pool, base_data_dir):
-    """A fresh folder, no network: export demonstrations where the config expects them, then
-    `modelwright train sft` with assets/configs/sft-studio-demos.yaml (its step budget cut)
-    trains a LoRA adapter on the packaged base, named as the config names it."""
+def test_the_shipped_studio_config_loads_offline_in_a_fresh_folder(tmp_path, worker_pool,
+                                                                  base_data_dir, monkeypatch):
+    """A fresh folder, no network: demonstrations exported where the shipped config expects them
+    are what `modelwright train sft --config assets/configs/sft-studio-demos.yaml` would read,
+    and its model resolves to the packaged base. (Training itself on a copy of this file, as the
+    studio writes it, is the test above: one real SFT run of the base covers both.)"""
     from agents.start_state import StartState
     from agents.store import Store
     from agents.store.export import export_parquet
     from agents.turns import HumanTurns
+    from training.cli.train import _load
+    from training.sft.data import load_conversations
 
     with Store(tmp_path / "data", durable=False) as store, ToolSession(worker_pool) as session:
         session.reset()
@@ -146,23 +154,14 @@ def test_the_shipped_studio_config_runs_offline_in_a_fresh_folder(tmp_path, work
         turns.call(session, "set_material", {"name": "Box", "color": "#D03030"})
         turns.recorder.finish(success=True, reward=1.0, final_message="Done.")
         export_parquet(store, tmp_path / "runs" / "studio-demos")
-    # The shipped file with one change, the budget: 2 steps with a checkpoint at step 2 run the
-    # code its 80 steps (a checkpoint every 20) run, at seconds a step of the real base.
-    raw = yaml.safe_load(SHIPPED.read_text())
-    assert raw["sft"]["max_steps"] == 80 and raw["run"]["save_steps"] == 20
-    assert raw["model"] == {"path": "smollm2-135m-instruct", "dtype": "bfloat16"}
-    raw["sft"]["max_steps"], raw["run"]["save_steps"] = 2, 2
-    config = tmp_path / SHIPPED.name
-    config.write_text(yaml.safe_dump(raw))
-    env = {**OFFLINE, "MODELWRIGHT_DATA_DIR": str(base_data_dir)}  # where the base was built
-    p = subprocess.run([sys.executable, "-m", "studio.cli", "train", "sft", "--config",
-                        str(config), "--out", str(tmp_path / "runs" / "studio-sft")],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
-    result = json.loads(p.stdout.strip().splitlines()[-1])
-    assert result["steps"] == 2 and (tmp_path / "runs" / "studio-sft" / "checkpoint-2").is_dir()
-    adapter = json.loads((Path(result["adapter"]) / "adapter_config.json").read_text())
-    assert Path(adapter["base_model_name_or_path"]).resolve() == \
-        (base_data_dir / "models" / "smollm2-135m-instruct").resolve()
-    assert adapter["r"] == 16 and set(adapter["target_modules"]) == {
-        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    for key, value in OFFLINE.items():
+        if key != "PYTHONPATH":
+            monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MODELWRIGHT_DATA_DIR", str(base_data_dir))  # where the base was built
+    monkeypatch.chdir(tmp_path)
+    cfg = _load(SHIPPED, "sft")  # what the command checks before anything slow starts
+    assert cfg.model.path == "smollm2-135m-instruct" and cfg.model.dtype == "bfloat16"
+    assert cfg.sft.max_steps == 80 and cfg.run.save_steps == 20
+    assert cfg.lora.r == 16 and set(cfg.lora.target_modules) == set(TARGETS)
+    rows = load_conversations(cfg.sft.data)  # the relative path, from the fresh folder
+    assert len(rows) == 1 and "a red box" in json.dumps(rows[0]["messages"])
