@@ -288,6 +288,61 @@ class CadPattern(Args):
     start_deg: Annotated[float, Field(ge=-360, le=360)] = 0.0
 
 
+Point3 = Annotated[list[Coord], Field(min_length=3, max_length=3)]
+
+
+class CadSweep(Args):
+    """Sweep a circle (radius) or rectangle (width x height) along a path of [x, y, z] points, in
+    millimetres: a polyline (corners rounded) or, with path_kind 'arc', the arc through 3 points.
+    The profile is centred on the first point, square to the path; adds to `name` if it exists."""
+    name: ObjName
+    path: Annotated[list[Point3], Field(min_length=2, max_length=64)]
+    profile: Literal["circle", "rect"] = "circle"
+    radius: Length | None = None
+    width: Length | None = None
+    height: Length | None = None
+    path_kind: Literal["polyline", "arc"] = "polyline"
+
+
+class LoftSection(Args):
+    kind: Literal["circle", "rect"]
+    z: Coord
+    radius: Length | None = None
+    width: Length | None = None
+    height: Length | None = None
+    x: Coord = 0.0
+    y: Coord = 0.0
+
+
+class CadLoft(Args):
+    """Loft a solid through 2+ horizontal sections (circles or rectangles centred at x, y) at
+    rising z, in millimetres; `ruled` gives straight sides. Adds to `name` if it exists."""
+    name: ObjName
+    sections: Annotated[list[LoftSection], Field(min_length=2, max_length=16)]
+    ruled: bool = False
+
+
+class CadText(Args):
+    """Engrave (cut) or emboss (raise) text on a planar face of a part picked by a selector
+    (default the top). `height` is the letter height and `depth` the cut or raise, in
+    millimetres; the text is centred at `position` (x, y on the face, millimetres)."""
+    name: ObjName
+    text: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9 .\-+#/]+$")]
+    height: Length
+    depth: Length
+    mode: Literal["engrave", "emboss"] = "engrave"
+    face: Selector = ">Z"
+    position: Point2 = [0.0, 0.0]
+
+
+class CadMirror(Args):
+    """Mirror a part about a plane through the origin (or `distance` millimetres along the
+    plane's normal) and join the mirror image to it."""
+    name: ObjName
+    plane: Literal["XY", "YZ", "XZ"]
+    distance: Coord = 0.0
+
+
 class CadQueryPart(Named):
     """Exact facts of a CAD part in millimetres: volume, area, bbox, validity, counts of
     faces/edges/solids."""
@@ -347,6 +402,10 @@ _SPECS = [
     ToolSpec("cad_fillet", CadFillet, True, "cadquery"),
     ToolSpec("cad_chamfer", CadChamfer, True, "cadquery"),
     ToolSpec("cad_shell", CadShell, True, "cadquery"),
+    ToolSpec("cad_sweep", CadSweep, True, "cadquery"),
+    ToolSpec("cad_loft", CadLoft, True, "cadquery"),
+    ToolSpec("cad_text", CadText, True, "cadquery"),
+    ToolSpec("cad_mirror", CadMirror, True, "cadquery"),
     ToolSpec("cad_pattern", CadPattern, False, "cadquery"),
     ToolSpec("cad_query", CadQueryPart, False, "cadquery"),
 ]
@@ -358,7 +417,8 @@ SCENE_UNIT, CAD_UNIT = "m", "mm"
 SCENE_PER_MM = 0.001  # the worker's conversion at the kernel boundary (tools/worker/cad.py)
 _LENGTHS = {"dimensions", "location", "length", "width", "height", "radius", "diameter", "depth",
             "distance", "thickness", "spacing_x", "spacing_y", "positions", "points",
-            "counterbore_diameter", "counterbore_depth", "at_z", "camera", "profile"}
+            "counterbore_diameter", "counterbore_depth", "at_z", "camera", "profile",
+            "path", "sections", "position"}
 _OTHER_UNITS = {"rotation_deg": "°", "angle_deg": "°", "start_deg": "°", "lens_mm": "mm",
                 "size": "px", "energy": "W", "offset": "× size"}  # array offset is relative
 

@@ -179,6 +179,29 @@ def _select(wp: cq.Workplane, what: str, selector: str) -> cq.Workplane:
     return sel
 
 
+# A font every install has (DejaVu ships with the system's fontconfig); None: CadQuery's default.
+TEXT_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def _need(a: dict, tool: str, *keys: str) -> None:
+    missing = [k for k in keys if a.get(k) is None]
+    if missing:
+        raise ToolError(ErrorKind.VALIDATION, f"{tool} needs {', '.join(missing)}")
+
+
+def _plane_square_to(start: cq.Vector, tangent: cq.Vector) -> cq.Plane:
+    """The plane through `start` square to `tangent`; its x axis horizontal (Y for a vertical path)."""
+    t = tangent.normalized()
+    up = cq.Vector(0, 0, 1) if abs(t.z) < 0.999 else cq.Vector(0, 1, 0)
+    return cq.Plane(origin=start, xDir=up.cross(t).normalized(), normal=t)
+
+
+def _add_to(parts: PartStore, name: str, shape: cq.Shape) -> dict:
+    if parts.has(name):
+        shape = parts.get(name).fuse(shape).clean()
+    return parts.set(name, shape)
+
+
 def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
     def box(a):
         return parts.set(a["name"], cq.Workplane().box(a["length"], a["width"], a["height"],
@@ -252,6 +275,80 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
                    for k in range(a["count"])]
         return {"positions": pts}
 
+    def sweep(a):
+        _need(a, "cad_sweep", *(("radius",) if a["profile"] == "circle" else ("width", "height")))
+        pts = [cq.Vector(*p) for p in a["path"]]
+        if any((q - p).Length < 1e-6 for p, q in zip(pts, pts[1:], strict=False)):
+            raise ToolError(ErrorKind.VALIDATION, "cad_sweep: two consecutive path points coincide")
+        if a["path_kind"] == "arc":
+            if len(pts) != 3:
+                raise ToolError(ErrorKind.VALIDATION, "cad_sweep: an arc path is 3 points (start, through, end)")
+            if (pts[1] - pts[0]).cross(pts[2] - pts[0]).Length < 1e-6:
+                raise ToolError(ErrorKind.VALIDATION, "cad_sweep: the 3 arc points lie on a line")
+            path = cq.Wire.assembleEdges([cq.Edge.makeThreePointArc(*pts)])
+        else:
+            path = cq.Wire.makePolygon(pts)
+        wp = cq.Workplane(_plane_square_to(pts[0], path.tangentAt(0)))
+        wp = wp.circle(a["radius"]) if a["profile"] == "circle" else wp.rect(a["width"], a["height"])
+        try:
+            shape = wp.sweep(cq.Workplane().add(path), transition="round").val()
+        except Exception:  # OCCT: the profile cannot follow this path
+            raise ToolError(ErrorKind.KERNEL, "cad_sweep: the profile cannot be swept along this path "
+                            "(too tight a bend for its size?)") from None
+        if not shape.isValid():
+            raise ToolError(ErrorKind.KERNEL, "cad_sweep: the sweep intersects itself (bends too tight for the profile?)")
+        return _add_to(parts, a["name"], shape)
+
+    def loft(a):
+        secs = a["sections"]
+        if any(q["z"] <= p["z"] for p, q in zip(secs, secs[1:], strict=False)):
+            raise ToolError(ErrorKind.VALIDATION, "cad_loft: section z values must rise strictly")
+        wires = []
+        for s in secs:
+            _need(s, f"a {s['kind']} section", *(("radius",) if s["kind"] == "circle" else ("width", "height")))
+            c = cq.Vector(s["x"], s["y"], s["z"])
+            if s["kind"] == "circle":
+                wires.append(cq.Wire.makeCircle(s["radius"], c, cq.Vector(0, 0, 1)))
+            else:
+                w, h = s["width"] / 2, s["height"] / 2
+                corners = [c + cq.Vector(x, y, 0) for x, y in ((-w, -h), (w, -h), (w, h), (-w, h))]
+                wires.append(cq.Wire.makePolygon(corners, close=True))
+        try:
+            shape = cq.Solid.makeLoft(wires, a["ruled"])
+        except Exception:
+            raise ToolError(ErrorKind.KERNEL, "cad_loft: OCCT could not loft these sections") from None
+        return _add_to(parts, a["name"], shape)
+
+    def text(a):
+        sel = _select(_wp(parts.get(a["name"])), "faces", a["face"])
+        flat = f"cad_text: face {a['face']!r} must pick one plane (planar faces side by side)"
+        if any(f.geomType() != "PLANE" for f in sel.vals()):
+            raise ToolError(ErrorKind.VALIDATION, flat)
+        try:
+            wp = sel.workplane(centerOption="ProjectedOrigin", origin=(0, 0, 0))
+        except ValueError:  # faces on different planes
+            raise ToolError(ErrorKind.VALIDATION, flat) from None
+        wp = wp.center(*a["position"])
+        engrave = a["mode"] == "engrave"
+        font = TEXT_FONT if os.path.isfile(TEXT_FONT) else None
+        try:
+            wp = wp.text(a["text"], a["height"], -a["depth"] if engrave else a["depth"],
+                         combine="cut" if engrave else "a", fontPath=font)
+        except Exception:
+            raise ToolError(ErrorKind.KERNEL, "cad_text: the text could not be cut into or raised on that face") from None
+        shape = _solid(wp)
+        missed = engrave and shape.Volume() >= parts.get(a["name"]).Volume() - 1e-9
+        if missed or len(shape.Solids()) != 1:
+            raise ToolError(ErrorKind.VALIDATION, "cad_text: the text must lie on the face (is "
+                            "`position` on it?)")
+        return parts.set(a["name"], shape)
+
+    def mirror(a):
+        shape = parts.get(a["name"])
+        normal = {"XY": (0, 0, 1), "YZ": (1, 0, 0), "XZ": (0, 1, 0)}[a["plane"]]
+        base = tuple(a["distance"] * n for n in normal)
+        return parts.set(a["name"], shape.fuse(shape.mirror(a["plane"], base)).clean())
+
     def query(a):
         return describe(a["name"], parts.world(a["name"]))
 
@@ -261,4 +358,5 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
 
     return {"cad_box": box, "cad_cylinder": cylinder, "cad_sketch_extrude": sketch_extrude,
             "cad_revolve": revolve, "cad_hole": hole, "cad_fillet": fillet, "cad_chamfer": chamfer,
-            "cad_shell": shell, "cad_pattern": pattern, "cad_query": query, "cadquery_script": script}
+            "cad_shell": shell, "cad_pattern": pattern, "cad_query": query, "cadquery_script": script,
+            "cad_sweep": sweep, "cad_loft": loft, "cad_text": text, "cad_mirror": mirror}
