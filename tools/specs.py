@@ -146,6 +146,28 @@ class Measure(Args):
     other: ObjName | None = None
 
 
+class MeshCheck(Named):
+    """Check a mesh for printing: manifold (closed, one winding), holes (open borders), edges
+    of more than two faces, flipped normals, duplicate vertices, loose parts, volume."""
+
+
+class MeshRepair(Args):
+    """Repair a mesh: merge_by_distance (weld vertices closer than `distance` metres),
+    fill_holes, recalculate_normals (consistent, outward), flip_normals, delete_loose (edges
+    and vertices without faces), keep_largest (delete every piece but the largest)."""
+    name: ObjName
+    operation: Literal["merge_by_distance", "fill_holes", "recalculate_normals", "flip_normals",
+                       "delete_loose", "keep_largest"]
+    distance: Annotated[float, Field(gt=0, le=1)] = 0.0001
+
+
+class MassProperties(Args):
+    """Volume (m³), area (m²), centre of mass and bbox (metres) of objects, each and together
+    (uniform density); with `density` in kg/m³ also their mass in kg."""
+    names: Annotated[list[ObjName], Field(min_length=1, max_length=256)]
+    density: Annotated[float, Field(gt=0, le=100_000)] | None = None
+
+
 class Camera(Args):
     location: Vec3
     target: Vec3 = [0.0, 0.0, 0.0]
@@ -387,6 +409,9 @@ _SPECS = [
     ToolSpec("clear_scene", ClearScene, True, "blender"),
     ToolSpec("get_scene", GetScene, False, "blender"),
     ToolSpec("measure", Measure, False, "blender"),
+    ToolSpec("mesh_check", MeshCheck, False, "blender"),
+    ToolSpec("mesh_repair", MeshRepair, True, "blender"),
+    ToolSpec("mass_properties", MassProperties, False, "blender"),
     ToolSpec("render", Render, False, "blender"),
     ToolSpec("export", Export, False, "blender", risky=True),
     ToolSpec("import_file", ImportFile, True, "blender", risky=True),

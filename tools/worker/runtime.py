@@ -13,7 +13,7 @@ from collections.abc import Callable
 import bpy
 
 from tools.errors import ErrorKind, ToolError
-from tools.worker import cad, io, lazy_cq, meshes, render, safety, scene
+from tools.worker import cad, io, lazy_cq, meshes, meshfix, render, safety, scene
 from tools.worker.state import SceneState
 
 
@@ -33,6 +33,7 @@ class WorkerRuntime:
             **scene.handlers(self.parts),
             **cad.handlers(self.parts, scratch, workspace),
             **io.handlers(self.parts, scratch, workspace),
+            **meshfix.handlers(self.parts),
             "get_scene": lambda a: scene.get_scene(a, self.state.last_changed),
             "render": self.renderer.render_call,
             "undo": lambda a: self.state.undo(a["steps"]),

@@ -15,7 +15,8 @@ from tools import Session
 
 Plan = list[dict[str, Any]]
 
-QUERIES = {"get_scene", "cad_query", "cad_pattern", "measure", "render"}
+QUERIES = {"get_scene", "cad_query", "cad_pattern", "measure", "render", "mesh_check",
+           "mass_properties"}
 SIZE_KEYS = ("dimensions", "length", "radius", "diameter", "scale", "width", "height")
 
 
