@@ -44,6 +44,10 @@ def _stack(rng: random.Random):
 
 def _snowman(rng: random.Random):
     x, y = r05(rng.uniform(-2, 2)), r05(rng.uniform(-2, 2))
+    return _snowman_at(rng, x, y)
+
+
+def _snowman_at(rng: random.Random, x: float, y: float):
     d1 = r05(rng.uniform(1.0, 1.6))
     d2 = r05(d1 * rng.uniform(0.6, 0.8))
     d3 = r05(d2 * rng.uniform(0.6, 0.8))
@@ -116,13 +120,67 @@ def _table(rng: random.Random):
     return prompt, [], [top, *legs, lamp, *books], constraints
 
 
+def _bench(rng: random.Random, name: str, y: float, length: float, top: float):
+    """A bench: a seat board on two box legs flush with its ends, centred at (0, y)."""
+    seat_t, leg_w, depth = 0.06, 0.06, 0.4
+    seat = item(name, "cube", (length, depth, seat_t), (0, y, top - seat_t / 2))
+    legs = [
+        item(
+            f"{name}Leg{i + 1}", "cube", (leg_w, depth, round(top - seat_t, 4)),
+            (sx * round(length / 2 - leg_w / 2, 4), y, (top - seat_t) / 2),
+        )
+        for i, sx in enumerate((-1, 1))
+    ]  # fmt: skip
+    constraints = [c for p in [seat, *legs] for c in placed(p)]
+    constraints += [{"kind": "on_ground", "object": g["name"], "tol": REL_TOL} for g in legs]
+    constraints += [{"kind": "touching", "a": g["name"], "b": name, "tol": REL_TOL} for g in legs]
+    constraints.append(
+        {"kind": "aligned", "objects": [name] + [g["name"] for g in legs], "axes": "y", "tol": 0.03}
+    )
+    return [seat, *legs], constraints
+
+
+def _dining(rng: random.Random, level: int):
+    """Level 4: the furnished table and a snowman beside it. Level 5 adds two benches along the
+    table's long sides: every later piece is placed from sizes given for earlier ones."""
+    prompt, start, new, constraints = _table(rng)
+    w, d = new[0]["dimensions"][0], new[0]["dimensions"][1]
+    side = rng.choice((-1, 1))
+    sx = round(side * (w / 2 + 1.5), 4)
+    s_prompt, _, snow, s_cons = _snowman_at(rng, sx, 0.0)
+    prompt += " Beside it, " + s_prompt[0].lower() + s_prompt[1:]
+    new, constraints = new + snow, constraints + s_cons
+    if level == 5:
+        length = r05(rng.uniform(0.7, 0.9) * w)
+        top, gap = rng.choice((0.42, 0.45, 0.48)), r05(rng.uniform(0.3, 0.5))
+        y = round(d / 2 + gap + 0.2, 4)
+        for name, yy in (("BenchA", y), ("BenchB", -y)):
+            parts, cons = _bench(rng, name, yy, length, top)
+            new, constraints = new + parts, constraints + cons
+        prompt += (
+            f" Finally put two benches along the table's long sides, 'BenchA' on the +y side and "
+            f"'BenchB' on the -y side, each centred on x = 0 with its near edge {gap:g} m from the "
+            f"table top's edge: a seat board {length:g} x 0.4 x 0.06 m whose upper face is {top:g} m "
+            f"above the ground, on two legs 'BenchALeg1', 'BenchALeg2' (and 'BenchBLeg1', "
+            f"'BenchBLeg2'; Leg1 at -x), each a 0.06 x 0.4 m box standing on the ground under the "
+            "seat, flush with its ends."
+        )
+        constraints.append({"kind": "symmetric", "a": "BenchA", "b": "BenchB", "axis": "y", "tol": 0.03})
+    constraints.append({"kind": "count", "equal": len(new)})
+    return prompt, start, new, constraints
+
+
 @register_family(
     "composition",
     "Arrange objects by spatial relations: stacks, snowmen, furnished tables.",
+    levels=(1, 2, 3, 4, 5),
     domain="scenes",
 )
 def composition(level: int, rng: random.Random) -> TaskSpec:
-    prompt, start, new, constraints = {1: _stack, 2: _snowman, 3: _table}[level](rng)
+    if level >= 4:
+        prompt, start, new, constraints = _dining(rng, level)
+    else:
+        prompt, start, new, constraints = {1: _stack, 2: _snowman, 3: _table}[level](rng)
     return TaskSpec(
         prompt=prompt,
         parameters={"start": start, "objects": new},
@@ -189,12 +247,85 @@ def _array(rng: random.Random) -> TaskSpec:
     )
 
 
+def _machined_block(level: int, rng: random.Random) -> TaskSpec:
+    """Level 4: three holes, a notch in the +x end and a boss, all on one block. Level 5 adds a
+    second row of two holes either side of the boss: fifteen calls, each placed on the block."""
+    a, b, c = r05(rng.uniform(2.0, 3.0)), r05(rng.uniform(1.2, 2.0)), r05(rng.uniform(0.4, 0.8))
+    x, y = r05(rng.uniform(-2, 2)), r05(rng.uniform(-2, 2))
+    block = item("Block", "cube", (a, b, c), (x, y, c / 2))
+    dh = r05(0.5 * min(a / 3, b / 2))
+    front = [(round(x + k * a / 3, 4), round(y - b / 4, 4)) for k in (-1, 0, 1)]
+    back = [(round(x + k * a / 3, 4), round(y + b / 4, 4)) for k in (-1, 1)] if level == 5 else []
+    holes = front + back
+    drills = [
+        item(f"Drill{i + 1}", "cylinder", (dh, dh, round(c + 0.4, 4)), (hx, hy, c / 2))
+        for i, (hx, hy) in enumerate(holes)
+    ]
+    nd, nw = r05(rng.uniform(0.25, 0.35) * b), rng.choice((0.1, 0.12))  # notch width, depth
+    notch = item("Notch", "cube", (round(2 * nw, 4), nd, round(c + 0.4, 4)), (x + a / 2, y, c / 2))
+    db = r05(min(rng.uniform(0.3, 0.45) * b, 2 * (a / 3 - dh / 2) - 0.25))
+    hb = r05(rng.uniform(0.3, 0.6))
+    boss_h = round(hb + c / 2, 4)
+    by = round(y + b / 4, 4)
+    boss = item("Boss", "cylinder", (db, db, boss_h), (x, by, c / 2 + boss_h / 2))
+    oracle = [add_call(block)]
+    for d in drills:
+        oracle += [add_call(d), call("boolean", target="Block", cutter=d["name"], operation="difference")]
+    oracle += [
+        add_call(notch),
+        call("boolean", target="Block", cutter="Notch", operation="difference"),
+        add_call(boss),
+        call("boolean", target="Block", cutter="Boss", operation="union"),
+    ]
+    where = "; ".join(f"({hx:g}, {hy:g}) m" for hx, hy in holes)
+    prompt = (
+        f"Make a box 'Block' {a:g} x {b:g} x {c:g} m centred at {fmt(block['location'])}. Drill "
+        f"{counted(len(holes), 'vertical through hole')} {dh:g} m in diameter at {where} with "
+        f"boolean differences (cylinders of {SEGMENTS} segments). Cut a notch {nd:g} m wide (along "
+        f"y) and {nw:g} m deep into the middle of the +x end face, through the full height, with "
+        f"a box cutter 'Notch'. Then join a cylindrical boss {db:g} m across standing {hb:g} m "
+        f"proud of the top at ({x:g}, {by:g}) m with a boolean union. Remove every cutter."
+    )
+    volume = (
+        a * b * c - len(holes) * polygon_area(dh / 2) * c - nw * nd * c
+        + polygon_area(db / 2) * hb
+    )  # fmt: skip
+    items = [{**block, "op": "add"}] + [{**d, "op": "cut"} for d in drills + [notch]]
+    items.append({**boss, "op": "add"})
+    constraints = [
+        {"kind": "count", "equal": 1},
+        {"kind": "size", "object": "Block", "value": [a, b, round(c + hb, 4)], "tol_rel": 0.02},
+        {"kind": "mesh_volume", "object": "Block", "value": round(volume, 5), "tol_rel": 0.005},
+    ] + [{"kind": "absent", "object": d["name"]} for d in drills + [notch]]
+    constraints.append(
+        {
+            "kind": "occupancy",
+            "object": "Block",
+            "empty": [[hx, hy, c / 2] for hx, hy in holes]
+            + [[round(x + a / 2 - nw / 2, 4), y, c / 2]],
+            "filled": [[x, by, round(c + hb / 2, 4)], [round(x + a / 2 - nw - 0.05, 4), y, c / 2]],
+        }
+    )
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"block": block, "holes": drills, "notch": notch, "boss": boss,
+                    "expected_volume": volume},  # fmt: skip
+        oracle=oracle,
+        constraints=constraints,
+        geometry={"kind": "scene", "items": items, "objects": ["Block"], "per_object": False},
+        geometry_min=0.95,
+    )
+
+
 @register_family(
     "booleans",
     "Cut holes and join parts with mesh booleans; repeat parts with an array modifier.",
+    levels=(1, 2, 3, 4, 5),
     domain="parts",
 )
 def booleans(level: int, rng: random.Random) -> TaskSpec:
+    if level >= 4:
+        return _machined_block(level, rng)
     if level == 2 and rng.random() < 0.5:
         return _array(rng)
     a, b, c = r05(rng.uniform(2.0, 3.0)), r05(rng.uniform(1.2, 2.0)), r05(rng.uniform(0.4, 0.8))

@@ -28,6 +28,7 @@ class Part:
     volume: float | None
     holes: list[tuple[float, int]] = field(default_factory=list)  # (diameter, count)
     plan: list[dict[str, Any]] | None = None  # structured-tool oracle, when one exists
+    params: dict[str, Any] = field(default_factory=dict)  # dimensions other parts build on
 
     def script_plan(self) -> list[dict[str, Any]]:
         return [call("cadquery_script", name=self.name, code=self.script)]
@@ -255,3 +256,139 @@ def mounting_plate(rng: random.Random, name: str = "Mount") -> Part:
 
 SIMPLE = (plate, shaft)
 MEDIUM = (flange, bracket, shelled_box)
+
+
+def bossed_plate(rng: random.Random, name: str = "Housing", pad: bool = False) -> Part:
+    """A plate with a counterbored boss (levels 4-5 of the CAD families). Ten structured steps;
+    with `pad` a raised pad under the boss and four holes through it (thirteen). Each later
+    feature sits on an earlier one: the boss on the plate (or pad), the bolt circle on the boss."""
+    length, width = rng.choice((120, 140)), rng.choice((90, 100))
+    t, rf = rng.choice((8, 10)), rng.choice((7, 9))  # fillets 14, 18: no hole diameter
+    boss_r, boss_h = rng.choice((20, 22)), rng.choice((10, 12))
+    bore, cb, cbd = 12, 20, 4
+    n, db, radius = rng.choice((3, 4, 6)), 4, 15
+    d = rng.choice((5, 6))
+    sx, sy = length - 20, width - 20
+    corners = [[-sx / 2, -sy / 2], [sx / 2, -sy / 2], [-sx / 2, sy / 2], [sx / 2, sy / 2]]
+    bolts = [
+        [
+            round(radius * math.cos(2 * math.pi * k / n), 9),
+            round(radius * math.sin(2 * math.pi * k / n), 9),
+        ]
+        for k in range(n)
+    ]
+    step = "shape = cq.Workplane('XY').add(shape)"
+    top = f"{step}.faces('>Z').{FACE_WP}"
+    z_boss = t
+    lines = [
+        "import cadquery as cq",
+        f"shape = cq.Workplane().box({length}, {width}, {t}, centered=(True, True, False)).val()",
+        f"{step}.edges('|Z').fillet({rf}).val()",
+    ]
+    plan = [
+        call("cad_box", name=name, length=length, width=width, height=t),
+        call("cad_fillet", name=name, edges="|Z", radius=rf),
+    ]
+    pad_text = ""
+    holes = [(d, 4), (bore, 1), (cb, 1), (db, n)]
+    if pad:
+        pl, pw, ph = length - 40, width - 40, rng.choice((5, 6))
+        dp = 8
+        px, py = (pl - 16) / 2, (pw - 16) / 2
+        pads = [[-px, -py], [px, -py], [-px, py], [px, py]]
+        lines.append(
+            f"shape = shape.fuse(cq.Workplane('XY', origin=(0, 0, {t})).rect({pl}, {pw})"
+            f".extrude({ph}).val()).clean()"
+        )
+        plan.append(
+            call("cad_sketch_extrude", name=name, profile={"kind": "rect", "width": pl,
+                 "height": pw}, distance=ph, at_z=t)  # fmt: skip
+        )
+        z_boss = t + ph
+        pad_text = (
+            f" a raised pad {pl} x {pw} x {ph} mm centred on top of the plate, with four {dp} mm "
+            f"through holes at (±{px:g}, ±{py:g}) mm;"
+        )
+        holes.append((dp, 4))
+    lines += [
+        f"shape = shape.fuse(cq.Workplane('XY', origin=(0, 0, {z_boss})).circle({boss_r})"
+        f".extrude({boss_h}).val()).clean()",
+        f"{top}.pushPoints([(0, 0)]).cboreHole({bore}, {cb}, {cbd}).val()",
+        f"{top}.pushPoints({_pts(corners)}).hole({d}).val()",
+    ]
+    plan += [
+        call("cad_sketch_extrude", name=name, profile={"kind": "circle", "radius": boss_r},
+             distance=boss_h, at_z=z_boss),  # fmt: skip
+        call(
+            "cad_hole", name=name, diameter=bore, positions=[[0, 0]],
+            counterbore_diameter=cb, counterbore_depth=cbd,
+        ),  # fmt: skip
+        call("cad_pattern", kind="grid", count_x=2, count_y=2, spacing_x=sx, spacing_y=sy),
+        call("cad_hole", name=name, diameter=d, positions=corners),
+    ]
+    if pad:
+        lines.append(f"{top}.pushPoints({_pts(pads)}).hole({dp}).val()")
+        plan += [
+            call("cad_pattern", kind="grid", count_x=2, count_y=2, spacing_x=2 * px,
+                 spacing_y=2 * py),  # fmt: skip
+            call("cad_hole", name=name, diameter=dp, positions=pads),
+        ]
+    lines += [
+        f"{top}.pushPoints({_pts(bolts)}).hole({db}).val()",
+        f"{step}.edges('<Z').chamfer(1).val()",
+        f"{step}.faces('>Z').edges().chamfer(0.5).val()",
+        "result = shape",
+    ]
+    plan += [
+        call("cad_pattern", kind="circle", count=n, radius=radius),
+        call("cad_hole", name=name, diameter=db, positions=bolts),
+        call("cad_chamfer", name=name, edges="<Z", length=1),
+        call("cad_chamfer", name=name, edges=">Z", length=0.5),
+    ]
+    text = (
+        f"a housing plate '{name}' {length} x {width} x {t} mm (centred in XY, bottom on Z=0) with "
+        f"its four vertical corner edges filleted r={rf} mm, four {d} mm through holes at "
+        f"(±{sx / 2:g}, ±{sy / 2:g}) mm;{pad_text} a round boss {2 * boss_r} mm across and "
+        f"{boss_h} mm tall centred on top{' of the pad' if pad else ''}, with a {bore} mm centre "
+        f"hole through everything counterbored {cb} mm across and {cbd} mm deep from the boss "
+        f"top, and {n} holes {db} mm in diameter through everything on a {2 * radius} mm bolt "
+        f"circle (the first on +X); then the bottom edges chamfered 1 mm and the boss's top "
+        f"edges 0.5 mm"
+    )
+    script = "\n".join(lines) + "\n"
+    kind = "padded_housing" if pad else "housing"
+    size = [length, width, z_boss + boss_h]
+    return Part(name, kind, text, script, size, None, holes, plan, {"boss_diameter": 2 * boss_r})
+
+
+def cap(rng: random.Random, fits: float, name: str = "Cap") -> Part:
+    """A ring that slides over a boss `fits` mm across: a cylinder, its bore, a bolt circle."""
+    dia, t = fits + rng.choice((30, 40)), rng.choice((6, 8))
+    n, dh = rng.choice((4, 6)), rng.choice((5, 6))
+    radius = round((dia / 2 + fits / 2) / 2, 3)
+    pts = [
+        [
+            round(radius * math.cos(2 * math.pi * k / n), 6),
+            round(radius * math.sin(2 * math.pi * k / n), 6),
+        ]
+        for k in range(n)
+    ]
+    script = (
+        "import cadquery as cq\n"
+        f"result = (cq.Workplane('XY').circle({dia / 2}).extrude({t})\n"
+        f"    .faces('>Z').{FACE_WP}.hole({fits})\n"
+        f"    .faces('>Z').{FACE_WP}.pushPoints({_pts(pts)}).hole({dh}))\n"
+    )
+    text = (
+        f"a ring '{name}' {dia} mm across and {t} mm thick (centred on the Z axis, bottom on Z=0) "
+        f"whose bore fits the boss exactly ({fits} mm), with {n} holes {dh} mm in diameter on a "
+        f"{2 * radius:g} mm circle, the first on +X"
+    )
+    plan = [
+        call("cad_cylinder", name=name, radius=dia / 2, height=t),
+        call("cad_hole", name=name, diameter=fits, positions=[[0, 0]]),
+        call("cad_pattern", kind="circle", count=n, radius=radius),
+        call("cad_hole", name=name, diameter=dh, positions=pts),
+    ]
+    volume = math.pi * t * ((dia / 2) ** 2 - (fits / 2) ** 2 - n * (dh / 2) ** 2)
+    return Part(name, "cap", text, script, [dia, dia, t], volume, [(fits, 1), (dh, n)], plan)

@@ -2,7 +2,8 @@
 
 Level 1 names an object by its plain name while the scene holds it with a suffix; level 2
 asks for a fillet radius the part cannot take, with a stated fallback rule; level 3 repeats
-the naming trap over several objects and materials. Oracles make the failing call once,
+the naming trap over several objects and materials; level 4 puts the naming trap and the
+fillet in one session; level 5 adds a delete and a radius that must be halved twice. Oracles make the failing call once,
 look, and recover, so demonstrations show recovery and not clairvoyance.
 """
 
@@ -94,10 +95,79 @@ def _fillet(rng: random.Random) -> TaskSpec:
     )
 
 
+def _naming_and_fillet(rng: random.Random, level: int) -> TaskSpec:
+    """Levels 4-5: the naming trap over several objects, then the fillet a part cannot take,
+    in one session. Level 5 also deletes one object and asks a radius that must be halved
+    twice: three failing calls to notice, each fixed before going on."""
+    n_obj, n_edit = (7, 4) if level == 4 else (8, 5)
+    items = _suffixed(rng, n_obj)
+    edited = items[:n_edit]
+    dropped = items[n_edit] if level == 5 else None
+    oracle = [
+        call("transform", name=edited[0]["plain"], location=[0.0, 0.0, 0.0]),
+        call("get_scene"),
+    ]
+    texts, constraints = [], []
+    for it in items[n_edit + (level == 5):]:
+        constraints += placed(it, kind_check=False, guard=True)
+    for it in edited:
+        new = {
+            **it,
+            "location": [it["location"][0] + 1.0, it["location"][1] - 1.0, it["location"][2]],
+        }
+        colour = rng.choice(sorted(COLOURS))
+        texts.append(f"move '{it['plain']}' to {fmt(new['location'])} and make it {colour} ({COLOURS[colour]})")
+        oracle.append(call("transform", name=it["name"], location=new["location"]))
+        oracle.append(call("set_material", name=it["name"], color=COLOURS[colour]))
+        constraints += placed(new, kind_check=False)
+        constraints.append({"kind": "material", "object": it["name"], "color": COLOURS[colour]})
+    if dropped is not None:
+        texts.append(f"delete '{dropped['plain']}'")
+        oracle.append(call("delete", name=dropped["name"]))
+        constraints.append({"kind": "absent", "object": dropped["name"]})
+    length, width, t = rng.choice((60, 80)), rng.choice((20, 24, 30)), rng.choice((5, 8))
+    # > width / 2 (refused); level 5: half of it still is, a quarter is not.
+    asked = round(width * (rng.uniform(0.6, 0.9) if level == 4 else rng.uniform(1.2, 1.8)))
+    tries = [asked / 2**k for k in range(2 if level == 4 else 3)]
+    radius = tries[-1]
+    volume = length * width * t - 4 * (1 - math.pi / 4) * radius**2 * t
+    script = (
+        "import cadquery as cq\n"
+        f"result = cq.Workplane().box({length}, {width}, {t}, centered=(True, True, False))"
+        f".edges('|Z').fillet({radius})\n"
+    )
+    oracle += [call("cad_fillet", name="Plate", edges="|Z", radius=r) for r in tries]
+    constraints += [
+        {"kind": "part", "object": "Plate", "size": [length, width, t],
+         "volume": round(volume, 4), "tol_rel": 0.005},
+        {"kind": "holes", "object": "Plate", "diameter": 2 * radius, "count": 4},
+    ]  # fmt: skip
+    prompt = (
+        rng.choice(("Please ", "In the open scene, "))
+        + "; ".join(texts)
+        + f". Then round the four vertical edges of the CAD part 'Plate' with a fillet of radius "
+        f"{asked} mm; if the kernel refuses that radius, halve it and try again until it works."
+    )
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"start": items, "edits": texts, "size": [length, width, t],
+                    "asked_radius": asked, "radius": radius},  # fmt: skip
+        oracle=oracle,
+        constraints=constraints,
+        start=[add_call(it) for it in items]
+        + [call("cad_box", name="Plate", length=length, width=width, height=t)],
+        geometry={"kind": "parts", "parts": [{"name": "Plate", "script": script}]},
+        geometry_min=0.99,
+    )
+
+
 @family(
     "recovery",
     "Recover from a failing first call: suffixed names, an impossible fillet radius.",
+    levels=(1, 2, 3, 4, 5),
     domain="recovery",
 )
 def recovery(level: int, rng: random.Random) -> TaskSpec:
+    if level >= 4:
+        return _naming_and_fillet(rng, level)
     return _fillet(rng) if level == 2 else _naming(rng, level)

@@ -38,9 +38,17 @@ def r05(x: float) -> float:
     return round(round(x * 20) / 20, 2)
 
 
-def random_items(rng: random.Random, n: int, rotate: bool = False) -> list[dict[str, Any]]:
-    """`n` primitives on distinct cells of a 3 m grid, resting on the ground, unique names."""
-    cells = rng.sample([(x, y) for x in range(-3, 4) for y in range(-3, 4)], n)
+def random_items(
+    rng: random.Random, n: int, rotate: bool = False, skip_origin: bool = False
+) -> list[dict[str, Any]]:
+    """`n` primitives on distinct cells of a 3 m grid, resting on the ground, unique names.
+
+    `skip_origin` (levels 4 and 5 only; levels 1-3 keep their draws) leaves the centre cell
+    free, e.g. for a marker at the origin."""
+    grid = [(x, y) for x in range(-3, 4) for y in range(-3, 4)]
+    if skip_origin:
+        grid.remove((0, 0))
+    cells = rng.sample(grid, n)
     names = rng.sample(NAMES, n)
     items = []
     for (cx, cy), name in zip(cells, names, strict=True):
@@ -115,10 +123,84 @@ def scene_geometry(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"kind": "scene", "items": [{**it, "op": "add"} for it in items]}
 
 
+FLAT_TOPPED = ("cube", "cylinder")
+
+
+def stacked_items(
+    rng: random.Random, ground: list[dict[str, Any]], n: int
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """`n` more primitives, each resting centred on top of a flat-topped ground item (boxes and
+    cylinders; cones and spheres among the first `n` bases become boxes): (item, base) pairs.
+    Their names are the ones `ground` left unused."""
+    bases = [it for it in ground if it["kind"] in FLAT_TOPPED][:n]
+    for it in ground:
+        if len(bases) == n:
+            break
+        if it not in bases:
+            it["kind"] = "cube"
+            bases.append(it)
+    used = {it["name"] for it in ground}
+    names = rng.sample([m for m in NAMES if m not in used], n)
+    out = []
+    for base, name in zip(bases, names, strict=True):
+        kind = rng.choice(KINDS)
+        s = max(0.2, r05(rng.uniform(0.35, 0.8) * min(base["dimensions"][:2])))
+        h = s if kind == "uv_sphere" else max(0.2, r05(rng.uniform(0.3, 1.0)))
+        top = base["dimensions"][2]
+        loc = [base["location"][0], base["location"][1], round(top + h / 2, 4)]
+        it = {"name": name, "kind": kind, "dimensions": [s, s, h], "location": loc,
+              "rotation_deg": [0.0, 0.0, 0.0]}  # fmt: skip
+        out.append((it, base))
+    return out
+
+
+def describe_stacked(it: dict[str, Any], base: dict[str, Any]) -> str:
+    return (
+        f"a {KIND_WORDS[it['kind']]} named '{it['name']}' of size {fmt(it['dimensions'])} resting "
+        f"on top of '{base['name']}', centred on it"
+    )
+
+
+def stacked_constraints(it: dict[str, Any], base: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"kind": "on_top", "upper": it["name"], "lower": base["name"], "tol": 0.03},
+        {"kind": "aligned", "objects": [it["name"], base["name"]], "axes": "xy", "tol": POS_TOL},
+    ]
+
+
+def _placement_45(level: int, rng: random.Random) -> TaskSpec:
+    """Level 4: twelve primitives, boxes turned. Level 5: twelve on the ground and four stacked
+    on them, whose heights follow from their bases' (a wrong base misplaces what sits on it)."""
+    ground = random_items(rng, 12, rotate=True)
+    stacked = stacked_items(rng, ground, 4) if level == 5 else []
+    items = ground + [it for it, _ in stacked]
+    lead = rng.choice(("Create", "Add", "Place", "Model"))
+    listing = "; ".join(describe_item(it) for it in ground)
+    prompt = f"{lead} {listing}."
+    if stacked:
+        prompt += " Then add " + "; ".join(describe_stacked(it, b) for it, b in stacked) + "."
+    constraints = [c for it in items for c in placed(it)] + [{"kind": "count", "equal": len(items)}]
+    for it, base in stacked:
+        constraints += stacked_constraints(it, base)
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"objects": items},
+        oracle=[add_call(it) for it in items],
+        constraints=constraints,
+        geometry=scene_geometry(items),
+        geometry_min=0.8,
+    )
+
+
 @family(
-    "primitive_placement", "Add primitives of given kind, size, position and turn.", domain="scenes"
+    "primitive_placement",
+    "Add primitives of given kind, size, position and turn.",
+    levels=(1, 2, 3, 4, 5),
+    domain="scenes",
 )
 def primitive_placement(level: int, rng: random.Random) -> TaskSpec:
+    if level >= 4:
+        return _placement_45(level, rng)
     n = {1: 1, 2: 3, 3: 8}[level]
     items = random_items(rng, n, rotate=level == 3)
     lead = rng.choice(("Create", "Add", "Place", "Model"))
@@ -167,13 +249,71 @@ def _edit(rng: random.Random, it: dict[str, Any], op: str) -> tuple[str, dict | 
     return f"delete '{it['name']}'", call("delete", name=it["name"]), new
 
 
+def _editing_5(rng: random.Random) -> TaskSpec:
+    """Sixteen edits of fourteen boxes that build on each other: four boxes are scaled and
+    turned, then another box is put on top of each (its height follows from the scaling); two
+    are moved, two deleted, two left alone."""
+    items = random_items(rng, 14)
+    for it in items:
+        it["kind"] = "cube"
+    bases, tops, moved, deleted, guards = (
+        items[0:4], items[4:8], items[8:10], items[10:12], items[12:14]
+    )  # fmt: skip
+    texts, oracle, constraints, finals = [], [], [], []
+    for base, top in zip(bases, tops, strict=True):
+        text, step, new = _edit(rng, base, "scale")
+        texts.append(text)
+        oracle.append(step)
+        a = float(rng.choice((20, 35, 50, 70)))
+        new["rotation_deg"] = [0.0, 0.0, a]
+        texts.append(f"then turn '{base['name']}' to {a:g}° about Z")
+        oracle.append(call("transform", name=base["name"], rotation_deg=[0, 0, a]))
+        loc = [new["location"][0], new["location"][1], round(new["dimensions"][2] + top["dimensions"][2] / 2, 4)]
+        on = {**top, "location": loc}
+        texts.append(f"put '{top['name']}' on top of '{base['name']}', centred on it")
+        oracle.append(call("transform", name=top["name"], location=loc))
+        constraints += placed(new, kind_check=False) + placed(on, kind_check=False)
+        constraints += stacked_constraints(on, new)
+        finals += [new, on]
+    for it in moved:
+        text, step, new = _edit(rng, it, "move")
+        texts.append(text)
+        oracle.append(step)
+        constraints += placed(new, kind_check=False)
+        finals.append(new)
+    for it in deleted:
+        texts.append(f"delete '{it['name']}'")
+        oracle.append(call("delete", name=it["name"]))
+        constraints.append({"kind": "absent", "object": it["name"]})
+    for it in guards:
+        constraints += placed(it, kind_check=False, guard=True)
+        finals.append(it)
+    prompt = (
+        rng.choice(("In this scene, ", "Edit the scene: ", "Please "))
+        + "; ".join(texts)
+        + ". Leave everything else as it is."
+    )
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"start": items, "edits": texts},
+        oracle=oracle,
+        constraints=constraints,
+        start=[add_call(it) for it in items],
+        geometry=scene_geometry(finals),
+        geometry_min=0.8,
+    )
+
+
 @family(
     "scene_editing",
     "Move, scale, turn or delete objects of a prepared scene to meet constraints.",
+    levels=(1, 2, 3, 4, 5),
     domain="edits",
 )
 def scene_editing(level: int, rng: random.Random) -> TaskSpec:
-    n_obj, n_edit = {1: (2, 1), 2: (4, 3), 3: (9, 8)}[level]
+    if level == 5:
+        return _editing_5(rng)
+    n_obj, n_edit = {1: (2, 1), 2: (4, 3), 3: (9, 8), 4: (12, 10)}[level]
     items = random_items(rng, n_obj)
     for it in items:  # cubes only: a turn must be visible in geometry
         if it["kind"] != "cube":
@@ -186,7 +326,7 @@ def scene_editing(level: int, rng: random.Random) -> TaskSpec:
             constraints += placed(it, kind_check=False, guard=True)
             finals.append(it)
             continue
-        op = ops[len(texts) % 4] if level == 3 else rng.choice(ops)
+        op = ops[len(texts) % 4] if level >= 3 else rng.choice(ops)
         text, step, new = _edit(rng, it, op)
         texts.append(text)
         oracle.append(step)
@@ -211,18 +351,57 @@ def scene_editing(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+def _materials_5(rng: random.Random) -> TaskSpec:
+    """Sixteen objects painted by a rule on their heights, which only the scene tells: look
+    first (get_scene), then one material per object, one of them an exception by name."""
+    items = random_items(rng, 16)
+    heights = sorted({it["dimensions"][2] for it in items})
+    mid = len(heights) // 2
+    cut = round((heights[mid - 1] + heights[mid]) / 2, 3)
+    tall_c, short_c, odd_c = rng.sample(sorted(COLOURS), 3)
+    tall = {"color": COLOURS[tall_c], "metallic": 1.0, "roughness": rng.choice((0.2, 0.3))}
+    short = {"color": COLOURS[short_c], "metallic": 0.0, "roughness": rng.choice((0.6, 0.8))}
+    odd = rng.choice(items)
+    special = {"color": COLOURS[odd_c], "metallic": 0.0, "roughness": 0.5}
+    prompt = (
+        f"Paint every object in the scene taller than {cut:g} m {tall_c} ({tall['color']}), "
+        f"metallic 1, roughness {tall['roughness']:g}, and every other object {short_c} "
+        f"({short['color']}), metallic 0, roughness {short['roughness']:g}; but make "
+        f"'{odd['name']}' {odd_c} ({special['color']}), metallic 0, roughness 0.5, whatever its "
+        "height. Check the heights in the scene first."
+    )
+    oracle, constraints = [call("get_scene")], []
+    for it in items:
+        mat = special if it is odd else tall if it["dimensions"][2] > cut else short
+        oracle.append(call("set_material", name=it["name"], **mat))
+        constraints.append({"kind": "material", "object": it["name"], **mat})
+        constraints += placed(it, kind_check=False, guard=True)
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"start": items, "height_cut": cut},
+        oracle=oracle,
+        constraints=constraints,
+        start=[add_call(it) for it in items],
+    )
+
+
 @family(
-    "materials", "Give objects of a prepared scene the named colours and finishes.", domain="scenes"
+    "materials",
+    "Give objects of a prepared scene the named colours and finishes.",
+    levels=(1, 2, 3, 4, 5),
+    domain="scenes",
 )
 def materials(level: int, rng: random.Random) -> TaskSpec:
-    n = {1: 1, 2: 3, 3: 8}[level]
+    if level == 5:
+        return _materials_5(rng)
+    n = {1: 1, 2: 3, 3: 8, 4: 10}[level]  # at most len(COLOURS)
     items = random_items(rng, n + 1)
     colours = rng.sample(sorted(COLOURS), n)
     texts, oracle, constraints = [], [], []
     for it, colour in zip(items[:n], colours, strict=True):
         args: dict[str, Any] = {"name": it["name"], "color": COLOURS[colour]}
         text = f"make '{it['name']}' {colour} ({COLOURS[colour]})"
-        if level == 3:
+        if level >= 3:
             args["metallic"] = rng.choice((0.0, 1.0))
             args["roughness"] = rng.choice((0.2, 0.5, 0.8))
             text += f", metallic {args['metallic']:g}, roughness {args['roughness']:g}"
@@ -260,13 +439,25 @@ def grid_cell(items: list[dict[str, Any]]) -> float:
 @family(
     "render_reconstruction",
     "Rebuild a scene of primitives from a rendered target image.",
+    levels=(1, 2, 3, 4, 5),
     domain="reconstruction",
 )
 def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
-    n = {1: 1, 2: 3, 3: 8}[level]
-    items = random_items(rng, n)
+    stacked: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    if level >= 4:  # levels 4-5 keep the origin's cell free for the marker
+        items = random_items(rng, {4: 11, 5: 12}[level], skip_origin=True)
+        if level == 5:  # four more, each resting on one of the others
+            stacked = stacked_items(rng, items, 4)
+            items = items + [it for it, _ in stacked]
+        n = len(items)
+    else:
+        n = {1: 1, 2: 3, 3: 8}[level]
+        items = random_items(rng, n)
+    on = {it["name"]: b["name"] for it, b in stacked}
     kinds = ", ".join(
-        f"{KIND_WORDS[it['kind']]} '{it['name']}' {fmt(it['dimensions'])}" for it in items
+        f"{KIND_WORDS[it['kind']]} '{it['name']}' {fmt(it['dimensions'])}"
+        + (f" (on top of '{on[it['name']]}')" if it["name"] in on else "")
+        for it in items
     )
     lead = rng.choice(
         (
@@ -286,6 +477,10 @@ def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
         f"small cube 'Origin' marks the origin; leave it). It holds {counted(n, 'more object')}, all resting "
         f"on the ground: {kinds}. Read their positions from the image."
     )
+    if stacked:
+        prompt = prompt.replace(
+            "all resting on the ground", "resting on the ground unless said otherwise"
+        )
     # Positions are read off a render: judged to a tenth of a grid cell (at least 0.15 m).
     tol = round(max(0.15, 0.1 * cell), 3)
     constraints = [{"kind": "count", "equal": n + 1}] + placed(marker, guard=True)
@@ -294,6 +489,8 @@ def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
             {"kind": "position", "object": it["name"], "value": it["location"], "tol": tol},
             {"kind": "size", "object": it["name"], "value": it["dimensions"], "tol_rel": SIZE_TOL},
         ]
+    for it, base in stacked:
+        constraints += stacked_constraints(it, base)
     return TaskSpec(
         prompt=prompt,
         parameters={"objects": items, "position_tolerance": tol},
