@@ -121,6 +121,16 @@ class AddLight(Args):
     location: Vec3 = [0.0, 0.0, 5.0]
     energy: Annotated[float, Field(ge=0, le=1e6)] = 1000.0
     color: Annotated[str, Field(pattern=r"^#[0-9A-Fa-f]{6}$")] = "#FFFFFF"
+    target: Vec3 | None = Field(None, description="aim a spot, area or sun light at this point (m)")
+
+
+class AddCamera(Args):
+    """Add a camera at `location` aimed at `target` (metres). 36 mm sensor, square frame as
+    renders; a longer lens narrows the view."""
+    name: ObjName
+    location: Vec3
+    target: Vec3 = [0.0, 0.0, 0.0]
+    lens_mm: Annotated[float, Field(ge=5, le=300)] = 50.0
 
 
 class SetVisible(Args):
@@ -189,6 +199,7 @@ class Export(Args):
     format: Literal["glb", "blend", "stl", "obj", "step", "3mf"]
     path: Annotated[str, Field(min_length=1, max_length=255)]
     objects: Annotated[list[ObjName], Field(max_length=256)] | None = None
+    unit: Literal["m", "mm"] = Field("m", description="stl and obj: length unit of the file")
 
 
 class ImportFile(Args):
@@ -405,6 +416,7 @@ _SPECS = [
     ToolSpec("join", Join, True, "blender"),
     ToolSpec("modifier", Modifier, True, "blender"),
     ToolSpec("add_light", AddLight, True, "blender"),
+    ToolSpec("add_camera", AddCamera, True, "blender"),
     ToolSpec("set_visible", SetVisible, True, "blender"),
     ToolSpec("clear_scene", ClearScene, True, "blender"),
     ToolSpec("get_scene", GetScene, False, "blender"),

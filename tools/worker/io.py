@@ -151,6 +151,11 @@ def _world_meshes_mm(objs) -> list:
     return meshes
 
 
+def _file_scale(a: dict) -> float:
+    """Scene metres to the file's unit (`unit` 'mm' writes millimetres, as slicers expect)."""
+    return 1000.0 if a.get("unit") == "mm" else 1.0
+
+
 def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
     def export(a) -> dict:
         fmt = a["format"]
@@ -183,10 +188,10 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
                                     use_selection=True, export_apply=True)
             elif fmt == "stl":
                 safety.run_operator("wm.stl_export", filepath=full, export_selected_objects=True,
-                                    apply_modifiers=True)
+                                    apply_modifiers=True, global_scale=_file_scale(a))
             else:
                 safety.run_operator("wm.obj_export", filepath=full, export_selected_objects=True,
-                                    export_materials=False)
+                                    export_materials=False, global_scale=_file_scale(a))
         return {"path": os.path.relpath(full, os.path.realpath(workspace)), "format": fmt,
                 "objects": [o.name for o in objs], "bytes": os.path.getsize(full)}
 

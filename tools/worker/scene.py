@@ -57,8 +57,20 @@ def describe(ob) -> dict:
         "scale": _r(scale), "dimensions": _r(ob.dimensions), "bbox_min": _r(lo), "bbox_max": _r(hi),
         "material": material_of(ob), "vertices": len(mesh.vertices) if mesh else 0,
         "faces": len(mesh.polygons) if mesh else 0, "parent": ob.parent.name if ob.parent else None,
-        "visible": not ob.hide_render,
+        "visible": not ob.hide_render, **_lamp_or_lens(ob),
     }
+
+
+def _lamp_or_lens(ob) -> dict:
+    """A light's kind, energy and colour; a camera's lens (checkers read framing and lighting)."""
+    if ob.type == "LIGHT":
+        r, g, b = (max(0, min(255, round(c * 255))) for c in ob.data.color[:3])
+        return {"light": {"kind": ob.data.type.lower(), "energy": round(float(ob.data.energy), 6),
+                          "color": f"#{r:02X}{g:02X}{b:02X}"}}
+    if ob.type == "CAMERA":
+        return {"camera": {"lens_mm": round(float(ob.data.lens), 6),
+                           "sensor_mm": round(float(ob.data.sensor_width), 6)}}
+    return {}
 
 
 SCENE_PAGE = 25  # objects listed when the caller does not ask for more (keeps a reply small)
@@ -385,9 +397,34 @@ def add_light(a) -> dict:
     light.color = [int(a["color"][i:i + 2], 16) / 255 for i in (1, 3, 5)]
     ob = bpy.data.objects.new(a["name"], light)
     ob.location = a["location"]
+    if a.get("target") is not None:
+        _aim(ob, a["target"])
     _link(ob)
     # Place it now, as every other tool does: a world matrix left for some later call to
     # update made the scene hash change under a call that never touched the light.
+    relations.place(ob)
+    return {"created": describe(ob)}
+
+
+def _aim(ob, target) -> None:
+    """Point the object's -Z (a light's beam, a camera's view) at `target`, +Y up."""
+    d = Vector(target) - Vector(ob.location)
+    if d.length < 1e-9:
+        raise ToolError(ErrorKind.VALIDATION, "target must differ from location")
+    ob.rotation_mode = "XYZ"
+    ob.rotation_euler = d.to_track_quat("-Z", "Y" if abs(d.normalized().z) < 0.999 else "X").to_euler()
+
+
+def add_camera(a) -> dict:
+    _require_new(a["name"])
+    cam = bpy.data.cameras.new(a["name"])
+    cam.lens = a["lens_mm"]
+    cam.sensor_width = 36.0
+    cam.sensor_fit = "AUTO"
+    ob = bpy.data.objects.new(a["name"], cam)
+    ob.location = a["location"]
+    _aim(ob, a["target"])
+    _link(ob)
     relations.place(ob)
     return {"created": describe(ob)}
 
@@ -450,6 +487,6 @@ def handlers(parts: PartStore) -> dict:
         "add_primitive": add_primitive, "transform": transform, "set_material": set_material,
         "boolean": boolean(parts), "delete": delete(parts), "duplicate": duplicate(parts),
         "rename": rename(parts), "parent": parent, "join": join(parts), "modifier": modifier(parts),
-        "add_light": add_light, "set_visible": set_visible, "clear_scene": clear_scene(parts), "get_scene": get_scene,
+        "add_light": add_light, "add_camera": add_camera, "set_visible": set_visible, "clear_scene": clear_scene(parts), "get_scene": get_scene,
         "measure": measure,
     }

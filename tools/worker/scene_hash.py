@@ -44,6 +44,8 @@ def object_chunk(ob) -> bytes:
             out.append(struct.pack("<6d", *mat.diffuse_color[:4], mat.metallic, mat.roughness))
     if ob.type == "LIGHT":
         out.append(struct.pack("<4d", ob.data.energy, *ob.data.color))
+    if ob.type == "CAMERA":
+        out.append(struct.pack("<2d", ob.data.lens, ob.data.sensor_width))
     return b"".join(out)
 
 

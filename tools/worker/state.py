@@ -33,7 +33,7 @@ _STASH_KEY = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 # arguments: these may be journaled. CAD calls (their B-reps round-trip through files),
 # scripts and imports (inputs outside the scene) are always checkpointed.
 JOURNALED = frozenset({"add_primitive", "transform", "set_material", "delete", "duplicate",
-                       "rename", "parent", "join", "modifier", "add_light", "set_visible"})
+                       "rename", "parent", "join", "modifier", "add_light", "add_camera", "set_visible"})
 CHECKPOINT_EVERY = 16  # at most this many journal entries between checkpoints (bounds a reload)
 JOURNAL_FROM_OBJECTS = 200  # smaller scenes are cheap to write whole: always checkpoint them
 _KEEP_CHUNKS = 4  # commits whose per-object hash chunks stay in memory (undo, rollback)
