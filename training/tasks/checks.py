@@ -351,6 +351,43 @@ def c_no_overlap(ctx: EvalContext, objects: list[str], tol: float) -> Measured:
     return worst <= tol, {"depth": round(worst, 4), "pair": pair}
 
 
+def c_placed(ctx: EvalContext, object: str, script: str, tol: float = 0.5) -> Measured:
+    """The part's exact bounding box (centre and size) matches the reference's, in mm: the
+    geometry IoU forgives placement, this does not."""
+    from training.rewards.geometry import tight_bbox
+    from training.tasks.shapes import build_reference
+
+    solid = ctx.solid(object)
+    if solid is None:
+        return False, "no exact solid"
+    (lo, hi), (rlo, rhi) = tight_bbox(solid), tight_bbox(build_reference(script))
+    err = float(max(np.max(np.abs(lo - rlo)), np.max(np.abs(hi - rhi))))
+    return err <= tol, {"bbox_min": [round(float(v), 3) for v in lo],
+                        "bbox_max": [round(float(v), 3) for v in hi], "error": round(err, 4)}
+
+
+def c_feature(ctx: EvalContext, object: str, script: str, base: str, min_iou: float = 0.9) -> Measured:
+    """A small feature (engraved or raised text) judged on its own: what sets the part apart
+    from the blank `base` (cut away or added) against what sets the reference apart, by IoU."""
+    from training.rewards.geometry import brep_iou, fixed_solids, solid_volume
+    from training.tasks.shapes import build_reference
+
+    solid = ctx.solid(object)
+    if solid is None:
+        return False, "no exact solid"
+    blank = fixed_solids(build_reference(base))
+
+    def feature(shape: Any) -> Any:
+        shape = fixed_solids(shape)
+        return blank.cut(shape).fuse(shape.cut(blank))
+
+    want, got = feature(build_reference(script)), feature(solid)
+    if solid_volume(got) <= 0:
+        return False, {"iou": 0.0, "feature_volume": 0.0}
+    iou = brep_iou(want, got)
+    return iou >= min_iou, {"iou": round(iou, 4), "feature_volume": round(solid_volume(got), 3)}
+
+
 CHECKS: dict[str, Callable[..., Measured]] = {
     "exists": c_exists,
     "absent": c_absent,
@@ -371,6 +408,8 @@ CHECKS: dict[str, Callable[..., Measured]] = {
     "part": c_part,
     "holes": c_holes,
     "topology": c_topology,
+    "placed": c_placed,
+    "feature": c_feature,
     "mesh_health": c_mesh_health,
     "mass": c_mass,
     "centre_of_mass": c_centre_of_mass,
