@@ -25,9 +25,11 @@ def loaded(*args: str) -> set[str]:
             for m in json.loads(p.stdout.strip().splitlines()[-1])}
 
 
-def test_tasks_list_imports_no_geometry_no_specs_no_supervisor():
+def test_tasks_list_imports_no_kernel_no_specs_no_supervisor():
+    # Listing measures the oracle plans' lengths (it generates tasks, pure Python); a
+    # family's generator may use trimesh/scipy for its geometry, never a kernel or a model.
     mods = loaded("tasks", "list")
-    assert not mods & set(HEAVY), mods
+    assert not mods & (set(HEAVY) - {"trimesh", "scipy"}), mods
     assert "tools.supervisor" not in mods and "tools.specs" not in mods
 
 

@@ -61,7 +61,8 @@ def test_held_out_family_is_scored_on_its_test_seeds_with_its_tools_shown(tmp_pa
             "sft": {},
             "grpo": {},
             "eval": {"families": ["materials"], "per_family": 1, "max_steps": 1, "max_tokens": 8,
-                     "held_out_per_family": 1, "held_out_tools": ["cad_revolve", "set_material"]},
+                     "held_out_per_family": 1, "held_out_tools": ["cad_revolve", "set_material"],
+                     "held_out_families": [HELD_OUT_FAMILY]},  # default: every held-out one
         }
     )  # fmt: skip
     held = held_out_config(cfg)

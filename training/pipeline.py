@@ -19,18 +19,23 @@ from typing import Any
 
 from training.eval.run_eval import CallCounter, evaluate_loaded, run_episodes, task_ids
 from training.eval.stats import stage_summary
+from training.tasks.base import held_out_families
 from training.train_config import TrainConfig
 
 __all__ = ["CallCounter", "collect_demos", "evaluate_model", "run_pipeline", "task_ids"]
 
 
 def collect_demos(config: TrainConfig, out: Path) -> dict:
-    """Oracle episodes on training seeds -> one row per turn of each success in demos.parquet."""
+    """Oracle episodes on training seeds -> one row per turn of each success in demos.parquet.
+
+    The tasks come from the same weighted sampler as GRPO's curriculum (`demos.family_weights`,
+    `demos.level_weights`; training/tasks/sampling.py)."""
     from training.eval.oracle import OraclePolicy
     from training.sft.demos import CapturingPolicy, write_rows
+    from training.tasks.sampling import demo_task_ids
 
     spec = config.demos
-    ids = task_ids(spec.families, spec.levels, "train", spec.per_family)
+    ids = demo_task_ids(spec)
     max_steps = max(8, config.eval.max_steps)
     sink: list[dict] = []
     lock = threading.Lock()
@@ -47,7 +52,7 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
     if spec.recovery_per_family:
         from training.sft.demos import FumblingOracle
 
-        retry = task_ids(spec.families, spec.levels, "train", spec.recovery_per_family)
+        retry = demo_task_ids(spec, spec.recovery_per_family)
         sink = []
         fumbled = run_episodes(
             retry, lambda: CapturingPolicy(FumblingOracle(), sink, lock, config.tools), max_steps
@@ -239,11 +244,11 @@ def base_folder(config: TrainConfig, out: Path) -> Path:
 
 
 def held_out_config(config: TrainConfig) -> TrainConfig:
-    """The eval of the held-out family: its test seeds, the pipeline's tools plus the ones
-    that family needs (a model trained on the other families has never called them)."""
-    from training.tasks import HELD_OUT_FAMILY
-
-    spec = config.eval.model_copy(update={"families": [HELD_OUT_FAMILY], "split": "test",
+    """The eval of the held-out families (`eval.held_out_families`, default every family the
+    registry holds out): their test seeds, the pipeline's tools plus the ones those families
+    need (a model trained on the other families has never called them)."""
+    families = config.eval.held_out_families or held_out_families()
+    spec = config.eval.model_copy(update={"families": families, "split": "test",
                                           "per_family": config.eval.held_out_per_family})  # fmt: skip
     tools = None
     if config.tools is not None:
@@ -258,18 +263,19 @@ def check_shown_tools(config: TrainConfig, seeds_per_bucket: int = 8) -> None:
     episodes would need it too. Checked on the demo and eval tasks and on the first seeds of
     each GRPO (family, level), before anything runs.
     """
-    from training.tasks import SPLITS, get_task
+    from training.tasks import get_task
+    from training.tasks.sampling import demo_task_ids, grpo_sampler
     from training.train_config import ConfigError
 
     if config.tools is None:
         return
-    ids = task_ids(config.demos.families, config.demos.levels, "train", config.demos.per_family)
+    ids = demo_task_ids(config.demos)
     ids += task_ids(
         config.eval.families, config.eval.levels, config.eval.split, config.eval.per_family
     )
-    grpo = config.grpo.tasks
-    seeds = list(SPLITS[grpo.split])[:seeds_per_bucket]
-    ids += [f"{f}:{lv}:{s}" for f in grpo.families for lv in grpo.levels for s in seeds]
+    grpo = grpo_sampler(config.grpo)
+    seeds = list(grpo.seeds)[:seeds_per_bucket]
+    ids += [f"{b}:{s}" for b in grpo.buckets for s in seeds]
     missing: dict[str, set[str]] = {}
     for task_id in dict.fromkeys(ids):
         for step in get_task(task_id).oracle:
@@ -288,8 +294,9 @@ def check_shown_tools(config: TrainConfig, seeds_per_bucket: int = 8) -> None:
                          - set(held.tools))  # fmt: skip
         if lacking:
             raise ConfigError(
-                f"eval.held_out_tools: the held-out family's solutions need {', '.join(lacking)}"
-                ", which neither `tools:` nor `held_out_tools` shows."
+                f"eval.held_out_tools: the held-out families' solutions "
+                f"({', '.join(held.eval.families)}) need {', '.join(lacking)}, which neither "
+                "`tools:` nor `held_out_tools` shows (or narrow eval.held_out_families)."
             )
 
 
@@ -337,11 +344,11 @@ def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -
         "stage_seconds": {k: v.get("seconds") for k, v in stages.items()},
     }
     if "held_out_sft" in stages and "held_out_grpo" in stages:
-        from training.tasks import HELD_OUT_FAMILY
-
         held = {n: stages[f"held_out_{n}"]["result"] for n in ("sft", "grpo")}
+        families = held_out_config(config).eval.families
         report["held_out_family"] = {
-            "family": HELD_OUT_FAMILY,
+            "family": ", ".join(families),  # one name when one family is held out
+            "families": families,
             "tools": held_out_config(config).tools,
             "stages": held,
             "grpo_vs_sft_mean_reward": difference(held["sft"], held["grpo"]),

@@ -154,6 +154,11 @@ class CurriculumSpec(Strict):
     floor: float = Field(0.05, ge=0)
     window: int = Field(32, ge=1)  # recent episodes per bucket that p is computed from
     prior_success: float = Field(0.5, ge=0, le=1)  # p of a bucket not yet seen
+    # Static weights multiplying the adaptive one: {family: w} and {level: w}; a name or level
+    # left out weighs 1, 0 never draws it. Checked against the task registry when a run
+    # starts (training/tasks/sampling.py `check_task_choices`).
+    family_weights: dict[str, float] = Field(default_factory=dict)
+    level_weights: dict[int, float] = Field(default_factory=dict)
 
 
 class TaskSampling(Strict):
@@ -244,12 +249,17 @@ class EvalSpec(Strict):
     # family no split trains on), shown `tools:` plus `held_out_tools`; 0: not scored.
     held_out_per_family: int = Field(0, ge=0)
     held_out_tools: list[str] = Field(default_factory=list)
+    # Which held-out families that eval scores; empty: every one the registry marks held out.
+    held_out_families: list[str] = Field(default_factory=list)
 
 
 class DemoSpec(Strict):
-    families: list[str] = Field(default_factory=list)
+    families: list[str] = Field(default_factory=list)  # empty: all training families
     levels: list[int] = Field(default_factory=lambda: [1])
-    per_family: int = Field(16, ge=1)
+    per_family: int = Field(16, ge=1)  # x the families drawn from, shared out by the weights
+    # As grpo.curriculum's: {family: w}, {level: w}; left out weighs 1, 0 draws none.
+    family_weights: dict[str, float] = Field(default_factory=dict)
+    level_weights: dict[int, float] = Field(default_factory=dict)
     split: Literal["train"] = "train"
     # Recovery demonstrations: for this many of each family's tasks, one more oracle episode
     # whose first call names an object the scene lacks; the tool's error (which lists the

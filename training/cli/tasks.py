@@ -1,4 +1,4 @@
-"""`modelwright tasks list|show|try` and `modelwright score A B`.
+"""`modelwright tasks list|show|try|verify|cards` and `modelwright score A B`.
 
 Module-level imports stay light: the task suite, tool runtime and CadQuery load inside the
 commands that need them.
@@ -17,7 +17,8 @@ from tools.exits import ExitCode, fail, one_line
 from tools.text import printable
 
 tasks_app = typer.Typer(
-    help="The task suite: list families, show a task, try calls on it.", no_args_is_help=True
+    help="The task suite: list families, show a task, try calls on it, verify the checkers.",
+    no_args_is_help=True,
 )
 
 
@@ -55,16 +56,15 @@ def _print(data: Any, as_json: bool) -> None:
 
 @tasks_app.command("list")
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Every task family: name, levels, description, split."""
-    from training.tasks import list_families
+    """Every task family by domain: levels, split and the oracle's mean call count per level
+    (measured from its plans on a few seeds, never declared)."""
+    from training.tasks.registry import family_rows, table_text  # the package registers them
 
-    families = list_families()
+    rows = family_rows()
     if as_json:
-        typer.echo(json.dumps(families, indent=2))
+        typer.echo(json.dumps(rows, indent=2))
         return
-    for f in families:
-        levels = ",".join(map(str, f["levels"]))
-        typer.echo(f"{f['family']:<22} levels {levels:<6} {f['split']:<22} {f['description']}")
+    typer.echo(table_text(rows))
 
 
 @tasks_app.command("show")
@@ -81,6 +81,12 @@ def show(
 
     task = get_task(task_id)  # a TaskError ends the command with one line (exit 2)
     view = task.describe()
+    # What each start file is (made at setup, so showing a task never pays for CadQuery).
+    view["file_sources"] = {
+        name: f"a reference {data[0].removeprefix('reference_').upper()}, made from a CAD "
+        "script at setup" if isinstance(data, tuple) else f"{len(data)} bytes"
+        for name, data in sorted(task.spec.files.items())
+    }
     # Text shows where the image went; JSON carries it. Rendering takes a worker: only
     # when it is asked for.
     if task.spec.has_target_image and not no_image and (as_json or image is not None):
@@ -201,43 +207,98 @@ def _deliver(box, session, calls: list[dict], summary: dict) -> None:
 
 @tasks_app.command("verify")
 def verify(
-    families: str | None = typer.Option(None, help="Comma-separated families (default: all)."),
-    seeds: str = typer.Option("0:3", help="Seed range A:B (B excluded)."),
+    seeds: int = typer.Option(3, "--seeds", help="Seeds per family and level, from the "
+                              "family's split (train; test for a held-out family)."),
+    family: list[str] = typer.Option(None, "--family", help="A family (repeatable; default all)."),
+    level: list[int] = typer.Option(None, "--level", help="A level (repeatable; default all)."),
+    jobs: int = typer.Option(None, "--jobs", help="Tasks checked at once (default min(2, CPUs))."),
     perturb: bool = typer.Option(True, help="Also check that perturbed oracles fail."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Prove the checkers over many seeds: oracle passes, nothing fails, perturbed fails."""
-    from training.tasks import FAMILIES, TaskError, get_task
-    from training.tasks.perturb import verify_task
+    """Prove the checkers: on sampled seeds of every level of every family, the oracle
+    succeeds, the empty plan fails and every applicable perturbation is caught. One line per
+    problem, then a summary; exit 1 if there is any problem."""
+    import os
 
-    names = families.split(",") if families else list(FAMILIES)
-    try:
-        lo, hi = (int(v) for v in seeds.split(":"))
-        ids = [f"{f}:{lvl}:{s}" for f in names for lvl in FAMILIES[f].levels for s in range(lo, hi)]
-    except (ValueError, KeyError) as exc:
-        fail(
-            f"bad --families or --seeds ({exc}); seeds look like 0:5, families like cad_parts,materials"
-        )
-    from tools import ToolSession, WorkerPool
+    from training.eval.verify_tasks import verify as run_verify
+    from training.tasks.registry import verify_ids  # the package registers the families
 
-    problems: list[str] = []
-    pool = WorkerPool(size=0, prewarm=False)
+    jobs = jobs if jobs is not None else min(2, os.cpu_count() or 1)
+    if jobs < 1:
+        fail(f"--jobs must be at least 1, not {jobs}")
+    ids, notes = verify_ids(family, level, seeds)  # a TaskError: one line, exit 2
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    if not ids:
+        fail("nothing to verify: no chosen family has the chosen levels")
+
+    def progress(task_id: str, problems: list[str], n: int, total: int) -> None:
+        typer.echo(f"[{n}/{total}] {task_id}: {'ok' if not problems else 'PROBLEM'}", err=True)
+
+    report = run_verify(ids, jobs, perturb,
+                        on_problem=None if as_json else lambda line: typer.echo(printable(line)),
+                        on_done=progress)  # fmt: skip
+    data = report.to_dict()
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        typer.echo(f"verified {data['families']} families, {data['levels']} levels, "
+                   f"{data['tasks']} tasks, {data['attempts']} attempts: "
+                   f"{len(data['problems'])} problem(s) in {data['elapsed_s']:.0f} s")
+    if report.problems:
+        raise typer.Exit(int(ExitCode.FAILED))
+
+
+@tasks_app.command("cards")
+def cards(
+    family: list[str] = typer.Option(None, "--family", help="A family (repeatable; default all)."),
+    out: Path = typer.Option(Path("docs/img/tasks"), "--out", help="Folder for the pictures."),
+    table: bool = typer.Option(False, "--table", help="Instead of pictures: print the table of "
+                               "mean oracle calls per level and update it in --doc."),
+    doc: Path = typer.Option(Path("docs/TASKS.md"), "--doc", help="The file --table updates "
+                             "(between <!-- calls-table --> markers, added if absent)."),
+) -> None:
+    """The docs' task cards: FAMILY-1.png and FAMILY-5.png (the oracle's solved scene of
+    seed 0, rendered by our renderer, 320x240), or with --table the call-count table."""
+    from training.tasks import registry  # importing the package registers the families
+
+    if table:
+        rows = registry.family_rows()
+        if family:
+            rows = [r for r in rows if r["family"] in family]
+        body = registry.calls_table_markdown(rows)
+        typer.echo(body)
+        text = doc.read_text() if doc.is_file() else ""
+        doc.write_text(registry.update_between_markers(text, body))
+        typer.echo(f"updated {doc}", err=True)
+        return
+    ids, notes = registry.card_ids(family)  # a TaskError: one line, exit 2
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    if not ids:
+        fail("no chosen family has levels 1 and 5 yet")
+    from tools import ToolSession
+    from tools.errors import ToolError
+    from tools.outbox import Outbox
+    from training.tasks import TaskError
+
     try:
-        with ToolSession(pool=pool, deadline_s=60) as session:
-            for n, task_id in enumerate(ids, 1):
-                try:
-                    found = verify_task(get_task(task_id), session, perturb)
-                except TaskError as exc:
-                    found = [f"{task_id}: {exc}"]
-                problems += found
-                typer.echo(
-                    f"[{n}/{len(ids)}] {task_id}: {'ok' if not found else '; '.join(found)}",
-                    err=True,
-                )
-    finally:
-        pool.close()
-    _print({"checked": len(ids), "problems": problems}, as_json)
-    if problems:
+        box = Outbox(out)
+    except ToolError as exc:
+        fail(exc.message)
+    failed = 0
+    with ToolSession(deadline_s=120) as session:
+        for task_id in ids:
+            name, level, _ = task_id.split(":")
+            try:
+                png = registry.card_png(task_id, session)
+            except (TaskError, ToolError) as exc:
+                failed += 1
+                typer.echo(f"{task_id}: {one_line(str(exc))}")
+                continue
+            path = box.write(f"{name}-{level}.png", png, png=True)
+            typer.echo(f"{path}  ({len(png) // 1024} KiB)")
+    if failed:
         raise typer.Exit(int(ExitCode.FAILED))
 
 

@@ -14,11 +14,17 @@ def _load(config: Path, kind: str, probe: bool = True, quick: bool = False):
     """The config, its model checked before anything slow starts (workers, datasets).
     A ConfigError or a missing model ends the command with one line (exit 2). `probe=False`
     (dry runs) checks a local folder but never asks the hub about a hub id."""
+    from training.tasks import TaskError
+    from training.tasks.sampling import check_task_choices
     from training.train_config import load_config
 
     cfg = load_config(config, quick=quick)
     if cfg.kind != kind:
         fail(f"{config} is a {cfg.kind!r} config; use `modelwright train {cfg.kind}`")
+    try:  # families, levels and weights against the task registry
+        check_task_choices(cfg)
+    except TaskError as exc:
+        fail(f"{config}: {exc}")
     if cfg.model.path and not cfg.model.build_tiny:
         from agents import resolve_model  # with build_tiny, model.path is where it is built
 

@@ -28,7 +28,9 @@ def describe_task(view: dict[str, Any], image: Path | None) -> str:
     lines += ["", "Start", *(
         [f"  {i}. {_call(c)}" for i, c in enumerate(view["start"], 1)] or ["  an empty scene"])]
     if view.get("files"):
-        lines += [f"  file: {f}" for f in view["files"]]
+        sources = view.get("file_sources") or {}
+        lines += [f"  file: {f}" + (f" ({sources[f]})" if f in sources else "")
+                  for f in view["files"]]
     checks = view.get("constraints") or []
     lines += ["", f"Checked ({len(checks)})", *[f"  - {_constraint(c)}" for c in checks]]
     for d in view.get("deliverables") or []:

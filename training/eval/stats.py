@@ -149,8 +149,10 @@ def summary_text(report: dict) -> str:
         )
     held = report.get("held_out_family")
     if held:
-        lines.append(f"held-out family {held['family']} ({held['stages']['sft']['episodes']} "
-                     "test episodes per stage, never trained on):")  # fmt: skip
+        names = held.get("families") or [held["family"]]
+        lines.append(f"held-out famil{'y' if len(names) == 1 else 'ies'} {', '.join(names)} "
+                     f"({held['stages']['sft']['episodes']} test episodes per stage, never "
+                     "trained on):")  # fmt: skip
         for name, s in held["stages"].items():
             mr = s["mean_reward_ci95"]
             lines.append(f"  {name:<6} valid calls {s['valid_call_rate']:.1%}, success "

@@ -5,8 +5,11 @@ task). A slot first picks a (family, level) bucket with weight `floor + p(1 - p)
 the bucket's success rate over its last `window` rollouts (a prior for unseen buckets): buckets
 the policy solves sometimes but not always are drawn most, as in cadrille's hard-example
 mining; always-solved and never-solved buckets keep a small floor so they are re-checked. The
-seed of the task is drawn from the split's seed range. The draw for a slot depends only on
-(run seed, slot, the success history so far), and the history is saved with each checkpoint.
+seed of the task is drawn from the split's seed range. The config's `family_weights` and
+`level_weights` multiply each bucket's weight (training/tasks/sampling.py; SFT's
+demonstrations share them out the same way); a bucket they weigh 0 is never drawn. The draw
+for a slot depends only on (run seed, slot, the success history so far), and the history is
+saved with each checkpoint.
 """
 
 from __future__ import annotations
@@ -26,20 +29,14 @@ class Curriculum:
         seed: int = 0,
         spec: CurriculumSpec | None = None,
     ) -> None:
-        from training.tasks import FAMILIES, SPLITS
+        from training.tasks.sampling import TaskSampler
 
         self.spec = spec or CurriculumSpec()
-        chosen = families or [f for f in FAMILIES if not FAMILIES[f].held_out]
-        unknown = [f for f in chosen if f not in FAMILIES]
-        if unknown:
-            raise ValueError(f"grpo.tasks.families: unknown {unknown}; known: {sorted(FAMILIES)}")
-        held = [f for f in chosen if FAMILIES[f].held_out and split != "test"]
-        if held:
-            raise ValueError(f"grpo.tasks.families: {held} are held out (never trained on)")
-        self.buckets = [f"{f}:{lv}" for f in chosen for lv in levels if lv in FAMILIES[f].levels]
-        if not self.buckets:
-            raise ValueError(f"grpo.tasks: no family in {chosen} has levels {levels}")
-        self.seeds = SPLITS[split]
+        # A TaskError (a ValueError) names the config field in one line.
+        self.sampler = TaskSampler(families, levels, split, self.spec.family_weights,
+                                   self.spec.level_weights)  # fmt: skip
+        self.buckets = self.sampler.buckets
+        self.seeds = self.sampler.seeds
         self.seed = seed
         self.history: dict[str, deque[int]] = {
             b: deque(maxlen=self.spec.window) for b in self.buckets
@@ -52,8 +49,9 @@ class Curriculum:
 
     def weights(self) -> list[float]:
         if not self.spec.enabled:
-            return [1.0] * len(self.buckets)
-        return [self.spec.floor + (p := self.success_rate(b)) * (1 - p) for b in self.buckets]
+            return list(self.sampler.static)
+        return [w * (self.spec.floor + (p := self.success_rate(b)) * (1 - p))
+                for b, w in zip(self.buckets, self.sampler.static, strict=True)]
 
     def task_for(self, slot: int) -> str:
         """The task id for a slot (the same on every call for that slot)."""
