@@ -261,7 +261,8 @@ MEDIUM = (flange, bracket, shelled_box)
 def bossed_plate(rng: random.Random, name: str = "Housing", pad: bool = False) -> Part:
     """A plate with a counterbored boss (levels 4-5 of the CAD families). Ten structured steps;
     with `pad` a raised pad under the boss and four holes through it (thirteen). Each later
-    feature sits on an earlier one: the boss on the plate (or pad), the bolt circle on the boss."""
+    feature sits on an earlier one: the boss on the plate (or pad), the bolt circle in the boss
+    (drilled last, after the chamfers)."""
     length, width = rng.choice((120, 140)), rng.choice((90, 100))
     t, rf = rng.choice((8, 10)), rng.choice((7, 9))  # fillets 14, 18: no hole diameter
     boss_r, boss_h = rng.choice((20, 22)), rng.choice((10, 12))
@@ -333,17 +334,18 @@ def bossed_plate(rng: random.Random, name: str = "Housing", pad: bool = False) -
                  spacing_y=2 * py),  # fmt: skip
             call("cad_hole", name=name, diameter=dp, positions=pads),
         ]
+    # The bolt holes come last (sharp-edged): a wrong last step must show in the checks.
     lines += [
-        f"{top}.pushPoints({_pts(bolts)}).hole({db}).val()",
         f"{step}.edges('<Z').chamfer(1).val()",
         f"{step}.faces('>Z').edges().chamfer(0.5).val()",
+        f"{top}.pushPoints({_pts(bolts)}).hole({db}).val()",
         "result = shape",
     ]
     plan += [
-        call("cad_pattern", kind="circle", count=n, radius=radius),
-        call("cad_hole", name=name, diameter=db, positions=bolts),
         call("cad_chamfer", name=name, edges="<Z", length=1),
         call("cad_chamfer", name=name, edges=">Z", length=0.5),
+        call("cad_pattern", kind="circle", count=n, radius=radius),
+        call("cad_hole", name=name, diameter=db, positions=bolts),
     ]
     text = (
         f"a housing plate '{name}' {length} x {width} x {t} mm (centred in XY, bottom on Z=0) with "
@@ -351,9 +353,9 @@ def bossed_plate(rng: random.Random, name: str = "Housing", pad: bool = False) -
         f"(±{sx / 2:g}, ±{sy / 2:g}) mm;{pad_text} a round boss {2 * boss_r} mm across and "
         f"{boss_h} mm tall centred on top{' of the pad' if pad else ''}, with a {bore} mm centre "
         f"hole through everything counterbored {cb} mm across and {cbd} mm deep from the boss "
-        f"top, and {n} holes {db} mm in diameter through everything on a {2 * radius} mm bolt "
-        f"circle (the first on +X); then the bottom edges chamfered 1 mm and the boss's top "
-        f"edges 0.5 mm"
+        f"top; then every bottom edge (the holes' too) chamfered 1 mm and the boss's top edges "
+        f"0.5 mm; last, {n} sharp-edged holes {db} mm in diameter through everything on a "
+        f"{2 * radius} mm bolt circle (the first on +X)"
     )
     script = "\n".join(lines) + "\n"
     kind = "padded_housing" if pad else "housing"
