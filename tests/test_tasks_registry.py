@@ -198,3 +198,20 @@ def test_held_out_eval_covers_every_held_out_family_unless_narrowed():
     base["eval"]["held_out_families"] = ["materials"]
     with pytest.raises(TaskError, match=r"eval.held_out_families: \['materials'\] are not held"):
         check_task_choices(TrainConfig.model_validate(base))
+
+
+def test_calls_table_goes_between_its_markers_once(tmp_path):
+    doc = tmp_path / "TASKS.md"
+    doc.write_text("# Tasks\n\nintro\n")
+    code, out = cli("tasks", "cards", "--table", "--family", "materials", "--doc", str(doc))
+    assert code == 0, out
+    first = doc.read_text()
+    assert first.startswith("# Tasks\n\nintro\n\n<!-- calls-table -->\n| family | domain | L1 |")
+    levels = FAMILIES["materials"].levels
+    mean = sum(len(get_task(f"materials:{levels[-1]}:{s}").oracle) for s in range(5)) / 5
+    assert "| `materials` | scenes | " in first and f" {mean:g} |" in first
+    doc.write_text(first + "after\n")
+    code, _ = cli("tasks", "cards", "--table", "--family", "materials", "--doc", str(doc))
+    assert doc.read_text() == first + "after\n"  # replaced in place, not appended again
+    code, out = cli("tasks", "cards", "--family", "nope")
+    assert code == 2 and "unknown task families ['nope']" in out

@@ -297,7 +297,7 @@ def cards(
                 typer.echo(f"{task_id}: {one_line(str(exc))}")
                 continue
             path = box.write(f"{name}-{level}.png", png, png=True)
-            typer.echo(f"{path}  ({len(png) // 1024} KiB)")
+            typer.echo(f"{path}  ({path.stat().st_size // 1024} KiB)")
     if failed:
         raise typer.Exit(int(ExitCode.FAILED))
 

@@ -151,8 +151,11 @@ def verify_ids(families: Iterable[str] | None, levels: Iterable[int] | None,
 
 def card_png(task_id: str, session: Any, size: tuple[int, int] = CARD_SIZE) -> bytes:
     """The oracle's solved scene of `task_id`, one iso view by our renderer, as a small PNG
-    (`size`, a palette of 128 colours): the docs' card picture."""
+    (`size`: the square view widened with its background, a palette of 64 colours): the
+    docs' card picture."""
     import io
+
+    from PIL import Image
 
     from tools.images import decode_png
 
@@ -163,16 +166,15 @@ def card_png(task_id: str, session: Any, size: tuple[int, int] = CARD_SIZE) -> b
         result = session.call(step["tool"], step["args"])
         if not result.ok:
             raise TaskError(f"{task_id}: oracle call {step['tool']} failed: {result.error}")
-    side = size[0] * 3 // 2
+    side = size[1] * 3 // 2
     shot = session.render(views=["iso"], size=side)
     if not shot.ok or not shot.images:
         raise TaskError(f"{task_id}: the render failed: {shot.error}")
-    image = decode_png(shot.images[0], mode="RGB")  # the worker's PNG: bounded decode
-    w, h = image.size
-    crop_h = w * size[1] // size[0]  # keep the middle band at the card's aspect
-    top = max(0, (h - crop_h) // 2)
-    image = image.crop((0, top, w, min(h, top + crop_h))).resize(size)
-    small = image.quantize(colors=128, dither=0)
+    square = decode_png(shot.images[0], mode="RGB")  # the worker's PNG: bounded decode
+    square = square.resize((size[1], size[1]))
+    card = Image.new("RGB", size, square.getpixel((0, 0)))  # widened with the background
+    card.paste(square, ((size[0] - size[1]) // 2, 0))
+    small = card.quantize(colors=64, dither=Image.Dither.NONE)
     out = io.BytesIO()
     small.save(out, format="PNG", optimize=True)
     return out.getvalue()
