@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from training.rewards import RewardBreakdown
 from training.tasks import (  # noqa: F401  (importing registers the families)
+    assembly_edit_families,
     assembly_families,
     cad_families,
     recovery,
