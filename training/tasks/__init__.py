@@ -14,6 +14,7 @@ from training.tasks import (  # noqa: F401  (importing registers the families)
     cad_families,
     recovery,
     scene_families,
+    scene_recon_families,
 )
 from training.tasks.base import (
     FAMILIES,

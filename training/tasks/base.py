@@ -148,9 +148,9 @@ class Task:
             confined.remove_file(workspace, d["path"])
         for rel, data in self.spec.files.items():
             if isinstance(data, tuple):
-                from training.tasks.shapes import reference_stl
+                from training.tasks.shapes import FILE_MAKERS
 
-                data = reference_stl(data[1])
+                data = FILE_MAKERS[data[0]](data[1])
             confined.write_file(workspace, rel, data)
         for step in self.spec.start:
             result = session.call(step["tool"], step["args"])
