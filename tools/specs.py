@@ -158,7 +158,8 @@ class Measure(Args):
 
 class MeshCheck(Named):
     """Check a mesh for printing: manifold (closed, one winding), holes (open borders), edges
-    of more than two faces, flipped normals, duplicate vertices, loose parts, volume."""
+    of more than two faces, flipped normals, duplicate vertices, loose parts, volume, wall
+    thickness (metres)."""
 
 
 class MeshRepair(Args):

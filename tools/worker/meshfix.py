@@ -29,6 +29,7 @@ def _world_bmesh(ob) -> bmesh.types.BMesh:
     finally:
         ev.to_mesh_clear()
     bm.transform(ob.matrix_world)
+    bm.normal_update()  # the normals were the local ones
     return bm
 
 
@@ -90,11 +91,45 @@ def health(bm) -> dict:
     }
 
 
+WALL_RAYS = 20_000  # faces probed at most (a seeded sample beyond that)
+
+
+def walls(bm) -> dict | None:
+    """Wall thickness in metres: from each face's centre, the distance to the next surface
+    straight through the material (against its normal); the thinnest and the 5th percentile
+    by area (a thin sliver of a face does not decide it)."""
+    from mathutils.bvhtree import BVHTree
+
+    faces = [f for f in bm.faces if f.calc_area() > 0]
+    if not faces:
+        return None
+    if len(faces) > WALL_RAYS:
+        idx = np.random.default_rng(0).choice(len(faces), WALL_RAYS, replace=False)
+        faces = [faces[i] for i in sorted(idx)]
+    tree = BVHTree.FromBMesh(bm)
+    dist, area = [], []
+    for f in faces:
+        n = f.normal
+        hit = tree.ray_cast(f.calc_center_median() - n * 1e-7, -n)
+        if hit[0] is not None:
+            dist.append(hit[3] + 1e-7)
+            area.append(f.calc_area())
+    if not dist:
+        return None
+    d, w = np.asarray(dist), np.asarray(area)
+    order = np.argsort(d)
+    cum = np.cumsum(w[order]) / w.sum()
+    p5 = float(d[order][np.searchsorted(cum, 0.05)])
+    return {"min": round(float(d.min()), 6), "p5": round(p5, 6)}
+
+
 def mesh_check(a) -> dict:
     ob = obj(a["name"])
     bm = _world_bmesh(ob)
     try:
-        return {"name": ob.name, **health(bm)}
+        out = {"name": ob.name, **health(bm)}
+        out["wall_thickness"] = walls(bm)
+        return out
     finally:
         bm.free()
 

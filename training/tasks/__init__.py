@@ -13,6 +13,7 @@ from training.tasks import (  # noqa: F401  (importing registers the families)
     assembly_families,
     cad_families,
     recovery,
+    repair_target_families,
     scene_families,
     scene_recon_families,
 )

@@ -295,6 +295,19 @@ def c_mesh_health(ctx: EvalContext, object: str, require: list[str]) -> Measured
     return not failed, {"failed": failed, **{k: h[k] for k in keys}}
 
 
+def c_wall_thickness(ctx: EvalContext, object: str, value: float, tol_rel: float) -> Measured:
+    """Walls `value` metres thick, as `mesh_check` measures them (rays through the material):
+    the area-weighted 5th percentile within `tol_rel`, and nowhere thinner than that allows."""
+    if ctx.obj(object) is None:
+        return _missing(object)
+    h = _tool(ctx, "mesh_check", {"name": object})
+    w = h and h.get("wall_thickness")
+    if not w:
+        return False, "not measurable"
+    ok = abs(w["p5"] - value) <= tol_rel * value and w["min"] >= value * (1 - 2 * tol_rel)
+    return ok, w
+
+
 def _mass_props(ctx: EvalContext, objects: list[str]) -> dict | None:
     return _tool(ctx, "mass_properties", {"names": list(objects)})
 
@@ -506,6 +519,7 @@ CHECKS: dict[str, Callable[..., Measured]] = {
     "mass": c_mass,
     "centre_of_mass": c_centre_of_mass,
     "no_overlap": c_no_overlap,
+    "wall_thickness": c_wall_thickness,
 }
 
 
