@@ -705,6 +705,8 @@ class CadPart:
 
 
 def random_part(kind: str, name: str, rng: random.Random) -> CadPart:
+    # Fillet radii stay clear of every hole radius (before and after an edit): the `holes`
+    # check counts cylindrical faces of a radius, and a fillet is one.
     if kind == "plate":
         L, W = rng.choice((80, 100, 120)), rng.choice((50, 60, 70))
         d = rng.choice((5, 6, 8))
@@ -712,7 +714,7 @@ def random_part(kind: str, name: str, rng: random.Random) -> CadPart:
     if kind == "block":
         L = rng.choice((80, 100, 120))
         return CadPart(kind, name, L=L, W=rng.choice((40, 50)), T=rng.choice((15, 20, 25)),
-                       r=rng.choice((4, 5, 6)), d=rng.choice((6, 8, 10)), nx=rng.choice((2, 3)),
+                       r=rng.choice((8, 10)), d=rng.choice((6, 8, 10)), nx=rng.choice((2, 3)),
                        sx=L // 3)
     if kind == "flange":
         D = rng.choice((70, 80, 90))
@@ -720,7 +722,7 @@ def random_part(kind: str, name: str, rng: random.Random) -> CadPart:
                        n=rng.choice((4, 6)), db=rng.choice((5, 6)), R=round((D / 2 + 14) / 2, 3))
     if kind == "mount":
         return CadPart(kind, name, L=rng.choice((100, 120)), W=rng.choice((70, 80)),
-                       T=rng.choice((10, 12)), r=rng.choice((6, 8)), d=6, bore=10, cb=16, cbd=4,
+                       T=rng.choice((10, 12)), r=rng.choice((9, 11)), d=6, bore=10, cb=16, cbd=4,
                        n=rng.choice((4, 6)), db=4, R=rng.choice((18, 20)))
     raise ValueError(kind)
 
@@ -876,7 +878,7 @@ def _features(base: CadPart, level: int, rng: random.Random):
             calls.append(call("cad_chamfer", name=n, edges="<Z", length=c))
             texts.append(f"chamfer its bottom edges {c:g} mm")
         return calls, texts, holes
-    r = rng.choice((5, 6, 8))
+    r = rng.choice((5, 9))  # no hole, pocket, counterbore or boss has these radii
     calls.append(call("cad_fillet", name=n, edges="|Z", radius=r))
     texts.append(f"round its four vertical edges with r={r} mm")
     if level >= 3:
@@ -901,7 +903,7 @@ def _features(base: CadPart, level: int, rng: random.Random):
             texts.append(f"drill {nb} through holes {db} mm across on a {2 * rr} mm circle around "
                          "the boss, the first on +X")
             holes.append((db, nb))
-    d = rng.choice((5, 6, 8))
+    d = rng.choice((7, 9))
     if level == 2:
         calls.append(call("cad_hole", name=n, diameter=d, positions=[[0.0, 0.0]]))
         texts.append(f"drill a {d} mm through hole in the middle")
