@@ -238,6 +238,7 @@ def verify(
     report = run_verify(ids, jobs, perturb,
                         on_problem=None if as_json else lambda line: typer.echo(printable(line)),
                         on_done=progress)  # fmt: skip
+    report.skipped = notes
     data = report.to_dict()
     if as_json:
         typer.echo(json.dumps(data, indent=2))

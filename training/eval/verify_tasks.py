@@ -9,6 +9,7 @@ a family being written never stops the sweep of the others. The ids come from
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,11 +63,14 @@ def verify(ids: list[str], jobs: int = 1, perturb: bool = True,
     report.levels = len({i.rsplit(":", 1)[0] for i in ids})
     report.tasks = len(ids)
 
+    lock = threading.Lock()  # `done` runs on the scheduler's threads
+
     def found(lines: list[str]) -> None:
-        report.problems.extend(lines)
-        for line in lines:
-            if on_problem is not None:
-                on_problem(line)
+        with lock:
+            report.problems.extend(lines)
+            for line in lines:
+                if on_problem is not None:
+                    on_problem(line)
 
     tasks = {}
     for task_id in ids:
@@ -88,8 +92,10 @@ def verify(ids: list[str], jobs: int = 1, perturb: bool = True,
         else:
             problems = [f"{outcome.key}: the check crashed: {outcome.error}".splitlines()[0]]
         oracle_failed = any(p.startswith(f"{task.id}: oracle fails") for p in problems)
-        report.attempts += 1 if oracle_failed or not outcome.ok else (
+        attempts = 1 if oracle_failed or not outcome.ok else (
             2 + len(applicable_perturbations(task.oracle)) * perturb)
+        with lock:
+            report.attempts += attempts
         found(problems)
         if on_done is not None:
             on_done(outcome.key, problems, n, total)
