@@ -179,6 +179,18 @@ def _select(wp: cq.Workplane, what: str, selector: str) -> cq.Workplane:
     return sel
 
 
+def _fixed(shape: cq.Shape) -> cq.Shape:
+    """The shape's solids after ShapeFix_Solid: `shell()` can leave a shell orientation that
+    makes a later boolean (a boss fused on, a handle swept onto the part) return nothing."""
+    from OCP.ShapeFix import ShapeFix_Solid
+
+    out = []
+    for solid in shape.Solids():
+        fix = ShapeFix_Solid(solid.wrapped)
+        fix.Perform()
+        out.append(cq.Shape.cast(fix.Solid()))
+    return out[0] if len(out) == 1 else cq.Compound.makeCompound(out)
+
 # A font every install has (DejaVu ships with the system's fontconfig); None: CadQuery's default.
 TEXT_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
@@ -262,7 +274,7 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
 
     def shell(a):
         sel = _select(_wp(parts.get(a["name"])), "faces", a["faces"])
-        return parts.set(a["name"], _solid(sel.shell(-a["thickness"])))
+        return parts.set(a["name"], _fixed(_solid(sel.shell(-a["thickness"]))))
 
     def pattern(a):
         if a["kind"] == "grid":

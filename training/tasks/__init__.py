@@ -12,6 +12,7 @@ from training.tasks import (  # noqa: F401  (importing registers the families)
     assembly_edit_families,
     assembly_families,
     cad_families,
+    part_families,
     recovery,
     repair_target_families,
     scene_families,
