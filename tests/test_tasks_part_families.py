@@ -141,6 +141,8 @@ def _sampled() -> list[str]:
     levels = {n: rng.choice((1, 2, 3)) for n in NEW}
     levels[NEW[0]] = 1
     levels[rng.choice(["turned_parts", "feature_patterns"])] = 5
+    if 1 not in levels.values():
+        levels[NEW[1]] = 1
     return [f"{n}:{levels[n]}:{rng.randrange(100)}" for n in NEW]
 
 
