@@ -204,17 +204,22 @@ class Store(Upkeep):
         notes: str = "",
         setup: list[dict[str, Any]] | None = None,
         initial_scene_hash: str | None = None,
+        episode_id: str | None = None,
     ) -> Recorder:
         """Start recording. `setup` lists the calls ({"tool", "args"}) that built the start
         state (a task's setup) so `replay` can rebuild it; `initial_scene_hash` is the hash
-        after them."""
+        after them. `episode_id`: an id fixed before the episode ran (`new_episode_id()`, by a
+        scheduler's head, so that a retried episode keeps it); an id already in the store is
+        refused (`agents.store.buffer.commit` is the idempotent path)."""
         if source not in SOURCES:
             raise StoreError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
         if initial_frame is not None:
             check_png(initial_frame, "initial frame")
         versions = software_versions()  # before anything touches the disk (first call ~50 ms)
-        episode_id = new_episode_id()
+        episode_id = new_episode_id() if episode_id is None else episode_id
         folder = self.episode_dir(episode_id)
+        if folder.exists():
+            raise StoreError(f"episode {episode_id} is already in the store")
         # The folder gets its real name only once its lease is held, so a folder under an
         # episode id always has a live writer or a dead one (never one not yet locked), and
         # the lease is held before the row exists: a visible 'running' row is live.

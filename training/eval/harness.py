@@ -12,131 +12,28 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import training.eval.oracle  # noqa: F401  (registers the oracle and reference policies)
-from agents import LoopConfig, run_episode
-from tools import Session
+from agents import LoopConfig
+
+# One episode, named and run (moved to training/eval/spec.py; imported from here as before).
+from training.eval.spec import (  # noqa: F401
+    EpisodeSpec,
+    benchmark_specs,
+    episode_scheduler,
+    run_spec,
+    task_spec,
+)
 
 # Keys of an episode record that depend on the machine's speed, not on what happened.
 TIMING_KEYS = ("latency_ms", "wall_ms")
 
 
-@dataclass
-class EpisodeSpec:
-    """One thing to evaluate: the goal, how to build the start state and how to check."""
-
-    key: str  # task id or benchmark case id
-    family: str
-    goal: str
-    setup: Callable[[Any], Any] | None
-    checker: Callable[[Any, list[dict]], Any] | None
-    task_info: dict = field(default_factory=dict)
-    budget: int = 20
-    task_id: str | None = None
-    task_params: dict | None = None
-
-
-def task_spec(task_id: str) -> EpisodeSpec:
-    from training.tasks import get_task
-    from training.tasks.toolbox import family_tools
-
-    task = get_task(task_id)
-    return EpisodeSpec(
-        key=task.id,
-        family=task.family,
-        goal=task.prompt,
-        setup=task.setup,
-        checker=task.evaluate,
-        task_info={"task_id": task.id, "family": task.family, "level": task.level,
-                   "tools": list(family_tools(task.family, task.level))},  # fmt: skip
-        budget=task.budget,
-        task_id=task.id,
-        task_params=task.parameters,
-    )
-
-
-def benchmark_specs(folder: str | Path) -> tuple[list[EpisodeSpec], list[dict]]:
-    """One episode per case and prompt of an external benchmark folder, and the skipped
-    (malformed) cases with their reasons."""
-    from training.tasks.benchmark import PART_NAME, load_benchmark
-
-    bench = load_benchmark(folder)
-    specs = []
-    for case in bench.cases.values():
-        for i in range(len(case.prompts)):
-            task = case.task(i)
-            key = task.id if len(case.prompts) == 1 else f"{task.id}#{i}"
-            info = {"task_id": key, "family": task.family, "plan": task.oracle}
-            if case.reference:
-                info["reference"] = {"code": case.reference, "name": PART_NAME}
-            specs.append(
-                EpisodeSpec(
-                    key=key,
-                    family=task.family,
-                    goal=task.prompt,
-                    setup=task.setup,
-                    checker=task.evaluate,
-                    task_info=info,
-                    budget=task.budget,
-                    task_id=None,
-                    task_params=task.parameters,
-                )  # fmt: skip
-            )
-    return specs, bench.skipped
-
-
-def run_spec(
-    spec: EpisodeSpec,
-    policy: Any,
-    session: Session,
-    *,
-    config: LoopConfig | None = None,
-    store: Any = None,
-    source: str = "agent",
-    subscribers: tuple = (),
-    cancel: Any = None,
-    meta: dict | None = None,
-) -> dict:
-    """Run one episode of `spec` and return its record (the `run --json` summary). `meta`:
-    more episode fields for the store (model, adapter, tags), e.g. an RL rollout's run/step."""
-    config = config or LoopConfig()
-    config = LoopConfig(**{**config.__dict__, "max_steps": min(config.max_steps, spec.budget)})
-    recorder_factory = None
-    if store is not None:
-
-        extra = meta
-
-        def recorder_factory(**meta: Any) -> Any:
-            return store.begin_episode(
-                task_id=spec.task_id, task_params=spec.task_params, source=source,
-                **{**meta, **(extra or {})},
-            )
-
-    result = run_episode(
-        policy,
-        session,
-        spec.goal,
-        setup=spec.setup,
-        checker=spec.checker,
-        config=config,
-        task_info=spec.task_info,
-        subscribers=subscribers,
-        cancel=cancel,
-        recorder_factory=recorder_factory,
-    )
-    record = {"task": spec.key, "family": spec.family, **result.summary()}
-    record["success"] = bool(result.success)
-    record["reward"] = float(result.reward) if result.reward is not None else 0.0
-    record["_result"] = result  # dropped from the JSON report; kept for --out
-    return record
-
-
 def evaluate(
     specs: list[EpisodeSpec],
-    policy_factory: Callable[[], Any],
+    policy_factory: Callable[[], Any] | None,
     *,
     workers: int = 1,
     config: LoopConfig | None = None,
@@ -145,53 +42,61 @@ def evaluate(
     session_factory: Callable[[], Any] | None = None,
     progress: Callable[[dict, int, int], None] | None = None,
     seed: int = 0,
+    backend: Any = None,
+    policy_spec: Any = None,
 ) -> dict:
-    """Run every spec (one fresh policy each) on `workers` tool workers; returns the report."""
+    """Run every spec (one fresh policy each) on `workers` tool workers; returns the report.
 
-    def job(spec: EpisodeSpec):
-        def run(session: Session, job_seed: int) -> dict:
-            return run_spec(
-                spec, policy_factory(), session, config=config, store=store, source=source
-            )
+    `backend`: an `EpisodeBackend` (training/eval/backend.py) to run on instead of a local
+    one made here; a remote one builds the policy from `policy_spec` (data) on its nodes and
+    needs specs named by task id. The report is the same whichever runs the episodes."""
+    from training.eval.backend import LocalBackend
+    from training.eval.requests import EpisodeRequest, PolicySpec, job_seed
 
-        return run
+    spec_by_key = {s.key: s for s in specs}
+    local = backend is None or backend.name == "local"
+    if not local:
+        if policy_spec is None:
+            raise ValueError("a remote backend needs the policy as a spec (name and options)")
+        if any(s.task_id is None for s in specs):
+            raise ValueError("a benchmark folder runs on the local backend only (its cases "
+                             "are not in the task registry)")
+    requests = [
+        EpisodeRequest(task_id=s.task_id or s.key, seed=job_seed(seed, i), key=s.key,
+                       policy=policy_spec or PolicySpec("in-process"), loop=config,
+                       source=source)  # fmt: skip
+        for i, s in enumerate(specs)
+    ]
 
     def on_done(outcome, done: int, total: int) -> None:
         if progress is not None:
-            progress(_record(outcome, spec_by_key[outcome.key]), done, total)
+            progress(_record(outcome, spec_by_key[outcome.request.key]), done, total)
 
-    spec_by_key = {s.key: s for s in specs}
-    scored = any(s.checker is not None for s in specs)
-    with episode_scheduler(workers, session_factory, scored=scored, seed=seed) as scheduler:
-        for spec in specs:
-            scheduler.submit(spec.key, job(spec))
-        outcomes = scheduler.run(progress=on_done)
-        retries = scheduler.retries
-    records = [_record(o, spec_by_key[o.key]) for o in outcomes]
+    own = backend is None
+    if own:
+        scored = any(s.checker is not None for s in specs)
+        backend = LocalBackend(
+            workers, session_factory, store=store, scored=scored, seed=seed,
+            policy_for=(lambda _r, _s: policy_factory()) if policy_factory else None,
+            spec_for=lambda r: spec_by_key[r.key],
+        )  # fmt: skip
+    try:
+        outcomes = list(backend.submit(requests, progress=on_done))
+    finally:
+        if own:
+            backend.close()
+    records = [_record(o, spec_by_key[o.request.key]) for o in outcomes]
     report = aggregate(records)
-    report["retries"] = retries
+    report["retries"] = sum(o.attempts - 1 for o in outcomes)
     return report
-
-
-def episode_scheduler(workers: int, session_factory: Callable[[], Any] | None = None, *,
-                      scored: bool = True, **options: Any) -> Any:  # fmt: skip
-    """The scheduler that runs `workers` episodes at once (eval's, and GRPO's rollouts).
-    With `scored`, the verifier keeps as many clean workers warm: each episode's checker
-    scores in one when it ends, and episodes that end together must not queue on cold
-    starts. `options` go to `agents.Scheduler` (seed, deadline_s). Every episode gets a fresh worker
-    (one worker, one episode: agents/scheduler.py)."""
-    from agents import Scheduler
-
-    if scored:
-        from training.tasks.verifier import default_verifier
-
-        default_verifier().reserve(workers)
-    return Scheduler(workers, session_factory, **options)
 
 
 def _record(outcome: Any, spec: EpisodeSpec) -> dict:
     if outcome.ok:
-        return {k: v for k, v in outcome.result.items() if k != "_result"}
+        record = dict(outcome.record)
+        if outcome.retried and outcome.node != "local":  # run again after its node died
+            record["meta"] = {**record.get("meta", {}), "retried": True}
+        return record
     # no result: the episode could not run (counted as a failure, with the reason)
     return {
         "task": spec.key,

@@ -81,37 +81,42 @@ def run_groups(
     (`agents.policies.hf_policy.GroupSampler`): a group's rollouts start from one prompt.
     With `greedy_member`, rollout 0 of each group decodes greedily (`policy_for(seed,
     greedy=True)`), as eval does, and the others sample (their batch one row smaller)."""
-    from training.eval.harness import run_spec, task_spec
+    from training.eval.backend import LocalBackend
+    from training.eval.requests import EpisodeRequest, PolicySpec
 
     greedy = int(greedy_member)
     # The greedy member's episode says so in the store (the Episodes dock filters by tag).
     greedy_meta = {**(meta or {}), "tags": [*(meta or {}).get("tags", []), "greedy"]}
 
-    def job(task_id: str, seed: int, group: Any, index: int):
-        def run(session: Any, _job_seed: int) -> Rollout:
-            policy = policy_for(seed, greedy=True) if index < greedy else policy_for(seed)
-            if group is not None and index >= greedy and hasattr(policy, "share_first_turn"):
-                policy.share_first_turn(group, index - greedy)
-            record = run_spec(task_spec(task_id), policy, session, config=loop_config,
-                              store=store, source="rollout",
-                              meta=greedy_meta if index < greedy else meta)  # fmt: skip
-            return Rollout(task_id, seed, record.pop("_result"), record)
-
-        return run
-
     if batch_first_turn:
         from agents.policies.hf_policy import GroupSampler
+    requests, members = [], {}
     for slot, task_id in slots:
         group = (GroupSampler(group_size - greedy, rollout_seed(run_seed, slot, group_size))
                  if batch_first_turn and group_size - greedy > 1 else None)  # fmt: skip
         for i in range(group_size):
-            scheduler.submit(f"{slot}/{i}",
-                             job(task_id, rollout_seed(run_seed, slot, i), group, i))  # fmt: skip
-    outcomes = scheduler.run()
+            key = f"{slot}/{i}"
+            members[key] = (group, i)
+            requests.append(EpisodeRequest(
+                task_id, rollout_seed(run_seed, slot, i), PolicySpec("in-process"),
+                loop=loop_config, meta=greedy_meta if i < greedy else (meta or {}),
+                source="rollout", key=key,
+            ))  # fmt: skip
+
+    def policy_of(request: EpisodeRequest, _job_seed: int) -> Any:
+        group, index = members[request.key]
+        policy = policy_for(request.seed, greedy=True) if index < greedy else policy_for(request.seed)
+        if group is not None and index >= greedy and hasattr(policy, "share_first_turn"):
+            policy.share_first_turn(group, index - greedy)
+        return policy
+
+    # The trainer's in-process policy runs here: the local backend over the runtime's pool.
+    backend = LocalBackend(scheduler=scheduler, store=store, policy_for=policy_of)
+    outcomes = list(backend.submit(requests))
     failed = [o for o in outcomes if not o.ok]
     if failed:
-        raise RuntimeError(f"rollout {failed[0].key} could not run: {failed[0].error}")
-    flat = [o.result for o in outcomes]
+        raise RuntimeError(f"rollout {failed[0].request.key} could not run: {failed[0].error}")
+    flat = [Rollout(o.request.task_id, o.request.seed, o.result, o.record) for o in outcomes]
     return [flat[g * group_size : (g + 1) * group_size] for g in range(len(slots))]
 
 
