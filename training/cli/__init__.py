@@ -3,6 +3,7 @@
 - `tasks`  `tasks list|show|try` and `score A B`
 - `eval`   `run` (one episode) and `eval` (a policy over a split or a benchmark)
 - `train`  `train sft|grpo|pipeline|launch`
+- `cluster` `cluster up|status|down` (a Ray cluster for eval and rollouts)
 - `views`  how `tasks show` and `score` read to a person
 """
 
@@ -13,7 +14,7 @@ import importlib.util
 
 import typer
 
-MODULES = ("training.cli.tasks", "training.cli.eval", "training.cli.train")
+MODULES = ("training.cli.tasks", "training.cli.eval", "training.cli.train", "training.cli.cluster")
 
 
 def register(app: typer.Typer) -> None:

@@ -180,6 +180,9 @@ def register(app: typer.Typer) -> None:
             None, "--compare", help="OLD.json NEW.json: print the regression table."
         ),
         seed: int = typer.Option(0, help="Base seed for the episode scheduler."),
+        cluster: str = typer.Option(
+            None, "--cluster", help="Run on a Ray cluster: auto or ADDRESS (`cluster up`)."
+        ),
     ) -> None:
         """Evaluate a policy and report per-family success, reward, steps, errors, tokens, latency."""
         from training.eval.harness import compare as compare_reports
@@ -203,12 +206,30 @@ def register(app: typer.Typer) -> None:
         _run_eval(
             policy, split, families, benchmark, per_family, workers,
             _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter),
-            max_steps, no_record, data_dir, json_out, seed,
+            max_steps, no_record, data_dir, json_out, seed, cluster,
         )  # fmt: skip
 
 
+def _cluster_backend(address: str, policy: str, store):
+    """The ray backend on the cluster at `address`, or a one-line reason why not."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        fail("--cluster needs Ray: pip install 'modelwright[cluster]'")
+    if policy.partition(":")[0] == "hf":
+        fail("the hf policy runs in this process: evaluate it without --cluster, or serve it "
+             "(`modelwright serve`) and use --policy openai on the cluster")
+    from training.eval.cluster import RayBackend
+
+    try:
+        return RayBackend(address, store=store)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        fail(f"no usable Ray cluster at {address}: {one_line(str(exc))}; start one with "
+             "`modelwright cluster up`")
+
+
 def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
-              no_record, data_dir, json_out, seed) -> None:  # fmt: skip
+              no_record, data_dir, json_out, seed, cluster=None) -> None:  # fmt: skip
     import training.eval.oracle  # noqa: F401
     from agents import LoopConfig, PolicyError, make_policy
     from training.eval.harness import evaluate, task_spec
@@ -235,21 +256,43 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     store = _open_store(no_record, data_dir)
     from tqdm import tqdm
 
+    backend = None
+    if cluster is not None:
+        if benchmark is not None:
+            fail("a benchmark folder runs on this machine only (its cases are not in the task "
+                 "registry); leave out --cluster")
+        backend = _cluster_backend(cluster, policy, store)
     bar = tqdm(total=len(specs), desc=f"eval {policy}", unit="ep", file=sys.stderr)
     wins = [0]
 
     def progress(record: dict, done: int, total: int) -> None:
         wins[0] += bool(record["success"])
-        bar.set_postfix(success=f"{wins[0]}/{done}")
+        if backend is None:
+            bar.set_postfix(success=f"{wins[0]}/{done}")
+        else:  # progress across nodes: live ones, episodes in flight, sent again
+            st = backend.status()
+            alive = sum(1 for n in st.nodes if n["alive"])
+            bar.set_postfix(success=f"{wins[0]}/{done}", nodes=f"{alive}/{len(st.nodes)}",
+                            running=st.running, retried=st.retried)  # fmt: skip
         bar.update(1)
 
-    report = evaluate(
-        specs, lambda: make_policy(policy, **options), workers=workers, config=config,
-        store=store, source=_source(policy), progress=progress, seed=seed,
-    )  # fmt: skip
+    from training.eval.requests import PolicySpec
+
+    try:
+        report = evaluate(
+            specs, None if backend else lambda: make_policy(policy, **options), workers=workers,
+            config=config, store=store, source=_source(policy), progress=progress, seed=seed,
+            backend=backend, policy_spec=PolicySpec(policy, options),
+        )  # fmt: skip
+    finally:
+        if backend is not None:
+            backend.close()
     bar.close()
     report["policy"] = policy
     report["workers"] = workers
+    if backend is not None:
+        report["backend"] = {"name": "ray", "nodes": len(backend.status().nodes),
+                             "retried": backend.status().retried}  # fmt: skip
     report["skipped"] = skipped
     text = json.dumps(report, indent=2, default=str)
     if json_out is None or str(json_out) == "-":

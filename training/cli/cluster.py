@@ -1,0 +1,112 @@
+"""`modelwright cluster up|status|down`: a Ray cluster for eval and rollouts (docs/CLUSTER.md).
+
+`up` starts a head and more nodes on this machine, all on 127.0.0.1 (or joins a head at
+ADDRESS), each offering `--slots` tool-worker slots, and leaves them running in a keeper
+process; `eval --cluster auto` then runs its episodes there. Needs the `cluster` extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import time
+
+import typer
+
+from tools.exits import fail
+
+app = typer.Typer(help="A Ray cluster for eval and rollouts: up, status, down.", no_args_is_help=True)
+
+
+def need_ray() -> None:
+    if importlib.util.find_spec("ray") is None:
+        fail("the cluster commands need Ray: pip install 'modelwright[cluster]'")
+
+
+def print_status(address: str) -> None:
+    from training.eval.cluster import cluster_status
+
+    try:
+        info = cluster_status(address)
+    except (ConnectionError, RuntimeError) as exc:
+        fail(f"no Ray cluster at {address} ({str(exc).splitlines()[0]}); start one with "
+             "`modelwright cluster up`")  # fmt: skip
+    typer.echo(f"cluster {info['address']}: {info['slots']} worker slots, "
+               f"{info['slots_taken']} held by a run")  # fmt: skip
+    for n in info["nodes"]:
+        state = "alive" if n["alive"] else "dead"
+        typer.echo(f"  node {n['node'][:12]}  {n['address']:<15} {state:<5}  {n['slots']} slots")
+    typer.echo("queue: episodes wait on the head of the run that submits them "
+               "(its progress line shows nodes, retried and done)")  # fmt: skip
+
+
+@app.command("up")
+def up(
+    nodes: int = typer.Option(2, min=1, help="Nodes to start on this machine."),
+    slots: int = typer.Option(1, min=1, help="Tool-worker slots per node (episodes at once)."),
+    address: str = typer.Option(None, "--address", help="Join the head at ADDRESS instead."),
+    timeout: float = typer.Option(600, help="Seconds to wait for the nodes to start."),
+) -> None:
+    """Start a cluster on this machine (or join one) and print its nodes."""
+    need_ray()
+    from training.eval.cluster import read_state, state_file
+
+    if read_state() is not None:
+        fail(f"a cluster is already up ({read_state()['address']}); `modelwright cluster "
+             "down` stops it")  # fmt: skip
+    state_file().unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "training.eval.cluster", "--nodes", str(nodes),
+           "--slots", str(slots), *(["--join", address] if address else [])]  # fmt: skip
+    keeper = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    end = time.monotonic() + timeout
+    while read_state() is None:
+        if keeper.poll() is not None:
+            err = (keeper.stderr.read() or b"").decode(errors="replace").strip().splitlines()
+            fail(f"the cluster did not start: {err[-1] if err else 'no reason given'}")
+        if time.monotonic() > end:
+            keeper.terminate()
+            fail(f"the cluster did not start within {timeout:g} s")
+        time.sleep(0.5)
+    state = read_state()
+    typer.echo(f"cluster up at {state['address']} (keeper pid {state['pid']})")
+    print_status(state["address"])
+
+
+@app.command("status")
+def status(address: str = typer.Option(None, "--address", help="Default: the one `up` started.")) -> None:
+    """Print the cluster's nodes, worker slots and queue."""
+    need_ray()
+    from training.eval.cluster import read_state
+
+    state = read_state()
+    if address is None and state is None:
+        fail("no cluster is up; start one with `modelwright cluster up`")
+    print_status(address or state["address"])
+
+
+@app.command("down")
+def down(timeout: float = typer.Option(120, help="Seconds to wait for the nodes to stop.")) -> None:
+    """Stop the cluster `up` started."""
+    need_ray()
+    import os
+    import signal
+
+    from training.eval.cluster import read_state
+
+    state = read_state()
+    if state is None:
+        typer.echo("no cluster is up")
+        return
+    os.kill(int(state["pid"]), signal.SIGTERM)
+    end = time.monotonic() + timeout
+    while read_state() is not None and time.monotonic() < end:
+        time.sleep(0.5)
+    if read_state() is not None:
+        fail(f"the cluster's keeper (pid {state['pid']}) did not stop within {timeout:g} s")
+    typer.echo(f"cluster at {state['address']} stopped")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="cluster")

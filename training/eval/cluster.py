@@ -1,0 +1,433 @@
+"""The `ray` episode backend: episodes across the nodes of a Ray cluster (the `cluster` extra).
+
+Every node runs one `EpisodeNode` actor that owns that node's jailed `WorkerPool` (its slots
+and spares) and the verifier's clean workers. A request (training/eval/requests.py) is one
+actor call: the node builds the task from its id and the policy from its spec (an endpoint's
+client, the oracle), runs `run_request` on a fresh session and records into memory
+(`agents.store.buffer`); the finished record, with its frames and token ids, comes back to
+the head, whose single store writer commits it idempotently by the episode id it fixed. A
+node that dies fails its calls: the head sends those requests again, from their start state
+(they are data), to a live node, and their records say `retried`.
+
+Placement is declared: a node offers a custom `tools` resource equal to its worker slots,
+and its actor takes them, pinned to the node. The head keeps at most `slots` calls in flight
+per node, so the queue stays on the head (`status()` shows it) and a dead node holds none.
+
+All traffic stays on 127.0.0.1 for a cluster on one machine (`loopback()`): Ray otherwise
+resolves "127.0.0.1" in a bootstrap address to the machine's outward address and dials it.
+Ray is imported only by this module, only when the backend is chosen.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from training.eval.requests import BackendStatus, EpisodeOutcome, EpisodeRequest, run_request
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+# Ray's switch for "a cluster on this machine only": when it is off, every place that asks
+# for "this node's address" answers the loopback address (ray._private.services).
+CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+NAMESPACE = "modelwright"
+TOOLS = "tools"  # the custom resource: tool-worker slots of a node
+
+
+def loopback() -> Any:
+    """Import Ray with every component on 127.0.0.1 (this process and the ones it starts)."""
+    os.environ[CLUSTER_SWITCH] = "0"
+    import ray
+    import ray._private.ray_constants as constants
+
+    constants.ENABLE_RAY_CLUSTER = False  # read at call time by services.get_node_ip_address
+    return ray
+
+
+def node_args(slots: int, *, num_cpus: int = 1) -> dict:
+    """`ray.cluster_utils.Cluster.add_node` / RayParams for a node on this machine: loopback
+    address, no dashboard, `slots` tool-worker slots."""
+    return {
+        "node_ip_address": LOOPBACK,
+        "include_dashboard": False,
+        "dashboard_host": LOOPBACK,
+        "num_cpus": num_cpus,
+        "resources": {TOOLS: slots},
+    }
+
+
+def local_cluster(nodes: int = 2, slots: int = 1, *, head_slots: int | None = None,
+                  attempts: int = 5) -> Any:  # fmt: skip
+    """A cluster of `nodes` nodes on this machine, all on 127.0.0.1: the head (with
+    `head_slots`, default `slots`) and `nodes - 1` more (`ray.cluster_utils.Cluster`; its
+    `remove_node` kills one, as a machine dying would). Ray gives a starting node 30 s to
+    register, which a loaded machine can miss: a node that did not come up is stopped and
+    started again, up to `attempts` times."""
+    loopback()
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster()
+    for i in range(nodes):
+        start_node(cluster, node_args(slots if i or head_slots is None else head_slots),
+                    attempts)  # fmt: skip
+    cluster.wait_for_nodes()
+    return cluster
+
+
+def start_node(cluster: Any, args: dict, attempts: int = 3) -> Any:
+    """Add a node with `args` to `cluster`, started again if it did not come up in time."""
+    import psutil
+
+    for attempt in range(1, attempts + 1):
+        before = {p.pid for p in psutil.Process().children(recursive=True)}
+        try:
+            return cluster.add_node(**args)
+        except Exception as exc:  # "The current node timed out during startup"
+            if attempt == attempts:
+                raise
+            log.warning("a Ray node did not start (%s); starting it again", exc)
+            for proc in psutil.Process().children(recursive=True):  # what this try started
+                if proc.pid not in before:
+                    try:
+                        proc.kill()
+                    except psutil.NoSuchProcess:
+                        pass
+    return None
+
+
+def connect(address: str = "auto") -> Any:
+    """Connect this process (the head's driver) to the cluster at `address` (`auto`: the one
+    `modelwright cluster up` or `ray start` left on this machine)."""
+    ray = loopback()
+    if not ray.is_initialized():
+        ray.init(address=address, namespace=NAMESPACE, _node_ip_address=LOOPBACK,
+                 log_to_driver=False, logging_level=logging.WARNING)  # fmt: skip
+    return ray
+
+
+def tool_nodes(ray: Any) -> list[dict]:
+    """The live nodes that offer tool slots: {"node", "address", "slots"}."""
+    return [{"node": n["NodeID"], "address": n["NodeManagerAddress"],
+             "slots": int(n["Resources"].get(TOOLS, 0))}
+            for n in ray.nodes() if n["Alive"] and n["Resources"].get(TOOLS, 0) >= 1]  # fmt: skip
+
+
+class EpisodeNode:
+    """The actor on one node: its worker pool, and one request per call (threaded: `slots`
+    calls at once, each on its own fresh session, as `agents.Scheduler` runs them)."""
+
+    def __init__(self, slots: int, spares: int = 1, max_retries: int = 2) -> None:
+        from tools import WorkerPool
+        from training.tasks.verifier import default_verifier
+
+        self.slots, self.max_retries = slots, max_retries
+        self.pool = WorkerPool(size=slots + spares)
+        default_verifier().reserve(slots)
+        self.node_id = _node_id()
+
+    def ready(self) -> str:
+        return self.node_id
+
+    def run(self, request: EpisodeRequest) -> dict:
+        """Run `request`; the record (without `_result`), the EpisodeResult, the buffered
+        episode for the head's store, or the error. An infrastructure failure (the worker
+        died while building the start state, no session) is retried here on a fresh worker."""
+        from agents.loop import InfrastructureError
+        from agents.store.buffer import BufferSink
+        from tools import ToolSession
+
+        error = "no attempt"
+        for attempt in range(1, self.max_retries + 2):
+            start = time.perf_counter()
+            try:
+                session = ToolSession(self.pool)
+            except Exception as exc:  # the pool failed: try again
+                error = f"no tool session: {exc}"
+                continue
+            sink = BufferSink()
+            try:
+                record = run_request(request, session, store=sink)
+            except InfrastructureError as exc:
+                error = str(exc)
+                continue
+            finally:
+                _close(session)
+            result = record.pop("_result", None)
+            return {"record": record, "result": result, "attempts": attempt,
+                    "buffered": sink.episodes[0] if sink.episodes else None,
+                    "node": self.node_id, "wall_ms": (time.perf_counter() - start) * 1e3}  # fmt: skip
+        return {"error": f"infrastructure: {error}", "infrastructure": True,
+                "attempts": self.max_retries + 1, "node": self.node_id}  # fmt: skip
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+def _close(session: Any) -> None:
+    try:
+        session.close()
+    except Exception:  # a dead worker may not close cleanly; the pool reaps it
+        log.debug("closing a session failed", exc_info=True)
+
+
+class RayBackend:
+    """Runs requests on the cluster at `address`; commits records into `store` (the head's).
+
+    `on_result(outcome)` is called on the head after each record is committed (the
+    progress line; tests use it to stop a node at a known point)."""
+
+    name = "ray"
+
+    def __init__(self, address: str = "auto", *, store: Any = None, spares: int = 1,
+                 max_retries: int = 2, policy_for: Any = None,
+                 ready_timeout_s: float = 600.0) -> None:  # fmt: skip
+        if policy_for is not None:
+            raise ValueError("the ray backend builds policies on its nodes from a spec; an "
+                             "in-process model runs on the local backend (the trainer's node)")
+        self.ray = connect(address)
+        self.store = store
+        self.spares, self.max_retries = spares, max_retries
+        self.ready_timeout_s = ready_timeout_s
+        self._lock = threading.Lock()
+        self._actors: dict[str, dict] = {}  # node id -> {"actor", "slots", "alive", ...}
+        self._queued = self._done = self._retried = 0
+        self.inflight: dict[Any, tuple[int, EpisodeRequest, str]] = {}  # ref -> (i, req, node)
+        self.dead_nodes: list[str] = []
+        self._add_actors()
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def _add_actors(self) -> None:
+        """One actor on each live node with tool slots that has none yet; waits until ready."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        remote = self.ray.remote(EpisodeNode)
+        new = {}
+        for node in tool_nodes(self.ray):
+            if node["node"] in self._actors or node["node"] in self.dead_nodes:
+                continue
+            actor = remote.options(
+                num_cpus=0, resources={TOOLS: node["slots"]}, max_concurrency=node["slots"],
+                max_restarts=0, max_task_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["node"], soft=False),
+            ).remote(node["slots"], self.spares, self.max_retries)  # fmt: skip
+            new[node["node"]] = {"actor": actor, "slots": node["slots"], "alive": True,
+                                 "address": node["address"], "running": 0, "done": 0}  # fmt: skip
+        if new:
+            refs = {entry["actor"].ready.remote(): nid for nid, entry in new.items()}
+            ready, _ = self.ray.wait(list(refs), num_returns=len(refs),
+                                     timeout=self.ready_timeout_s)  # fmt: skip
+            for ref in ready:
+                try:
+                    self.ray.get(ref)
+                except Exception as exc:  # the node went away while its actor started
+                    log.warning("node %s: actor did not start (%s)", refs[ref], exc)
+                    new.pop(refs[ref], None)
+            for ref, nid in refs.items():
+                if ref not in ready:
+                    new.pop(nid, None)
+            self._actors.update(new)
+        if not any(e["alive"] for e in self._actors.values()):
+            raise RuntimeError("no live node with tool slots in the Ray cluster (a node offers "
+                               f"them with the `{TOOLS}` resource: `modelwright cluster up`)")
+
+    def _mark_dead(self, node: str) -> None:
+        entry = self._actors.get(node)
+        if entry is not None and entry["alive"]:
+            entry["alive"] = False
+            self.dead_nodes.append(node)
+            log.warning("node %s died; its episodes are sent again to live nodes", node[:12])
+
+    def _free_node(self) -> str | None:
+        free = [(e["running"] - e["slots"], nid) for nid, e in self._actors.items()
+                if e["alive"] and e["running"] < e["slots"]]  # fmt: skip
+        return min(free)[1] if free else None
+
+    # -- the interface ---------------------------------------------------------------------
+
+    def submit(self, requests: list[EpisodeRequest],
+               progress: Callable[[EpisodeOutcome, int, int], None] | None = None
+               ) -> Iterator[EpisodeOutcome]:  # fmt: skip
+        from ray.exceptions import RayTaskError
+
+        ray = self.ray
+        queue = collections.deque((i, r, 1) for i, r in enumerate(requests))
+        retried: set[int] = set()
+        outcomes: dict[int, EpisodeOutcome] = {}
+        self._queued += len(requests)
+        while queue or self.inflight:
+            while queue:
+                node = self._free_node()
+                if node is None:
+                    break
+                index, request, _ = queue.popleft()
+                entry = self._actors[node]
+                ref = entry["actor"].run.remote(request)
+                entry["running"] += 1
+                self._queued -= 1
+                self.inflight[ref] = (index, request, node)
+            if not self.inflight:  # work left and no live node: look for new ones
+                self._add_actors()
+                continue
+            ready, _ = ray.wait(list(self.inflight), num_returns=1, timeout=5.0)
+            for ref in ready:
+                index, request, node = self.inflight.pop(ref)
+                entry = self._actors[node]
+                entry["running"] -= 1
+                try:
+                    reply = ray.get(ref)
+                except RayTaskError as exc:  # the episode raised on the node: not retried
+                    reply = {"error": f"{type(exc.cause).__name__}: {exc.cause}",
+                             "node": node, "attempts": 1}  # fmt: skip
+                except Exception as exc:  # the node (or its actor) died: send it again
+                    log.warning("episode %s on node %s lost (%s)", request.key, node[:12],
+                                type(exc).__name__)  # fmt: skip
+                    self._mark_dead(node)
+                    retried.add(index)
+                    self._retried += 1
+                    self._queued += 1
+                    queue.appendleft((index, request, 0))
+                    continue
+                entry["done"] += 1
+                outcome = self._outcome(request, reply, index in retried)
+                outcomes[index] = outcome
+                self._done += 1
+                if progress is not None:
+                    progress(outcome, len(outcomes), len(requests))
+        return iter([outcomes[i] for i in range(len(requests))])
+
+    def _outcome(self, request: EpisodeRequest, reply: dict, retried: bool) -> EpisodeOutcome:
+        buffered = reply.get("buffered")
+        if buffered is not None and self.store is not None:  # the one writer: the head
+            from agents.store.buffer import commit
+
+            commit(self.store, buffered, tags=("retried",) if retried else ())
+        return EpisodeOutcome(
+            request, reply.get("record"), reply.get("result"), reply.get("error"),
+            bool(reply.get("infrastructure")), int(reply.get("attempts", 1)) + int(retried),
+            retried, reply.get("node", ""),
+            float(reply.get("wall_ms", 0.0)),
+        )  # fmt: skip
+
+    def status(self) -> BackendStatus:
+        nodes = [{"node": nid, "address": e["address"], "slots": e["slots"], "alive": e["alive"],
+                  "running": e["running"], "done": e["done"]}
+                 for nid, e in self._actors.items()]  # fmt: skip
+        return BackendStatus("ray", nodes, sum(n["slots"] for n in nodes if n["alive"]),
+                             self._queued, len(self.inflight), self._done, self._retried)  # fmt: skip
+
+    def close(self) -> None:
+        for entry in self._actors.values():
+            if entry["alive"]:
+                try:
+                    self.ray.kill(entry["actor"])
+                except Exception:  # already gone with its node
+                    log.debug("killing an actor failed", exc_info=True)
+        self._actors.clear()
+
+    def __enter__(self) -> RayBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def cluster_status(address: str = "auto") -> dict:
+    """Nodes, worker slots and what runs, for `modelwright cluster status`."""
+    ray = connect(address)
+    nodes = [{"node": n["NodeID"], "address": n["NodeManagerAddress"], "alive": n["Alive"],
+              "slots": int(n["Resources"].get(TOOLS, 0))} for n in ray.nodes()]  # fmt: skip
+    total = ray.cluster_resources().get(TOOLS, 0)
+    free = ray.available_resources().get(TOOLS, 0)
+    return {"address": ray.get_runtime_context().gcs_address, "nodes": nodes,
+            "slots": int(total), "slots_taken": int(total - free)}  # fmt: skip
+
+
+# -- a cluster on this machine that outlives the command (`modelwright cluster up|down`) --
+
+
+def state_file() -> Path:
+    """Where `cluster up` notes the cluster it started (address, pid of its keeper)."""
+    override = os.environ.get("MODELWRIGHT_CLUSTER_STATE")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("modelwright")) / "cluster.json"
+
+
+def read_state() -> dict | None:
+    try:
+        state = json.loads(state_file().read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(int(state["pid"]), 0)
+    except (OSError, KeyError, ValueError):
+        return None  # its keeper is gone: so is the cluster
+    return state
+
+
+def keep(nodes: int, slots: int, join: str | None = None) -> None:
+    """Start the nodes (a head and `nodes - 1` more, or `nodes` joining `join`), note them in
+    the state file and hold them until SIGTERM/SIGINT (`cluster down`)."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    started: list[Any] = []
+    if join is None:
+        cluster = local_cluster(nodes=nodes, slots=slots)
+        address = cluster.address
+    else:
+        cluster = None
+        address = join
+        local = join.split(":")[0] in (LOOPBACK, "localhost")
+        if local:
+            loopback()
+        from ray._private.node import Node
+        from ray._private.parameter import RayParams
+
+        for _ in range(nodes):
+            args = node_args(slots) if local else {"num_cpus": 1, "resources": {TOOLS: slots}}
+            params = RayParams(gcs_address=join, **args)
+            started.append(Node(params, head=False, shutdown_at_exit=True, spawn_reaper=True))
+    path = state_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"address": address, "pid": os.getpid(), "nodes": nodes,
+                               "slots": slots, "joined": join is not None}))  # fmt: skip
+    tmp.replace(path)
+    try:
+        stop.wait()
+    finally:
+        path.unlink(missing_ok=True)
+        for node in started:
+            node.kill_all_processes(check_alive=False, allow_graceful=True)
+        if cluster is not None:
+            cluster.shutdown()
+
+
+if __name__ == "__main__":  # `modelwright cluster up` starts this, detached
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--slots", type=int, default=1)
+    parser.add_argument("--join", default=None)
+    a = parser.parse_args()
+    keep(a.nodes, a.slots, a.join)
