@@ -162,10 +162,8 @@ def card_png(task_id: str, session: Any, size: tuple[int, int] = CARD_SIZE) -> b
     task = get_task(task_id)
     session.reset()
     task.setup(session)
-    for step in task.oracle:
-        result = session.call(step["tool"], step["args"])
-        if not result.ok:
-            raise TaskError(f"{task_id}: oracle call {step['tool']} failed: {result.error}")
+    for step in task.oracle:  # a recovery oracle fails on purpose first, as `render_target`
+        session.call(step["tool"], step["args"])
     side = size[1] * 3 // 2
     shot = session.render(views=["iso"], size=side)
     if not shot.ok or not shot.images:
