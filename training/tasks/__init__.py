@@ -26,8 +26,9 @@ from training.tasks.base import (
     get_task,
     held_out_families,
     list_families,
+    split_of,
 )
-from training.tasks.config import HELD_OUT_FAMILY, SPLITS, split_of
+from training.tasks.config import HELD_OUT_FAMILY, SPLITS
 
 
 def split_ids(split: str, per_family: int = 10, families: list[str] | None = None) -> list[str]:

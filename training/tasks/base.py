@@ -15,7 +15,7 @@ from typing import Any
 
 from tools import Session
 from training.rewards import RewardBreakdown
-from training.tasks.config import DOMAINS, REWARD_WEIGHTS, split_of
+from training.tasks.config import DOMAINS, REWARD_WEIGHTS, seed_split
 
 
 class TaskError(ValueError):
@@ -86,6 +86,12 @@ def family(
         return make
 
     return register
+
+
+def split_of(family: str, seed: int) -> str:
+    """The split a task belongs to: held-out families are only ever `test`."""
+    entry = FAMILIES.get(family)
+    return seed_split(family, seed, held_out=entry is not None and entry.held_out)
 
 
 def held_out_families() -> list[str]:

@@ -63,12 +63,10 @@ REWARD_WEIGHTS: dict[str, dict[str, float]] = {
 }
 
 
-def split_of(family: str, seed: int) -> str:
-    """The split a task belongs to (a held-out family is always `test`)."""
-    from training.tasks.base import FAMILIES
-
-    entry = FAMILIES.get(family)
-    if family == HELD_OUT_FAMILY or (entry is not None and entry.held_out):
+def seed_split(family: str, seed: int, held_out: bool = False) -> str:
+    """The split a task belongs to (a held-out family is always `test`); the registry's
+    `training.tasks.base.split_of` says whether a family is held out."""
+    if held_out or family == HELD_OUT_FAMILY:
         return "test"
     if family == "benchmark":
         return "benchmark"
