@@ -82,6 +82,9 @@ def _hand_over(state_root: str, paths: Iterable[Path]) -> None:
         os.chown(p, st.st_uid, st.st_gid, follow_symlinks=False)
 
 
+REPLAY_DEADLINE_S = 180.0
+
+
 class CleanRoom:
     """A pool of workers that only ever load committed scenes (never a policy's code)."""
 
@@ -104,7 +107,11 @@ class CleanRoom:
         if self._own_pool:  # for the spares started next: CadQuery only while scenes have CAD
             self.pool.preload_cad = (base is not None and base.parts > 0) or any(
                 getattr(TOOLS.get(e.tool), "kernel", "") == "cadquery" for e in entries)
-        clean = ToolSession(self.pool)
+        # A replay runs calls that already ran once, never a policy's code; its time limit is
+        # there for a hung worker. A clean worker imports CadQuery on its first CAD call, which
+        # on a loaded machine can take longer than a policy's 30 s: a slow import must not
+        # overturn an honest call (seen with 40+ processes on 2 cores).
+        clean = ToolSession(self.pool, deadline_s=REPLAY_DEADLINE_S)
         clean_scratch = os.fspath(clean.scratch)
         state_root = os.path.join(clean_scratch, "state")
         done = Rebuilt()
