@@ -115,7 +115,8 @@ class Modifier(Args):
 
 
 class AddLight(Args):
-    """Add a light (kept in exports; renders use studio lighting)."""
+    """Add a light at `location` (metres), `energy` in watts (kept in exports; renders use
+    studio lighting)."""
     kind: Literal["point", "sun", "spot", "area"]
     name: ObjName
     location: Vec3 = [0.0, 0.0, 5.0]

@@ -399,8 +399,9 @@ SUBJECTS = (("Vase", "cylinder"), ("Bust", "uv_sphere"), ("Crate", "cube"), ("La
             ("Trophy", "cylinder"), ("Globe", "uv_sphere"), ("Box", "cube"), ("Cone", "cone"))
 
 
-def _subject(rng: random.Random, name: str, kind: str, x: float, y: float, z0: float = 0.0):
-    d = rng.choice((0.4, 0.5, 0.6))
+def _subject(rng: random.Random, name: str, kind: str, x: float, y: float, z0: float = 0.0,
+             d: float | None = None):
+    d = d or rng.choice((0.4, 0.5, 0.6))
     h = d if kind == "uv_sphere" else rng.choice((0.6, 0.8, 1.0))
     return box(name, (d, d, h), (x, y, z0 + h / 2), kind=kind)
 
@@ -458,9 +459,9 @@ def _camera_plan(rng, items, lens, exact: bool):
     else:
         con |= {"view": view, "tol_deg": 10.0}
         text = (f"a camera 'Cam' with a {lens:g} mm lens (36 mm sensor, square frame) looking "
-                f"from the {side} and {round(math.degrees(el))}° above (the direction "
-                f"{fmt(view, '')} from the subjects' centre {fmt(target)}), aimed at that centre, "
-                f"at a distance where they fill 40-85 % of the frame")
+                f"from the {side} and {round(math.degrees(el))}° above (the unit direction "
+                f"[{', '.join(f'{x:g}' for x in view)}] from the subjects' centre "
+                f"{fmt(target)}), aimed at that centre, at a distance where they fill 40-85 % of the frame")
     return call("add_camera", name="Cam", location=loc, target=target, lens_mm=lens), con, text
 
 
@@ -499,14 +500,14 @@ def lighting_camera(level: int, rng: random.Random) -> TaskSpec:
             oracle.append(add(plinth))
             cons += where(plinth)
             texts.append(f"a plinth 'Plinth' {size_text(plinth['dimensions'])} centred at "
-                         f"({x:g}, {y:g}) on the ground")
+                         f"({x:g}, {y:g}) m on the ground")
             z0 = 0.5
         subj = [_subject(rng, *picks[0], x, y, z0)]
         oracle.append(add(subj[0]))
         cons += where(subj[0])
         texts.append(f"the subject, a {picks[0][1].replace('uv_', '')} '{subj[0]['name']}' "
                      f"{size_text(subj[0]['dimensions'])} standing "
-                     + ("on the plinth, centred" if level == 4 else f"on the ground at ({x:g}, {y:g})"))
+                     + ("on the plinth, centred" if level == 4 else f"on the ground at ({x:g}, {y:g}) m"))
     else:
         floor = box("Floor", (6, 6, 0.02), (0, 0, -0.01))
         wall = box("Backdrop", (6, 0.05, 3), (0, 3.025, 1.5))
@@ -515,11 +516,13 @@ def lighting_camera(level: int, rng: random.Random) -> TaskSpec:
         cons += where(floor) + where(wall) + where(table)
         texts.append("a floor 'Floor' 6 x 6 x 0.02 m with its top at z = 0, a backdrop 'Backdrop' "
                      "6 x 0.05 x 3 m standing on it along y = 3 m (its front face at y = 3), and a "
-                     "table 'Table' 1.8 x 0.8 x 0.75 m centred at (0, 0.6) on the floor")
+                     "table 'Table' 1.8 x 0.8 x 0.75 m centred at (0, 0.6) m on the floor")
         subj = []
         colours = rng.sample(sorted(COLOURS), 3)
         for i, (name, kind) in enumerate(picks):
-            s = _subject(rng, name, kind, -0.6 + 0.6 * i, 0.6, 0.75)
+            # the outer two as wide: the subjects' centre is over the middle one (x = 0)
+            s = _subject(rng, name, kind, -0.6 + 0.6 * i, 0.6, 0.75,
+                         d=subj[0]["dimensions"][0] if i == 2 else None)
             subj.append(s)
             oracle.append(add(s))
             cons += where(s) + [{"kind": "on_top", "upper": name, "lower": "Table", "tol": 0.02}]
