@@ -13,7 +13,7 @@ import numpy as np
 
 from tools.errors import ErrorKind, ToolError
 from tools.worker.cad import PartStore
-from tools.worker.scene import _r, obj, world_bbox
+from tools.worker.scene import obj, rounded, world_bbox
 
 DUPLICATE_EPS = 1e-6  # metres: vertices closer than this count as one place
 
@@ -180,9 +180,9 @@ def mesh_repair(parts: PartStore):
         if ob.type != "MESH":
             raise ToolError(ErrorKind.VALIDATION, f"{ob.name!r} is a {ob.type.lower()}, not a mesh")
         if ob.modifiers:
-            from tools.worker.scene import _apply_evaluated
+            from tools.worker.scene import apply_evaluated
 
-            _apply_evaluated(ob)
+            apply_evaluated(ob)
         scale = max(abs(s) for s in ob.matrix_world.to_scale()) or 1.0
         bm = bmesh.new()
         try:
@@ -230,15 +230,15 @@ def mass_properties(a) -> dict:
         lo, hi = world_bbox(ob)
         lo_all, hi_all = np.minimum(lo_all, lo), np.maximum(hi_all, hi)
         row = {"name": ob.name, "volume": round(vol, 9), "area": round(area, 9),
-               "centre_of_mass": _r(cen), "bbox_min": _r(lo), "bbox_max": _r(hi)}
+               "centre_of_mass": rounded(cen), "bbox_min": rounded(lo), "bbox_max": rounded(hi)}
         if density is not None:
             row["mass_kg"] = round(vol * density, 9)
         rows.append(row)
         total_v += vol
         moment += vol * cen
     out: dict = {"objects": rows, "volume": round(total_v, 9),
-                 "centre_of_mass": _r(moment / total_v) if total_v > 0 else None,
-                 "bbox_min": _r(lo_all), "bbox_max": _r(hi_all)}
+                 "centre_of_mass": rounded(moment / total_v) if total_v > 0 else None,
+                 "bbox_min": rounded(lo_all), "bbox_max": rounded(hi_all)}
     if density is not None:
         out["density"] = density
         out["mass_kg"] = round(total_v * density, 9)

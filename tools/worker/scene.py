@@ -28,7 +28,7 @@ def user_objects() -> list[bpy.types.Object]:
     return sorted((o for o in bpy.data.objects if not o.get("mw_helper")), key=lambda o: o.name)
 
 
-def _r(v, nd=6) -> list[float]:
+def rounded(v, nd=6) -> list[float]:
     return [round(float(x), nd) + 0.0 for x in v]
 
 
@@ -53,8 +53,8 @@ def describe(ob) -> dict:
     mesh = ob.data if ob.type == "MESH" else None
     return {
         "name": ob.name, "source": ob.get("mw_source", "blender"), "type": ob.type.lower(),
-        "location": _r(loc), "rotation_deg": _r(math.degrees(a) for a in rot.to_euler("XYZ")),
-        "scale": _r(scale), "dimensions": _r(ob.dimensions), "bbox_min": _r(lo), "bbox_max": _r(hi),
+        "location": rounded(loc), "rotation_deg": rounded(math.degrees(a) for a in rot.to_euler("XYZ")),
+        "scale": rounded(scale), "dimensions": rounded(ob.dimensions), "bbox_min": rounded(lo), "bbox_max": rounded(hi),
         "material": material_of(ob), "vertices": len(mesh.vertices) if mesh else 0,
         "faces": len(mesh.polygons) if mesh else 0, "parent": ob.parent.name if ob.parent else None,
         "visible": not ob.hide_render, **_lamp_or_lens(ob),
@@ -218,7 +218,7 @@ def set_material(a) -> dict:
 MAX_FACES = 2_000_000
 
 
-def _apply_evaluated(ob) -> None:
+def apply_evaluated(ob) -> None:
     """Bake the object's modifiers into its mesh without bpy.ops."""
     dg = bpy.context.evaluated_depsgraph_get()
     new = bpy.data.meshes.new_from_object(ob.evaluated_get(dg))
@@ -255,7 +255,7 @@ def boolean(parts: PartStore):
         mod.operation = {"union": "UNION", "difference": "DIFFERENCE", "intersect": "INTERSECT"}[op]
         mod.object = cutter
         mod.solver = "EXACT"
-        _apply_evaluated(target)
+        apply_evaluated(target)
         parts.drop(target.name)  # a mixed boolean leaves a plain mesh
         target["mw_source"] = "blender"
         cname = cutter.name
@@ -382,7 +382,7 @@ def modifier(parts: PartStore):
         else:
             mod.levels = mod.render_levels = a["levels"]
         if a["apply"]:
-            _apply_evaluated(ob)
+            apply_evaluated(ob)
             parts.drop(ob.name)
             ob["mw_source"] = "blender"
         bpy.context.view_layer.update()
@@ -464,7 +464,7 @@ def _mesh_arrays(ob):
 
 def measure(a) -> dict:
     ob = obj(a["name"])
-    out: dict = {"name": ob.name, "dimensions": _r(ob.dimensions)}
+    out: dict = {"name": ob.name, "dimensions": rounded(ob.dimensions)}
     if ob.type == "MESH":
         vol, area = _mesh_arrays(ob)
         out.update(volume=round(vol, 9), area=round(area, 9))
@@ -476,7 +476,7 @@ def measure(a) -> dict:
         gap = np.maximum(0.0, np.maximum(np.array(lo2) - np.array(hi1), np.array(lo1) - np.array(hi2)))
         out["other"] = other.name
         out["center_distance"] = round((c1 - c2).length, 6)
-        out["center_delta"] = _r(c2 - c1)
+        out["center_delta"] = rounded(c2 - c1)
         out["bbox_gap"] = round(float(np.linalg.norm(gap)), 6)
         out["bbox_overlap"] = bool(np.all(gap == 0))
     return out

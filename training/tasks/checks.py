@@ -56,7 +56,7 @@ def _hex(c: str) -> np.ndarray:
     return np.array([int(c[i : i + 2], 16) for i in (0, 2, 4)], float)
 
 
-def _missing(name: str) -> Measured:
+def missing_object(name: str) -> Measured:
     return False, f"{name} missing"
 
 
@@ -79,7 +79,7 @@ def c_count(ctx: EvalContext, equal: int, source: str | None = None) -> Measured
 def c_position(ctx: EvalContext, object: str, value, tol: float) -> Measured:
     o = ctx.obj(object)
     if o is None:
-        return _missing(object)
+        return missing_object(object)
     c = centre(o)
     return bool(np.max(np.abs(c - np.asarray(value))) <= tol), [round(v, 4) for v in c]
 
@@ -87,7 +87,7 @@ def c_position(ctx: EvalContext, object: str, value, tol: float) -> Measured:
 def c_size(ctx: EvalContext, object: str, value, tol_rel: float) -> Measured:
     o = ctx.obj(object)
     if o is None:
-        return _missing(object)
+        return missing_object(object)
     d = np.asarray(o["dimensions"], float)
     v = np.asarray(value, float)
     return bool(np.all(np.abs(d - v) <= tol_rel * np.maximum(v, 1e-9))), [round(x, 4) for x in d]
@@ -96,7 +96,7 @@ def c_size(ctx: EvalContext, object: str, value, tol_rel: float) -> Measured:
 def c_rotation(ctx: EvalContext, object: str, value, tol_deg: float) -> Measured:
     o = ctx.obj(object)
     if o is None:
-        return _missing(object)
+        return missing_object(object)
     err = rotation_error_deg(o["rotation_deg"], value)
     return err <= tol_deg, round(err, 3)
 
@@ -106,7 +106,7 @@ def c_material(
 ) -> Measured:
     o = ctx.obj(object)
     if o is None:
-        return _missing(object)
+        return missing_object(object)
     m = o.get("material")
     if not m:
         return False, None
@@ -123,7 +123,7 @@ def c_shape_kind(ctx: EvalContext, object: str, primitive: str) -> Measured:
 
     o, mesh = ctx.obj(object), ctx.meshes().get(object)
     if o is None or mesh is None:
-        return _missing(object)
+        return missing_object(object)
     seen = kind_of(mesh, o["dimensions"])  # the object's own size: turned boxes stay boxes
     return seen == primitive, seen
 
@@ -131,7 +131,7 @@ def c_shape_kind(ctx: EvalContext, object: str, primitive: str) -> Measured:
 def c_on_ground(ctx: EvalContext, object: str, tol: float) -> Measured:
     o = ctx.obj(object)
     if o is None:
-        return _missing(object)
+        return missing_object(object)
     z = float(o["bbox_min"][2])
     return abs(z) <= tol, round(z, 4)
 
@@ -139,7 +139,7 @@ def c_on_ground(ctx: EvalContext, object: str, tol: float) -> Measured:
 def c_on_top(ctx: EvalContext, upper: str, lower: str, tol: float) -> Measured:
     a, b = ctx.obj(upper), ctx.obj(lower)
     if a is None or b is None:
-        return _missing(upper if a is None else lower)
+        return missing_object(upper if a is None else lower)
     gap = float(a["bbox_min"][2] - b["bbox_max"][2])
     c = centre(a)
     over = all(b["bbox_min"][i] - tol <= c[i] <= b["bbox_max"][i] + tol for i in (0, 1))
@@ -149,7 +149,7 @@ def c_on_top(ctx: EvalContext, upper: str, lower: str, tol: float) -> Measured:
 def c_touching(ctx: EvalContext, a: str, b: str, tol: float) -> Measured:
     oa, ob = ctx.obj(a), ctx.obj(b)
     if oa is None or ob is None:
-        return _missing(a if oa is None else b)
+        return missing_object(a if oa is None else b)
     gaps = [
         max(oa["bbox_min"][i] - ob["bbox_max"][i], ob["bbox_min"][i] - oa["bbox_max"][i])
         for i in range(3)
@@ -185,7 +185,7 @@ def c_evenly_spaced(
 def c_symmetric(ctx: EvalContext, a: str, b: str, axis: str, tol: float) -> Measured:
     oa, ob = ctx.obj(a), ctx.obj(b)
     if oa is None or ob is None:
-        return _missing(a if oa is None else b)
+        return missing_object(a if oa is None else b)
     i = "xyz".index(axis)
     mirrored = centre(ob).copy()
     mirrored[i] = -mirrored[i]
@@ -196,7 +196,7 @@ def c_symmetric(ctx: EvalContext, a: str, b: str, axis: str, tol: float) -> Meas
 def c_mesh_volume(ctx: EvalContext, object: str, value: float, tol_rel: float) -> Measured:
     mesh = ctx.meshes().get(object)
     if mesh is None:
-        return _missing(object)
+        return missing_object(object)
     v = abs(float(mesh.volume))
     return abs(v - value) <= tol_rel * value, round(v, 5)
 
@@ -207,7 +207,7 @@ def c_occupancy(ctx: EvalContext, object: str, empty=(), filled=()) -> Measured:
 
     mesh = ctx.meshes().get(object)
     if mesh is None:
-        return _missing(object)
+        return missing_object(object)
 
     def inside(p) -> bool:
         # A one-voxel grid centred on the point: its winding number decides inside/outside.
@@ -285,7 +285,7 @@ MESH_FACTS = {
 def c_mesh_health(ctx: EvalContext, object: str, require: list[str]) -> Measured:
     """Facts of a mesh as `mesh_check` measures them in the clean session (closed, welded...)."""
     if ctx.obj(object) is None:
-        return _missing(object)
+        return missing_object(object)
     h = _tool(ctx, "mesh_check", {"name": object})
     if h is None:
         return False, "not a mesh"
@@ -299,7 +299,7 @@ def c_wall_thickness(ctx: EvalContext, object: str, value: float, tol_rel: float
     """Walls `value` metres thick, as `mesh_check` measures them (rays through the material):
     the area-weighted 5th percentile within `tol_rel`, and nowhere thinner than that allows."""
     if ctx.obj(object) is None:
-        return _missing(object)
+        return missing_object(object)
     h = _tool(ctx, "mesh_check", {"name": object})
     w = h and h.get("wall_thickness")
     if not w:
@@ -317,7 +317,7 @@ def c_mass(ctx: EvalContext, objects: list[str], density: float, value: float,
     """The mass (kg) of objects of one density (kg/m³), from their meshes' volume."""
     missing = [n for n in objects if ctx.obj(n) is None]
     if missing:
-        return _missing(missing[0])
+        return missing_object(missing[0])
     p = _mass_props(ctx, objects)
     if p is None:
         return False, "not measurable"
@@ -331,7 +331,7 @@ def c_centre_of_mass(ctx: EvalContext, densities: dict[str, float], value, tol: 
     `axes` (the other coordinates of `value` are ignored)."""
     missing = [n for n in densities if ctx.obj(n) is None]
     if missing:
-        return _missing(missing[0])
+        return missing_object(missing[0])
     total, moment = 0.0, np.zeros(3)
     for name, rho in densities.items():
         p = _mass_props(ctx, [name])
@@ -368,7 +368,7 @@ def c_gap(ctx: EvalContext, a: str, b: str, axis: str, value: float, tol: float)
     """The clear distance between two boxes along one axis (0: touching on that axis)."""
     oa, ob = ctx.obj(a), ctx.obj(b)
     if oa is None or ob is None:
-        return _missing(a if oa is None else b)
+        return missing_object(a if oa is None else b)
     i = "xyz".index(axis)
     g = float(max(oa["bbox_min"][i] - ob["bbox_max"][i], ob["bbox_min"][i] - oa["bbox_max"][i]))
     return abs(g - value) <= tol, round(g, 4)
@@ -386,7 +386,7 @@ def c_light(
     """A light of a kind, with energy in [lo, hi], optionally at a place and aimed at a point."""
     o = ctx.obj(object)
     if o is None:
-        return _missing(object)
+        return missing_object(object)
     light = o.get("light")
     if not light:
         return False, f"{object} is not a light"

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from training.tasks.checks import CHECKS, Measured, _missing, centre
+from training.tasks.checks import CHECKS, Measured, centre, missing_object
 from training.tasks.context import EvalContext
 
 AXES = "xyz"
@@ -33,7 +33,7 @@ def c_in_hole(
     hole's radius, and its extent along `axis` covering `span` = [lo, hi]."""
     o = ctx.obj(object)
     if o is None:
-        return _missing(object)
+        return missing_object(object)
     k = AXES.index(axis)
     others = [i for i in range(3) if i != k]
     c = centre(o)
@@ -51,7 +51,7 @@ def c_flush(ctx: EvalContext, a: str, face_a: str, b: str, face_b: str, tol: flo
     ('-z' on '+z') must also touch: the boxes overlap across the other two axes."""
     oa, ob = ctx.obj(a), ctx.obj(b)
     if oa is None or ob is None:
-        return _missing(a if oa is None else b)
+        return missing_object(a if oa is None else b)
     off = _face(oa, face_a) - _face(ob, face_b)
     ok = abs(off) <= tol
     if face_a[1] == face_b[1] and face_a[0] != face_b[0]:
@@ -69,7 +69,7 @@ def c_cavity_gap(ctx: EvalContext, object: str, cavity, faces: dict[str, list[fl
     cavity hi x minus the part's max x; negative is interference. Each within [min, max]."""
     o = ctx.obj(object)
     if o is None:
-        return _missing(object)
+        return missing_object(object)
     lo, hi = (np.asarray(v, float) for v in cavity)
     gaps = {}
     for face in faces:
