@@ -693,8 +693,8 @@ class CadPart:
                     f"bottom on Z=0), vertical edges filleted r={p['r']:g} mm then the top edges "
                     f"chamfered 1 mm, four {p['d']:g} mm holes at (±{(p['L'] - 20) / 2:g}, "
                     f"±{(p['W'] - 20) / 2:g}) mm, a {p['bore']:g} mm centre hole counterbored "
-                    f"{p['cb']:g} mm across and {p['cbd']:g} mm deep, and {p['n']} {p['db']:g} mm holes "
-                    f"on a {2 * p['R']:g} mm bolt circle (first on +X)")
+                    f"{p['cb']:g} mm across and {p['cbd']:g} mm deep, and {p['n']} holes {p['db']:g} mm "
+                    f"across on a {2 * p['R']:g} mm bolt circle (first on +X)")
         raise ValueError(self.kind)
 
     def holes(self) -> list[tuple[float, int]]:
@@ -1022,7 +1022,9 @@ def _circle_pattern(rng: random.Random, n: int, turn: bool, tag: str = "Post"):
             oracle.append(call("transform", name=it["name"], rotation_deg=it["rotation_deg"]))
     cons = [c for it in items for c in placed(it)]
     what = "radial fin" if turn else "post"
-    text = (f"'{items[0]['name']}' is a {what} on a {m(radius)} radius circle around ({cx:g}, {cy:g}) m. "
+    x0, y0 = items[0]["location"][:2]
+    text = (f"'{items[0]['name']}' is a {what} at ({x0:g}, {y0:g}) m on a {m(radius)} radius circle "
+            f"whose centre is {m(radius)} from it in -x. "
             f"Pattern it into {n} around that circle, evenly spaced, copies '{tag}2'..'{tag}{n}' "
             f"counter-clockwise")
     text += " each turned to face out like the first (turned 360/n° more each)." if turn else "."

@@ -450,16 +450,15 @@ def boolean_repair(level: int, rng: random.Random) -> TaskSpec:
             oracle += [call("transform", name=cut, location=[_r(v, 6) for v in here]),
                        call("boolean", target=name, cutter=cut, operation="difference")]
             cutters.append(cut)
-            texts.append(f"the cutter '{cut}' sits {abs(dx):g} mm off its hole at "
-                         f"({x:g}, {y:g}) mm and was never cut")
+            texts.append(f"the cutter '{cut}' sits at {_at_m(wrong)}, off its hole at "
+                         f"{_at_m(here)}, and was never cut")
         elif fault == "leftover":
             start += cylinder(cut, here)
             start += [call("duplicate", name=cut, new_name=f"{cut}_copy"),
                       call("boolean", target=name, cutter=cut, operation="difference")]
             oracle.append(call("delete", name=f"{cut}_copy"))
             cutters.append(f"{cut}_copy")
-            texts.append(f"a leftover cutter '{cut}_copy' still fills the hole at "
-                         f"({x:g}, {y:g}) mm")
+            texts.append(f"a leftover cutter '{cut}_copy' still fills the hole at {_at_m(here)}")
         else:
             start += cylinder(cut, here)
             late = [call("snapshot", name="before_cut"),
@@ -467,7 +466,7 @@ def boolean_repair(level: int, rng: random.Random) -> TaskSpec:
             first = [call("restore", name="before_cut"),
                      call("boolean", target=name, cutter=cut, operation="difference")]
             cutters.append(cut)
-            texts.append(f"'{cut}' at ({x:g}, {y:g}) mm was joined to the part instead of "
+            texts.append(f"'{cut}' at {_at_m(here)} was joined to the part instead of "
                          "cut from it (a snapshot 'before_cut' was taken just before)")
     start += late
     oracle = first + oracle
@@ -483,12 +482,11 @@ def boolean_repair(level: int, rng: random.Random) -> TaskSpec:
     ] + [{"kind": "absent", "object": c} for c in cutters]
     prompt = (
         f"'{name}' is a {L:g} x {W:g} x {T:g} mm plate that should have {counted(n, 'hole')} "
-        f"{d:g} mm across, all through, at " + ", ".join(f"({x:g}, {y:g})" for x, y in cells)
-        + " mm, and nothing else. Its booleans went wrong: " + "; ".join(texts)
+        f"{d:g} mm across, all through, one at each place named below, and nothing else. "
+        "Its booleans went wrong: " + "; ".join(texts)
         + ". Fix it so the part matches, with no cutters left over."
+        " (The scene is in metres, the part in millimetres; the part's origin is the scene's.)"
     )
-    if level >= 4:
-        prompt += " (The scene is in metres, the part in millimetres.)"
     return TaskSpec(
         prompt=prompt,
         parameters={"part": name, "faults": faults, "holes": cells, "diameter": d},
@@ -496,6 +494,12 @@ def boolean_repair(level: int, rng: random.Random) -> TaskSpec:
         constraints=constraints,
         start=start,
     )
+
+
+def _at_m(loc) -> str:
+    """A cutter's XY place in the scene, in metres, as the transform tool takes it."""
+    x, y = (_r(v, 6) for v in loc[:2])
+    return f"({x:g}, {y:g}) m"
 
 
 # ================================================================ volume_targets
