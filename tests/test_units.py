@@ -43,11 +43,17 @@ def _numbers(value) -> list[float]:
 def _pools(task) -> dict[str, list[float]]:
     """Numbers the task's calls (start state and oracle) pass, by the unit their tool takes."""
     pools: dict[str, list[float]] = {"mm": [], "m": []}
+    sizes: dict[str, list[float]] = {}  # an added object's size at scale 1, in metres
     for c in [*task.spec.start, *task.oracle]:
         for field, value in c["args"].items():
             unit = field_unit(c["tool"], field) or (length_unit(c["tool"]) if field == "code" else None)
             if unit in pools:
                 pools[unit] += _numbers(value)
+        a = c["args"]
+        if field_unit(c["tool"], "dimensions") == "m" and "dimensions" in a:
+            sizes[a["name"]] = [float(v) for v in a["dimensions"]]
+        if c["tool"] == "transform" and "scale" in a and a["name"] in sizes:  # an absolute scale
+            pools["m"] += [abs(d * f) for d, f in zip(sizes[a["name"]], a["scale"], strict=True)]
     size = task.parameters.get("size")  # the part's bounding size, which the CAD tools produce
     if size:
         pools["mm"] += [float(v) for v in size]
@@ -68,17 +74,18 @@ def _quantities(prompt: str) -> list[tuple[str, list[float], str]]:
         nums = [abs(float(x.replace("±", ""))) for x in re.findall(NUM, m.group(0))]
         out.append(((m.group("unit") or "").strip(), nums, m.group(0)))
     for m in TRIPLE.finditer(prompt):
-        nums = [abs(float(x.replace("±", ""))) for x in m.group("nums").split(" x ")]
+        nums = [float(x) for x in m.group("nums").split(" x ")]
         out.append((m.group("unit"), nums, m.group(0)))
     for m in SCALAR.finditer(prompt):
-        out.append((m.group("unit"), [abs(float(m.group("num").replace("±", "")))], m.group(0)))
+        out.append((m.group("unit"), [float(m.group("num"))], m.group(0)))
     return out
 
 
 @pytest.mark.parametrize("task_id", TASK_IDS)
 def test_prompt_numbers_are_the_numbers_the_tools_take_in_their_unit(task_id):
     task = get_task(task_id)
-    prompt = re.sub(r"\(total [^)]*\)", "", task.prompt)  # a sum, said for the reader
+    # a sum, or a limit the result must keep (a printer's build volume), said for the reader
+    prompt = re.sub(r"\((?:total|build volume) [^)]*\)", "", task.prompt)
     pools = _pools(task)
     for unit, nums, words in _quantities(prompt):
         assert unit in ("m", "mm"), f"{task_id}: {words!r} has no unit in {task.prompt!r}"

@@ -902,9 +902,10 @@ def print_deliverables(level: int, rng: random.Random) -> TaskSpec:
     _arrange(parts[:3], plate)
     _arrange(parts[3:], plate)
     given = level <= 3  # positions told; above, any arrangement that keeps them apart
-    if given:
+    if given:  # the arrangement moved as one, so the parts stay apart
+        shift = rng.choice((0, 20, 40))
         for p in parts:
-            p["centre"] = [p["centre"][0] + rng.choice((0, 20, 40)), p["centre"][1] + 30]
+            p["centre"] = [p["centre"][0] + shift, p["centre"][1] + 30]
     stem = names[0].lower()
     start: list[dict] = []
     oracle: list[dict] = []
@@ -947,20 +948,23 @@ def print_deliverables(level: int, rng: random.Random) -> TaskSpec:
                         "plate": plate, "parts": [{"size": p["size"], "volume": p["volume"],
                                                    "z0": 0.0, "centre": p["centre"]}
                                                   for p in chosen]})
-    bed = f"{plate[0]} x {plate[1]} x {plate[2]} mm"
-    intro = rng.choice((f"Get this ready for a printer with a {bed} build volume",
-                        f"Prepare for printing on a {bed} printer",
-                        f"I want to print on a {bed} machine"))
-    frame = ("(the plate's corner at the origin, the plate spanning +X and +Y at Z = 0; the "
-             "scene is in metres, parts in millimetres)")
+    bed = f"(build volume {plate[0]} x {plate[1]} x {plate[2]} mm)"  # a limit, no tool input
+    intro = rng.choice((f"Get this ready for a printer {bed}",
+                        f"Prepare for printing on a printer {bed}",
+                        f"I want to print on a machine {bed}"))
+    frame = ("The plate's corner is at the origin, the plate spanning +X and +Y at Z = 0; the "
+             "scene is in metres, parts in millimetres.")
+
+    def at(p):  # where a part's origin goes on the plate, in the scene's metres
+        return f"({p['centre'][0] / 1000:g}, {p['centre'][1] / 1000:g}) m"
+
     if level == 1:
         p = parts[0]
         text = (f"Part '{p['name']}' floats above the plate: set it on the plate (bottom at "
-                f"Z = 0) centred at ({p['centre'][0]:g}, {p['centre'][1]:g}) mm and export it "
+                f"Z = 0) centred at {at(p)} and export it "
                 f"as 3MF to {files[0]}.")
     else:
-        model = "; ".join(p["text"] + (f", centred at ({p['centre'][0]:g}, {p['centre'][1]:g}) mm"
-                                       if given else "") for p in parts)
+        model = "; ".join(p["text"] + (f", centred at {at(p)}" if given else "") for p in parts)
         text = (f"Model {model} (each centred in XY on its origin, bottom on Z=0), then put "
                 f"{'it' if n == 1 else 'them'} on the plate (bottoms at Z = 0)")
         if not given:
@@ -974,7 +978,7 @@ def print_deliverables(level: int, rng: random.Random) -> TaskSpec:
             what = "the largest part by volume" if level == 5 else ("it" if n == 1 else "all parts")
             text += f"; also export {what} as one STL in millimetres to {deliver[-1]['path']}"
         text += "."
-    prompt = f"{intro} {frame}. {text}"
+    prompt = f"{intro}. {frame} {text}"
     return TaskSpec(prompt=prompt, parameters={"plate_mm": plate, "parts": names,
                                                "files": [d["path"] for d in deliver]},
                     oracle=oracle, constraints=cons, start=start, deliverables=deliver)
@@ -1080,7 +1084,7 @@ def format_deliverables(level: int, rng: random.Random) -> TaskSpec:
     if level == 1:
         prompt = f"Export the CAD part '{main.name}' as a STEP file to {step_path}."
     else:
-        listing = "; ".join(p.text + (f", then moved so its origin is at ({o[0]:g}, 0, 0) mm"
+        listing = "; ".join(p.text + (f", then moved so its origin is at ({o[0] / 1000:g}, 0, 0) m"
                                       if o[0] else "") for p, o in zip(parts, offsets, strict=True))
         extra = ""
         if props:
