@@ -1,7 +1,7 @@
 """Each family's toolbox: the tools a prompt shows for its tasks when no list is configured.
 
 The whole catalogue's signatures cost a small model ~1,900 tokens per prompt; a family's
-toolbox is the scene basics plus every tool its oracle plans use on the first seeds of each
+toolbox is the scene basics plus every tool its oracle plans use on the first 64 seeds of each
 level, in the catalogue's order. A task shows its level's toolbox (the basics and what that
 level's plans use), so a level-1 prompt stays within a small model's 600 tokens while a
 harder level shows more. The basics are shown everywhere, so choosing among tools is still
@@ -13,7 +13,10 @@ from __future__ import annotations
 from functools import cache
 
 SCENE_BASICS = ("add_primitive", "transform", "set_material", "delete")
-SEEDS = range(6)  # oracle plans sampled per level
+# Oracle plans sampled per level: enough that a level's rarer variants show (cad_parts level 2
+# draws its shelled box about 1 time in 7; 6 seeds missed it). 64 seeds see every tool that
+# seeds 64..1063 use, for every level of every family; built once per level (cached).
+SEEDS = range(64)
 
 
 @cache
