@@ -74,10 +74,10 @@ def _quantities(prompt: str) -> list[tuple[str, list[float], str]]:
         nums = [abs(float(x.replace("±", ""))) for x in re.findall(NUM, m.group(0))]
         out.append(((m.group("unit") or "").strip(), nums, m.group(0)))
     for m in TRIPLE.finditer(prompt):
-        nums = [float(x) for x in m.group("nums").split(" x ")]
+        nums = [abs(float(x.replace("±", ""))) for x in m.group("nums").split(" x ")]
         out.append((m.group("unit"), nums, m.group(0)))
     for m in SCALAR.finditer(prompt):
-        out.append((m.group("unit"), [float(m.group("num"))], m.group(0)))
+        out.append((m.group("unit"), [abs(float(m.group("num").replace("±", "")))], m.group(0)))
     return out
 
 
