@@ -471,7 +471,8 @@ def _light(name, kind, loc, target, energy, role):
     con = {"kind": "light", "object": name, "type": kind,
            "energy": [_r(energy * 0.9), _r(energy * 1.1)], "aim": target, "tol_deg": 5.0,
            "location": loc, "tol": 0.1}
-    text = f"a {role} {kind} light '{name}' of {energy:g} W at {fmt(loc)} aimed at {fmt(target)}"
+    article = "an" if role[:1] in "aeiou" else "a"
+    text = f"{article} {role} {kind} light '{name}' of {energy:g} W at {fmt(loc)} aimed at {fmt(target)}"
     return step, con, text
 
 
