@@ -176,7 +176,7 @@ def overlap_repair(level: int, rng: random.Random) -> TaskSpec:
         prompt = (
             f"In this scene some of the objects ({', '.join(repr(n) for n in everything)}) "
             "float above what they should stand on or sink into it. Move every one of them so "
-            "it rests on its support ({', '.join(supports)}: a "
+            f"it rests on its support ({', '.join(supports)}: a "
             "stacked box on the one below it, a shelf item on its shelf), touching it and not "
             "intersecting, keeping each object's x and y"
         )
