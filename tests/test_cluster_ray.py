@@ -1,7 +1,9 @@
 """The ray backend (training/eval/cluster.py) on a cluster of 2 nodes on this machine, every
 component on 127.0.0.1: eval over 20 oracle episodes while one node is killed mid-run. All
 20 are in the store exactly once, their rewards equal a single-machine run of the same task
-ids, and the episodes the dead node was running are run again and marked retried."""
+ids, and the episodes the dead node was running are run again and marked retried. First, on
+the same cluster (started once for the module), one GRPO step's rollout groups
+(`run_groups`, `rollouts.backend: ray`) give the same rows as on the local backend."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import ipaddress
 
 import pytest
 
+from agents import LoopConfig
 from agents.policies import make_policy
 from agents.store import Store
 from training.eval.harness import evaluate, task_spec
@@ -53,13 +56,76 @@ def ray_sockets() -> list[tuple[str, str, str]]:
     return out
 
 
-def test_eval_on_two_ray_nodes_survives_a_node_dying(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def cluster():
+    """2 nodes on 127.0.0.1, 1 tool slot each; the last test of the module kills one."""
     import ray
 
-    from training.eval.cluster import RayBackend, local_cluster
+    from training.eval.cluster import local_cluster
+
+    cluster = local_cluster(nodes=2, slots=1)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def test_grpo_rollout_groups_on_ray_match_the_local_backend(cluster, tmp_path) -> None:
+    """One step's groups (2 tasks x 2 rollouts) on the local backend and on the Ray nodes:
+    the same task ids and seeds, rewards, turn structure and rows; the adapter version
+    travels with each rollout and into the head's store."""
+    from training.eval.backend import make_backend
+    from training.eval.spec import episode_scheduler
+    from training.rl.rollouts import run_groups, training_rows
+
+    slots, group = [(0, IDS[0]), (1, IDS[2])], 2
+    config = LoopConfig(max_steps=4, record_artifacts=False)
+    meta = {"model": "oracle", "adapter": "oracle@step-3", "tags": ["run:parity", "rl"]}
+    stores = {k: Store(tmp_path / k, durable=False) for k in ("local", "ray")}
+
+    scheduler = episode_scheduler(2, seed=0)
+    try:
+        local = run_groups(scheduler, slots, group, lambda seed, greedy=False: make_policy("oracle"),
+                           config, run_seed=5, store=stores["local"], meta=meta)  # fmt: skip
+    finally:
+        scheduler.close()
+    with make_backend("ray", cluster=cluster.address, store=stores["ray"]) as backend:
+        with pytest.raises(ValueError, match="not the in-process model"):
+            run_groups(None, slots, group, lambda seed: None, config, backend=backend)
+        remote = run_groups(None, slots, group, None, config, run_seed=5, meta=meta,
+                            backend=backend,
+                            policy_spec_for=lambda seed, greedy=False: PolicySpec("oracle"))  # fmt: skip
+        nodes = {n["node"] for n in backend.status().nodes}
+
+    def shape(groups):
+        return [[(r.task_id, r.seed, r.reward, r.success, r.version,
+                  [[c.call.name for c in s.calls] for s in r.result.steps])
+                 for r in g] for g in groups]  # fmt: skip
+
+    assert shape(remote) == shape(local)
+    assert [r.task_id for g in local for r in g] == [IDS[0]] * 2 + [IDS[2]] * 2
+    assert all(r.success and r.version == "oracle@step-3" for g in local for r in g)
+    assert all(any(s.calls for s in r.result.steps) for g in local for r in g)
+    assert {r.node for g in local for r in g} == {"local"}
+    assert {r.node for g in remote for r in g} <= nodes and not any(
+        r.retried for g in remote for r in g)
+    assert training_rows(remote, 4, 0, 1) == training_rows(local, 4, 0, 1)
+    # each store holds the 4 rollouts, once, with their version and tags
+    for store in stores.values():
+        episodes = store.list_episodes()
+        assert sorted(e.task_id for e in episodes) == sorted(r.task_id for g in local for r in g)
+        assert {(e.source, e.adapter, e.status) for e in episodes} == {
+            ("rollout", "oracle@step-3", "finished")}
+        assert all("run:parity" in e.tags for e in episodes)
+
+
+def test_eval_on_two_ray_nodes_survives_a_node_dying(cluster, tmp_path) -> None:
+    import ray
+
+    from training.eval.cluster import RayBackend
 
     specs = [task_spec(i) for i in IDS]
-    cluster = local_cluster(nodes=2, slots=1)
     backend = None
     try:
         single = evaluate(specs, lambda: make_policy("oracle"), workers=2)  # one machine
@@ -95,8 +161,6 @@ def test_eval_on_two_ray_nodes_survives_a_node_dying(tmp_path) -> None:
     finally:
         if backend is not None:
             backend.close()
-        ray.shutdown()
-        cluster.shutdown()
 
     assert killed, "the second node never had work in flight"
     assert [n["alive"] for n in status.nodes].count(False) == 1

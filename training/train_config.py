@@ -167,6 +167,14 @@ class TaskSampling(Strict):
     split: Literal["train", "validation", "test"] = "train"
 
 
+class RolloutsSpec(Strict):
+    # Where rollout episodes run: "local" (this machine's jailed worker pool) or "ray" (the
+    # nodes of a Ray cluster, docs/CLUSTER.md; the `cluster` extra). Ray's nodes build the
+    # policy from a spec, so "ray" needs `generation: server` (they call the endpoint).
+    backend: Literal["local", "ray"] = "local"
+    cluster: str = "auto"  # with ray: "auto" (the cluster on this machine) or a head's ADDRESS
+
+
 class GRPOSpec(Strict):
     tasks: TaskSampling = Field(default_factory=TaskSampling)
     curriculum: CurriculumSpec = Field(default_factory=CurriculumSpec)
@@ -214,9 +222,15 @@ class GRPOSpec(Strict):
     # a sync that keeps failing stops the run with the reason instead of training off-policy.
     max_staleness: int = Field(1, ge=0)
     gradient_checkpointing: bool = False
+    rollouts: RolloutsSpec = Field(default_factory=RolloutsSpec)
 
     @model_validator(mode="after")
     def _batch_holds_groups(self) -> GRPOSpec:
+        if self.rollouts.backend == "ray" and self.generation != "server":
+            raise ValueError(
+                "rollouts.backend: ray needs generation: server (the nodes call the endpoint; "
+                "the in-process model runs on the trainer's node, with rollouts.backend: local)"
+            )
         batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
         if batch % self.num_generations:
             raise ValueError(

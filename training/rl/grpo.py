@@ -59,13 +59,19 @@ class RLRuntime:
     stats: Any = None  # the last batch's training.rl.rollouts.StepStats
     last: dict | None = None
     loop: Any = None  # a LoopConfig for the rollouts (default: from the grpo spec)
+    backend: Any = None  # the ray episode backend (rollouts.backend: ray); None: the scheduler
 
     @property
     def crash_retries(self) -> int:
+        if self.backend is not None:
+            return self.backend.status().retried
         return self.scheduler.retries
 
     def close(self) -> None:
-        self.scheduler.close()
+        if self.backend is not None:
+            self.backend.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
         if self.store is not None:
             self.store.close()
 
@@ -119,6 +125,12 @@ def build_runtime(spec: GRPOSpec, seed: int, shown: list[str] | None = None,
     curriculum = Curriculum(
         spec.tasks.families, spec.tasks.levels, spec.tasks.split, seed, spec.curriculum
     )
+    if spec.rollouts.backend == "ray":  # the nodes' pools run them; Ray is imported only here
+        from training.eval.backend import make_backend
+
+        backend = make_backend("ray", cluster=spec.rollouts.cluster, store=store)
+        return RLRuntime(scheduler=None, curriculum=curriculum, shown=shown, store=store,
+                         backend=backend)  # fmt: skip
     # Spares import CadQuery (two thirds of a start) only when the policy is shown a CAD tool.
     cad = shown is None or any(TOOLS[t].kernel == "cadquery" for t in shown if t in TOOLS)
     scheduler = episode_scheduler(spec.rollout_workers, seed=seed, deadline_s=spec.tool_deadline_s,
@@ -187,12 +199,24 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
                 version=version, score_temperature=spec.temperature,
             )  # fmt: skip
 
+        def policy_spec_for(seed: int, greedy: bool = False) -> Any:
+            """The server policy as data, built on a Ray node (rollouts.backend: ray)."""
+            from training.eval.requests import PolicySpec
+
+            return PolicySpec("openai", {
+                "base_url": spec.server_url, "model": server.served, "seed": seed,
+                "temperature": spec.temperature, "max_tokens": spec.max_completion_length,
+                "token_ids": True, "tools": config.tools,
+            })  # fmt: skip
+
         meta = {"model": label, "adapter": version,
                 "tags": [f"run:{out_dir.name}", f"step:{step + 1}", "rl"]}  # fmt: skip
+        remote = runtime.backend is not None and server is not None
         groups = run_groups(runtime.scheduler, slots, spec.num_generations, policy_for,
                             loop_config(spec, runtime), run_seed=run.seed, store=runtime.store,
                             meta=meta, batch_first_turn=spec.batch_first_turn,
-                            greedy_member=spec.greedy_member)  # fmt: skip
+                            greedy_member=spec.greedy_member, backend=runtime.backend,
+                            policy_spec_for=policy_spec_for if remote else None)  # fmt: skip
         for group in groups:
             for r in group:
                 runtime.curriculum.record(r.task_id, r.success)

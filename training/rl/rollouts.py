@@ -38,6 +38,9 @@ class Rollout:
     seed: int
     result: Any  # agents.episode.EpisodeResult
     record: dict = field(default_factory=dict)  # run_spec's summary
+    version: str | None = None  # the weights or adapter that generated it (meta "adapter")
+    node: str = "local"  # where it ran (a Ray node's id on the ray backend)
+    retried: bool = False  # sent again from its start state after its node died
 
     @property
     def turns(self) -> list[Any]:
@@ -70,6 +73,8 @@ def run_groups(
     meta: dict | None = None,
     batch_first_turn: bool = False,
     greedy_member: bool = False,
+    backend: Any = None,
+    policy_spec_for: Any = None,
 ) -> list[list[Rollout]]:
     """Run `group_size` episodes for each (slot, task id); returns the groups in order.
 
@@ -80,7 +85,12 @@ def run_groups(
     policy) takes its first turn from one batched generation per group
     (`agents.policies.hf_policy.GroupSampler`): a group's rollouts start from one prompt.
     With `greedy_member`, rollout 0 of each group decodes greedily (`policy_for(seed,
-    greedy=True)`), as eval does, and the others sample (their batch one row smaller)."""
+    greedy=True)`), as eval does, and the others sample (their batch one row smaller).
+
+    `backend`: an episode backend that builds policies where the episodes run (the `ray`
+    one, `training.eval.backend.make_backend`); `policy_spec_for(seed, greedy=False)` then
+    names each rollout's policy as data (a `PolicySpec`: an endpoint, the oracle), the
+    in-process model never leaves this machine, and the backend's own store records them."""
     from training.eval.backend import LocalBackend
     from training.eval.requests import EpisodeRequest, PolicySpec
 
@@ -88,6 +98,11 @@ def run_groups(
     # The greedy member's episode says so in the store (the Episodes dock filters by tag).
     greedy_meta = {**(meta or {}), "tags": [*(meta or {}).get("tags", []), "greedy"]}
 
+    remote = backend is not None
+    if remote and policy_spec_for is None:
+        raise ValueError(f"the {backend.name} backend runs a policy spec on its nodes (an "
+                         "endpoint, the oracle), not the in-process model")
+    batch_first_turn = batch_first_turn and not remote  # the group sampler is in-process
     if batch_first_turn:
         from agents.policies.hf_policy import GroupSampler
     requests, members = [], {}
@@ -97,8 +112,11 @@ def run_groups(
         for i in range(group_size):
             key = f"{slot}/{i}"
             members[key] = (group, i)
+            seed = rollout_seed(run_seed, slot, i)
+            policy = (policy_spec_for(seed, greedy=True) if i < greedy else policy_spec_for(seed)
+                      ) if remote else PolicySpec("in-process")  # fmt: skip
             requests.append(EpisodeRequest(
-                task_id, rollout_seed(run_seed, slot, i), PolicySpec("in-process"),
+                task_id, seed, policy,
                 loop=loop_config, meta=greedy_meta if i < greedy else (meta or {}),
                 source="rollout", key=key,
             ))  # fmt: skip
@@ -110,13 +128,16 @@ def run_groups(
             policy.share_first_turn(group, index - greedy)
         return policy
 
-    # The trainer's in-process policy runs here: the local backend over the runtime's pool.
-    backend = LocalBackend(scheduler=scheduler, store=store, policy_for=policy_of)
-    outcomes = list(backend.submit(requests))
+    if remote:
+        outcomes = list(backend.submit(requests))
+    else:  # the trainer's in-process policy runs here: the local backend over the runtime's pool
+        local = LocalBackend(scheduler=scheduler, store=store, policy_for=policy_of)
+        outcomes = list(local.submit(requests))
     failed = [o for o in outcomes if not o.ok]
     if failed:
         raise RuntimeError(f"rollout {failed[0].request.key} could not run: {failed[0].error}")
-    flat = [Rollout(o.request.task_id, o.request.seed, o.result, o.record) for o in outcomes]
+    flat = [Rollout(o.request.task_id, o.request.seed, o.result, o.record,
+                    o.request.meta.get("adapter"), o.node, o.retried) for o in outcomes]
     return [flat[g * group_size : (g + 1) * group_size] for g in range(len(slots))]
 
 
