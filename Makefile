@@ -3,6 +3,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Two pytest processes (pytest-xdist), whole files each: most tests wait on a worker process,
+# so two keep both cores of the 2-core reference machine busy (35 min, ~2x a single process).
+TEST_JOBS ?= 2
 
 .PHONY: setup run test bench stress lint clean
 
@@ -16,7 +19,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	@$(BIN)/lint-imports --no-cache pyproject.toml
-	@$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@for f in benchmarks/*.py; do \

@@ -155,11 +155,13 @@ def test_tasks_try_runs_in_a_fresh_session(tmp_path):
 
 
 def test_tasks_verify_sweeps_oracles_idleness_and_perturbations():
-    code, out = cli("tasks", "verify", "--families", "recovery", "--seeds", "0:1", "--json")
+    code, out = cli("tasks", "verify", "--family", "recovery", "--level", "1", "--level", "2",
+                    "--seeds", "1", "--jobs", "1", "--json")
     assert code == 0, out
     report = json.loads(out[out.index("{") :])
-    assert report == {"checked": 3, "problems": []}
-    code, out = cli("tasks", "verify", "--families", "nope", "--seeds", "0:1")
-    assert code == 2 and "bad --families" in out
+    assert (report["families"], report["levels"], report["tasks"]) == (1, 2, 2)
+    assert report["problems"] == [] and report["attempts"] >= 4  # oracle + empty plan, each
+    code, out = cli("tasks", "verify", "--family", "nope", "--seeds", "1")
+    assert code == 2 and "unknown task families ['nope']" in out
     code, out = cli("tasks", "verify", "--seeds", "zero")
     assert code == 2

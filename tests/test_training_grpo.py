@@ -516,7 +516,8 @@ def test_a_greedy_member_is_the_eval_episode_scored_at_the_groups_temperature(tm
     finally:
         hook.remove()
     assert vision.misses == 0
-    assert at_group < 1e-4 < 1e-2 < at_one, (at_group, at_one)
+    # scored at the group's temperature it matches; at 1.0 it is far off (>= 100x)
+    assert at_group < 1e-4 and at_one > max(1e-3, 100 * at_group), (at_group, at_one)
 
 
 def test_a_stuck_compacted_rollout_trains_on_its_turns_as_shown(tmp_path, tiny_model_dir,

@@ -49,6 +49,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("training/sft/trainer.py", "*", "*"): "the SFT run folder",
     ("training/rl/grpo.py", "*", "open"): "the GRPO run folder's metrics",
     ("training/eval/run_eval.py", "*", "*"): "the run folder's eval reports",
+    ("training/eval/cluster.py", "keep", "write_text"): "the local cluster's state file under the "
+    "data dir (our own JSON: address, pid), a temp file then os.replace",
     ("studio/training/demos.py", "*", "write_text"): "a studio run folder's config",
     ("studio/viewport/capture.py", "*", "open"): "a Qt image file the person chose in a dialog",
 }
