@@ -7,7 +7,6 @@ the same cluster (started once for the module), one GRPO step's rollout groups
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 
 import pytest
@@ -23,8 +22,6 @@ pytestmark = [
     # ~2.5 min on an idle 2-core machine; a loaded one starts Ray nodes far slower (no
     # wall-clock assert: only this ceiling)
     pytest.mark.timeout(2400),
-    pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                       reason="Ray is not installed (pip install 'modelwright[cluster]')"),
 ]  # fmt: skip
 
 # Cheap level-1 tasks (Blender only, two oracle calls each), 20 distinct ids.
