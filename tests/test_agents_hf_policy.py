@@ -129,3 +129,24 @@ def test_non_data_url_image_is_a_recoverable_error(policy):
     with pytest.raises(PolicyError) as err:
         policy.act(messages, TOOLS)
     assert err.value.fatal is False
+
+
+def test_a_model_that_favours_the_image_placeholder_never_samples_it(policy):
+    """A sampled `<|image_pad|>` would leave the row with more image tokens than pixels, and
+    GRPO's training forward of that row would fail (it did, in a resumed run)."""
+    import torch
+
+    from agents.policies.hf_policy import vision_placeholder_ids
+
+    placeholders = vision_placeholder_ids(policy.model)
+    image = policy.model.config.image_token_id
+    assert image in placeholders
+    head = policy.model.get_output_embeddings()
+    with torch.no_grad():  # make the placeholder the near-certain next token everywhere
+        head.weight[image] = head.weight[image] + 50.0 * head.weight.abs().max()
+        if getattr(head, "bias", None) is not None:
+            head.bias[image] += 100.0
+    policy.config.temperature, policy.config.seed = 1.0, 0
+    reply = policy.act(_messages(), TOOLS)
+    ids = reply.tokens.completion_ids
+    assert ids and not set(ids) & set(placeholders), ids

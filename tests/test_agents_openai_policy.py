@@ -113,6 +113,11 @@ def served_model(tiny_model_dir, tmp_path_factory):
                     log.seek(0)
                     raise RuntimeError("serve did not start:\n" + log.read()[-3000:]) from None
                 time.sleep(0.3)
+        # The server loads the model on the first chat request; on a busy machine that first
+        # request has been dropped (a connection error, not a reply). Load it here, so that the
+        # tests' episodes measure replies, not the server's start.
+        warm = make_policy("openai", base_url=base_url, max_tokens=1, max_retries=6, backoff_s=1.0)
+        warm.act(first_prompt(GOALS["valid"]), openai_tools(tool_subset()))
         yield base_url
     finally:
         proc.terminate()

@@ -152,6 +152,11 @@ class HFPolicy:
                 gen["top_p"] = self.config.top_p
         if n > 1:
             gen["num_return_sequences"] = n
+        placeholders = vision_placeholder_ids(self.model)
+        if placeholders:
+            # A sampled image placeholder would make the row's image tokens outnumber its
+            # pixels, and the training forward of that row would fail; never generate one.
+            gen["suppress_tokens"] = placeholders
         tokenizer = tokenizer_of(self.processor)
         try:
             with GENERATE_LOCK, torch.no_grad():
@@ -187,6 +192,18 @@ class HFPolicy:
 
 
 VISION_KEYS = ("pixel_values", "image_grid_thw")
+
+# The config fields that name a vision-language model's image/video placeholder tokens.
+_PLACEHOLDER_FIELDS = ("image_token_id", "video_token_id", "vision_start_token_id",
+                       "vision_end_token_id")  # fmt: skip
+
+
+def vision_placeholder_ids(model: Any) -> list[int]:
+    """The placeholder token ids of `model` (a PEFT wrapper or the model itself) that only a
+    processor may place: empty for a text-only model."""
+    config = getattr(model, "config", None)
+    found = {getattr(config, f, None) for f in _PLACEHOLDER_FIELDS}
+    return sorted(i for i in found if isinstance(i, int) and i >= 0)
 
 
 class GroupSampler:

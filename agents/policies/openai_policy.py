@@ -171,9 +171,11 @@ class OpenAIPolicy:
                 f"{self.config.timeout_s:g} s ({tries} tries); raise --timeout or use a smaller model"
             )
         if isinstance(exc, openai.APIConnectionError):
+            cause = _short(" ".join(str(exc.__cause__ or "").split()), 120)
             return (
                 f"cannot reach an OpenAI-compatible server at {self.config.base_url} "
-                f"({tries} tries): is it running? Start one with `modelwright serve --model M` "
+                f"({tries} tries{': ' + cause if cause else ''}): is it running? "
+                "Start one with `modelwright serve --model M` "
                 f"or `transformers serve PATH --port N`, then pass --base-url http://HOST:N/v1"
             )
         if isinstance(exc, openai.InternalServerError):
