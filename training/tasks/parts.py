@@ -122,6 +122,18 @@ def flange(rng: random.Random, name: str = "Flange") -> Part:
     bore = rng.choice((16, 20, 24))
     n, db = rng.choice((4, 6, 8)), rng.choice((5, 6))
     radius = round((dia / 2 + bore / 2) / 2, 3)
+    text = (
+        f"a round flange '{name}' {dia} mm across and {t} mm thick (centred on the Z axis, bottom on "
+        f"Z=0) with a {bore} mm centre bore and {n} bolt holes {db} mm in diameter on a {2 * radius:g} mm "
+        f"bolt circle, the first on the +X axis"
+    )
+    return _bored_disc(name, "flange", text, dia, t, bore, n, db, radius)
+
+
+def _bored_disc(name: str, kind: str, text: str, dia: float, t: float, bore: float, n: int,
+                hole: float, radius: float) -> Part:  # fmt: skip
+    """A disc `dia` x `t` on Z=0 with a centre `bore` and `n` holes of `hole` mm on a circle of
+    `radius` (the first on +X): the flange, and the cap that fits over a boss."""
     pts = [
         [
             round(radius * math.cos(2 * math.pi * k / n), 6),
@@ -133,21 +145,16 @@ def flange(rng: random.Random, name: str = "Flange") -> Part:
         "import cadquery as cq\n"
         f"result = (cq.Workplane('XY').circle({dia / 2}).extrude({t})\n"
         f"    .faces('>Z').{FACE_WP}.hole({bore})\n"
-        f"    .faces('>Z').{FACE_WP}.pushPoints({_pts(pts)}).hole({db}))\n"
-    )
-    text = (
-        f"a round flange '{name}' {dia} mm across and {t} mm thick (centred on the Z axis, bottom on "
-        f"Z=0) with a {bore} mm centre bore and {n} bolt holes {db} mm in diameter on a {2 * radius:g} mm "
-        f"bolt circle, the first on the +X axis"
+        f"    .faces('>Z').{FACE_WP}.pushPoints({_pts(pts)}).hole({hole}))\n"
     )
     plan = [
         call("cad_cylinder", name=name, radius=dia / 2, height=t),
         call("cad_hole", name=name, diameter=bore, positions=[[0, 0]]),
         call("cad_pattern", kind="circle", count=n, radius=radius),
-        call("cad_hole", name=name, diameter=db, positions=pts),
+        call("cad_hole", name=name, diameter=hole, positions=pts),
     ]
-    volume = math.pi * t * ((dia / 2) ** 2 - (bore / 2) ** 2 - n * (db / 2) ** 2)
-    return Part(name, "flange", text, script, [dia, dia, t], volume, [(bore, 1), (db, n)], plan)
+    volume = math.pi * t * ((dia / 2) ** 2 - (bore / 2) ** 2 - n * (hole / 2) ** 2)
+    return Part(name, kind, text, script, [dia, dia, t], volume, [(bore, 1), (hole, n)], plan)
 
 
 def bracket(rng: random.Random, name: str = "Bracket") -> Part:
@@ -368,29 +375,9 @@ def cap(rng: random.Random, fits: float, name: str = "Cap") -> Part:
     dia, t = fits + rng.choice((30, 40)), rng.choice((6, 8))
     n, dh = rng.choice((4, 6)), rng.choice((5, 6))
     radius = round((dia / 2 + fits / 2) / 2, 3)
-    pts = [
-        [
-            round(radius * math.cos(2 * math.pi * k / n), 6),
-            round(radius * math.sin(2 * math.pi * k / n), 6),
-        ]
-        for k in range(n)
-    ]
-    script = (
-        "import cadquery as cq\n"
-        f"result = (cq.Workplane('XY').circle({dia / 2}).extrude({t})\n"
-        f"    .faces('>Z').{FACE_WP}.hole({fits})\n"
-        f"    .faces('>Z').{FACE_WP}.pushPoints({_pts(pts)}).hole({dh}))\n"
-    )
     text = (
         f"a ring '{name}' {dia} mm across and {t} mm thick (centred on the Z axis, bottom on Z=0) "
         f"whose bore fits the boss exactly ({fits} mm), with {n} holes {dh} mm in diameter on a "
         f"{2 * radius:g} mm circle, the first on +X"
     )
-    plan = [
-        call("cad_cylinder", name=name, radius=dia / 2, height=t),
-        call("cad_hole", name=name, diameter=fits, positions=[[0, 0]]),
-        call("cad_pattern", kind="circle", count=n, radius=radius),
-        call("cad_hole", name=name, diameter=dh, positions=pts),
-    ]
-    volume = math.pi * t * ((dia / 2) ** 2 - (fits / 2) ** 2 - n * (dh / 2) ** 2)
-    return Part(name, "cap", text, script, [dia, dia, t], volume, [(fits, 1), (dh, n)], plan)
+    return _bored_disc(name, "cap", text, dia, t, fits, n, dh, radius)

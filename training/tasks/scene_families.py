@@ -249,6 +249,26 @@ def _edit(rng: random.Random, it: dict[str, Any], op: str) -> tuple[str, dict | 
     return f"delete '{it['name']}'", call("delete", name=it["name"]), new
 
 
+def _edit_task(rng: random.Random, items: list[dict], texts: list[str], oracle: list[dict],
+               constraints: list[dict], finals: list[dict]) -> TaskSpec:  # fmt: skip
+    """An editing task: the prompt lists the edits of the scene of `items`; `finals` are the
+    objects as they must end up."""
+    prompt = (
+        rng.choice(("In this scene, ", "Edit the scene: ", "Please "))
+        + "; ".join(texts)
+        + ". Leave everything else as it is."
+    )
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"start": items, "edits": texts},
+        oracle=oracle,
+        constraints=constraints,
+        start=[add_call(it) for it in items],
+        geometry=scene_geometry(finals),
+        geometry_min=0.8,
+    )
+
+
 def _editing_5(rng: random.Random) -> TaskSpec:
     """Sixteen edits of fourteen boxes that build on each other: four boxes are scaled and
     turned, then another box is put on top of each (its height follows from the scaling); two
@@ -288,20 +308,7 @@ def _editing_5(rng: random.Random) -> TaskSpec:
     for it in guards:
         constraints += placed(it, kind_check=False, guard=True)
         finals.append(it)
-    prompt = (
-        rng.choice(("In this scene, ", "Edit the scene: ", "Please "))
-        + "; ".join(texts)
-        + ". Leave everything else as it is."
-    )
-    return TaskSpec(
-        prompt=prompt,
-        parameters={"start": items, "edits": texts},
-        oracle=oracle,
-        constraints=constraints,
-        start=[add_call(it) for it in items],
-        geometry=scene_geometry(finals),
-        geometry_min=0.8,
-    )
+    return _edit_task(rng, items, texts, oracle, constraints, finals)
 
 
 @family(
@@ -335,20 +342,7 @@ def scene_editing(level: int, rng: random.Random) -> TaskSpec:
         else:
             constraints += placed(new, kind_check=False)
             finals.append(new)
-    prompt = (
-        rng.choice(("In this scene, ", "Edit the scene: ", "Please "))
-        + "; ".join(texts)
-        + ". Leave everything else as it is."
-    )
-    return TaskSpec(
-        prompt=prompt,
-        parameters={"start": items, "edits": texts},
-        oracle=oracle,
-        constraints=constraints,
-        start=[add_call(it) for it in items],
-        geometry=scene_geometry(finals),
-        geometry_min=0.8,
-    )
+    return _edit_task(rng, items, texts, oracle, constraints, finals)
 
 
 def _materials_5(rng: random.Random) -> TaskSpec:
