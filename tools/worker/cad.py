@@ -19,6 +19,7 @@ import tempfile
 
 import bpy
 
+from tools.cadfix import fixed_solids
 from tools.errors import ErrorKind, ToolError
 from tools.worker import jail
 from tools.worker.lazy_cq import cq  # imported by the first CAD call, not at start
@@ -179,18 +180,6 @@ def _select(wp: cq.Workplane, what: str, selector: str) -> cq.Workplane:
     return sel
 
 
-def _fixed(shape: cq.Shape) -> cq.Shape:
-    """The shape's solids after ShapeFix_Solid: `shell()` can leave a shell orientation that
-    makes a later boolean (a boss fused on, a handle swept onto the part) return nothing."""
-    from OCP.ShapeFix import ShapeFix_Solid
-
-    out = []
-    for solid in shape.Solids():
-        fix = ShapeFix_Solid(solid.wrapped)
-        fix.Perform()
-        out.append(cq.Shape.cast(fix.Solid()))
-    return out[0] if len(out) == 1 else cq.Compound.makeCompound(out)
-
 # A font every install has (DejaVu ships with the system's fontconfig); None: CadQuery's default.
 TEXT_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
@@ -274,7 +263,7 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
 
     def shell(a):
         sel = _select(_wp(parts.get(a["name"])), "faces", a["faces"])
-        return parts.set(a["name"], _fixed(_solid(sel.shell(-a["thickness"]))))
+        return parts.set(a["name"], fixed_solids(_solid(sel.shell(-a["thickness"]))))
 
     def pattern(a):
         if a["kind"] == "grid":

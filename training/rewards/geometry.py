@@ -18,6 +18,8 @@ import numpy as np
 import trimesh
 from scipy.spatial import cKDTree
 
+from tools.cadfix import fixed_solids
+
 SAMPLES = 8192
 VOXEL_RESOLUTION = 64
 MESH_SUFFIXES = (".stl", ".obj", ".glb", ".gltf", ".ply", ".off")
@@ -271,23 +273,6 @@ def tight_bbox(shape: Any) -> tuple[np.ndarray, np.ndarray]:
     BRepBndLib.AddOptimal_s(shape.wrapped, box, False, False)
     xmin, ymin, zmin, xmax, ymax, zmax = box.Get()
     return np.array([xmin, ymin, zmin]), np.array([xmax, ymax, zmax])
-
-
-def fixed_solids(shape: Any) -> Any:
-    """The shape's solids after ShapeFix_Solid, as one compound.
-
-    Shelled solids straight from `shell()` can carry a shell orientation that makes OCCT's
-    booleans return faces and no solid; fixing them first makes the booleans dependable.
-    """
-    import cadquery as cq
-    from OCP.ShapeFix import ShapeFix_Solid
-
-    out = []
-    for solid in shape.Solids():
-        fix = ShapeFix_Solid(solid.wrapped)
-        fix.Perform()
-        out.append(cq.Shape.cast(fix.Solid()))
-    return out[0] if len(out) == 1 else cq.Compound.makeCompound(out)
 
 
 def brep_iou(a: Any, b: Any, align_centres: bool = False) -> float:

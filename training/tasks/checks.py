@@ -471,7 +471,8 @@ def c_placed(ctx: EvalContext, object: str, script: str, tol: float = 0.5) -> Me
 def c_feature(ctx: EvalContext, object: str, script: str, base: str, min_iou: float = 0.9) -> Measured:
     """A small feature (engraved or raised text) judged on its own: what sets the part apart
     from the blank `base` (cut away or added) against what sets the reference apart, by IoU."""
-    from training.rewards.geometry import brep_iou, fixed_solids, solid_volume
+    from tools.cadfix import fixed_solids
+    from training.rewards.geometry import brep_iou, solid_volume
     from training.tasks.shapes import build_reference
 
     solid = ctx.solid(object)
