@@ -16,9 +16,10 @@ from typing import Any
 
 from training.tasks import fit_checks  # noqa: F401  (registers the constraint kinds)
 from training.tasks.base import TaskSpec, call, family
+from training.tasks.config import RELATION_WEIGHTS
 from training.tasks.scene_families import add_call, fmt
 
-ASSEMBLY_WEIGHTS = {"constraints": 0.8, "validity": 0.1, "efficiency": 0.05, "recovery": 0.05}
+ASSEMBLY_WEIGHTS = RELATION_WEIGHTS
 EDIT_WEIGHTS = ASSEMBLY_WEIGHTS
 POS_TOL = 0.01  # metres: a placement a person would call right
 SIZE_TOL = 0.02

@@ -29,10 +29,12 @@ CAD_WEIGHTS = {
     "efficiency": 0.05,
     "recovery": 0.05,
 }
+# Tasks judged on relations and stated measures alone (no reference geometry to score).
+RELATION_WEIGHTS = {"constraints": 0.8, "validity": 0.1, "efficiency": 0.05, "recovery": 0.05}
 REWARD_WEIGHTS: dict[str, dict[str, float]] = {
     "primitive_placement": SCENE_WEIGHTS,
     "scene_editing": SCENE_WEIGHTS,
-    "materials": {"constraints": 0.8, "validity": 0.1, "efficiency": 0.05, "recovery": 0.05},
+    "materials": RELATION_WEIGHTS,
     "composition": SCENE_WEIGHTS,
     "booleans": {**SCENE_WEIGHTS, "geometry": 0.3, "constraints": 0.5},
     "cad_parts": CAD_WEIGHTS,

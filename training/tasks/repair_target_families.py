@@ -15,9 +15,10 @@ import random
 from typing import Any
 
 from training.tasks.base import TaskSpec, call, family
+from training.tasks.config import RELATION_WEIGHTS
 from training.tasks.scene_families import counted, fmt, placed
 
-REPAIR_WEIGHTS = {"constraints": 0.8, "validity": 0.1, "efficiency": 0.05, "recovery": 0.05}
+REPAIR_WEIGHTS = RELATION_WEIGHTS
 NAMES = (
     "Crate", "Drum", "Block", "Tin", "Brick", "Box", "Can", "Case", "Cube", "Jar", "Vase",
     "Lamp", "Clock", "Radio", "Book", "Bowl", "Kettle", "Bin", "Chest", "Pot",

@@ -20,7 +20,7 @@ import numpy as np
 from training.tasks import parts as P
 from training.tasks import shapes
 from training.tasks.base import TaskSpec, call, family
-from training.tasks.config import CAD_WEIGHTS, SCENE_WEIGHTS
+from training.tasks.config import CAD_WEIGHTS, RELATION_WEIGHTS
 from training.tasks.scene_families import COLOURS, fmt
 
 POS_TOL = 0.05
@@ -141,7 +141,7 @@ def _chairs(n: int, table: dict[str, Any], table_name: str) -> tuple[list[dict[s
     "Furnish a room: floor, walls, table, chairs, bed and rug placed by relations.",
     levels=(1, 2, 3, 4, 5),
     domain="scenes",
-    weights={k: v for k, v in SCENE_WEIGHTS.items() if k != "geometry"} | {"constraints": 0.8},
+    weights=RELATION_WEIGHTS,
 )
 def rooms(level: int, rng: random.Random) -> TaskSpec:
     room = _room(rng)
@@ -324,7 +324,7 @@ def _shelving(rng: random.Random, cx: float, y_front: float, bookcase: bool,
     levels=(1, 2, 3, 4, 5),
     domain="scenes",
     held_out=True,
-    weights={k: v for k, v in SCENE_WEIGHTS.items() if k != "geometry"} | {"constraints": 0.8},
+    weights=RELATION_WEIGHTS,
 )
 def stairs_shelving(level: int, rng: random.Random) -> TaskSpec:
     x0, y0 = rng.choice((0.0, 0.5, 1.0)), rng.choice((-1.0, -0.5, 0.0))
@@ -481,7 +481,7 @@ def _light(name, kind, loc, target, energy, role):
     "Place a camera and lights so a described subject is framed and lit (three-point lighting).",
     levels=(1, 2, 3, 4, 5),
     domain="scenes",
-    weights={k: v for k, v in SCENE_WEIGHTS.items() if k != "geometry"} | {"constraints": 0.8},
+    weights=RELATION_WEIGHTS,
 )
 def lighting_camera(level: int, rng: random.Random) -> TaskSpec:
     x, y = rng.choice((-1.0, 0.0, 1.0)), rng.choice((-0.5, 0.0, 0.5))
