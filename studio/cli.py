@@ -26,6 +26,7 @@ USER_ERRORS = {
     "agents.serving.ServingError": ExitCode.UNAVAILABLE,
     "agents.serving_profiles.UnknownModelFamily": ExitCode.USAGE,
     "training.tasks.base.TaskError": ExitCode.USAGE,
+    "training.eval.requests.ClusterUnavailable": ExitCode.UNAVAILABLE,
     "training.train_config.ConfigError": ExitCode.USAGE,
     "training.sft.data.DatasetError": ExitCode.USAGE,
     "training.rewards.geometry.ShapeLoadError": ExitCode.USAGE,

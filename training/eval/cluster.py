@@ -31,7 +31,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from training.eval.requests import BackendStatus, EpisodeOutcome, EpisodeRequest, run_request
+from training.eval.requests import (
+    BackendStatus,
+    ClusterUnavailable,
+    EpisodeOutcome,
+    EpisodeRequest,
+    run_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +115,34 @@ def connect(address: str = "auto") -> Any:
     `modelwright cluster up` or `ray start` left on this machine)."""
     ray = loopback()
     if not ray.is_initialized():
-        ray.init(address=address, namespace=NAMESPACE, _node_ip_address=LOOPBACK,
-                 log_to_driver=False, logging_level=logging.WARNING)  # fmt: skip
+        _answers(address)
+        try:
+            ray.init(address=address, namespace=NAMESPACE, _node_ip_address=LOOPBACK,
+                     log_to_driver=False, logging_level=logging.WARNING)  # fmt: skip
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ClusterUnavailable(
+                f"no Ray cluster at {address} ({first}); start one with `modelwright cluster "
+                "up`, or pass the address a running head printed"
+            ) from None
     return ray
+
+
+def _answers(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, in one line, when nothing listens at a HOST:PORT address (Ray itself retries
+    for a minute before it says so); `auto` is Ray's to resolve."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]") or LOOPBACK, int(port)), timeout_s).close()
+    except OSError as exc:
+        raise ClusterUnavailable(
+            f"no Ray cluster at {address} (nothing answers there: {exc.strerror or exc}); start "
+            "one with `modelwright cluster up`, or pass the address a running head printed"
+        ) from None
 
 
 def tool_nodes(ray: Any) -> list[dict]:
@@ -243,8 +274,10 @@ class RayBackend:
                     new.pop(nid, None)
             self._actors.update(new)
         if not any(e["alive"] for e in self._actors.values()):
-            raise RuntimeError("no live node with tool slots in the Ray cluster (a node offers "
-                               f"them with the `{TOOLS}` resource: `modelwright cluster up`)")
+            raise ClusterUnavailable(
+                "no live node with tool slots in the Ray cluster (a node offers them with the "
+                f"`{TOOLS}` resource: `modelwright cluster up`)"
+            )
 
     def _mark_dead(self, node: str) -> None:
         entry = self._actors.get(node)

@@ -14,6 +14,11 @@ from agents import LoopConfig
 from agents.store.store import new_episode_id
 
 
+class ClusterUnavailable(RuntimeError):
+    """No usable Ray cluster at the address a run was given (none there, or no node with tool
+    slots): the user's to fix, in one line (`modelwright cluster up`, or the right ADDRESS)."""
+
+
 @dataclass(frozen=True)
 class PolicySpec:
     """A policy as data: a `make_policy` spec (`oracle`, `openai`, `hf:...`) and its options.

@@ -1,0 +1,94 @@
+"""`modelwright cluster up|status|down` and `eval --cluster` as a user types them: real
+processes, a real Ray cluster of 2 nodes on 127.0.0.1 that outlives the command that started
+it, and one line (exit 3) for a run pointed at an address where no cluster answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import ray  # noqa: F401  (make test installs the cluster extra: a missing Ray fails here)
+
+UNAVAILABLE = 3
+
+
+def mw(*args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "studio.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=timeout)  # fmt: skip
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The command's error: exactly one line on stderr, no traceback."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def env(tmp_path) -> dict:
+    return {**os.environ, "MODELWRIGHT_CLUSTER_STATE": str(tmp_path / "cluster.json"),
+            "MODELWRIGHT_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
+
+
+def test_up_status_eval_down_then_the_dead_address_is_one_line(env, tmp_path) -> None:
+    up = mw("cluster", "up", "--nodes", "2", "--slots", "1", env=env)
+    try:
+        assert up.returncode == 0, up.stderr
+        address = re.search(r"cluster up at (127\.0\.0\.1:\d+)", up.stdout).group(1)
+        status = mw("cluster", "status", env=env)
+        assert status.returncode == 0, status.stderr
+        nodes = re.findall(r"node \w+\s+(\S+)\s+(alive|dead)\s+(\d+) slots", status.stdout)
+        assert nodes == [("127.0.0.1", "alive", "1")] * 2, status.stdout
+        assert f"cluster {address}: 2 worker slots" in status.stdout
+
+        again = mw("cluster", "up", env=env)
+        assert again.returncode != 0 and "already up" in one_line_error(again)
+
+        report = tmp_path / "report.json"
+        ev = mw("eval", "--policy", "oracle", "--families", "primitive_placement",
+                "--per-family", "2", "--cluster", address, "--json", str(report), env=env)  # fmt: skip
+        assert ev.returncode == 0, ev.stderr
+        overall = json.loads(report.read_text())["overall"]
+        assert overall["episodes"] == 2 and overall["success_rate"] == 1.0, overall
+    finally:
+        down = mw("cluster", "down", env=env)
+    assert down.returncode == 0 and "stopped" in down.stdout, down.stderr
+    assert not Path(env["MODELWRIGHT_CLUSTER_STATE"]).exists()
+    assert "no cluster is up" in mw("cluster", "down", env=env).stdout
+
+    gone = mw("eval", "--policy", "oracle", "--families", "primitive_placement",
+              "--per-family", "1", "--cluster", address, env=env)  # fmt: skip
+    assert gone.returncode == UNAVAILABLE
+    assert one_line_error(gone).startswith(f"error: no Ray cluster at {address}")
+
+
+def test_grpo_on_an_address_where_no_cluster_answers_is_one_line(env, tmp_path, tiny_model_dir) -> None:
+    address = f"127.0.0.1:{closed_port()}"
+    cfg = tmp_path / "grpo.yaml"
+    cfg.write_text(
+        f"kind: grpo\nmodel: {{path: {tiny_model_dir}}}\ntools: [add_primitive]\n"
+        "run: {seed: 0, report_to: []}\n"
+        "grpo: {tasks: {families: [primitive_placement], levels: [1]}, max_steps: 1,"
+        " per_device_train_batch_size: 2, num_generations: 2, max_turns: 1,"
+        f" generation: server, rollouts: {{backend: ray, cluster: '{address}'}}}}\n"
+    )
+    proc = mw("train", "grpo", "--config", str(cfg), "--out", str(tmp_path / "run"), env=env)
+    assert proc.returncode == UNAVAILABLE, proc.stderr
+    line = one_line_error(proc)
+    assert line.startswith(f"error: no Ray cluster at {address} (nothing answers there")
+    assert "modelwright cluster up" in line
+    status = mw("cluster", "status", "--address", address, env=env)
+    assert status.returncode == UNAVAILABLE
+    assert one_line_error(status).startswith(f"error: no Ray cluster at {address}")
