@@ -1,9 +1,11 @@
 """GRPO in server mode on a GPU machine: rollout tokens/s, episodes/min with 1, 2, 4 and 8 tool
-workers, a GRPO step's split (rollout / generation / tools / start states / reward / update)
-and staleness.
+workers on the local backend and on the Ray backend (one node of 1, 2, 4 and 8 slots, on
+127.0.0.1, against the same server), a GRPO step's split (rollout / generation / tools / start
+states / reward / update) and staleness.
 
     python benchmarks/bench_training_gpu.py --model DIR [--steps 3] [--groups 4] [--port 8011]
     python benchmarks/bench_training_gpu.py --model DIR --dry-run   # CPU: check, start nothing
+    python benchmarks/bench_training_gpu.py --check-ray   # CPU: the Ray rows' path, oracle policy
 
 DIR is a local Qwen3-VL folder vLLM can serve (`benchmarks/gpu_check.sh` builds a small random
 one; or a real checkpoint). It starts `modelwright serve --model DIR --lora` on --port, runs the
@@ -80,6 +82,45 @@ def rates(url: str, groups: int, spec) -> list[dict]:
     return out
 
 
+def ray_rates(spec, groups: int, policy_spec_for, slot_counts=(1, 2, 4, 8)) -> list[dict]:
+    """The same rollouts on the Ray backend: a one-node cluster on 127.0.0.1 per slot count
+    (the node's actor owns that many tool workers; its warm-up is timed apart)."""
+    from training.eval.backend import make_backend
+    from training.eval.cluster import local_cluster
+    from training.rl.curriculum import Curriculum
+    from training.rl.grpo import loop_config
+    from training.rl.rollouts import run_groups
+
+    slots = [(i, Curriculum(FAMILIES, [1], "train", 0).task_for(i)) for i in range(groups)]
+    out = []
+    for n in slot_counts:
+        cluster = local_cluster(nodes=1, slots=n)
+        try:
+            with make_backend("ray", cluster=cluster.address) as backend:
+                start = time.perf_counter()
+                done = run_groups(None, slots, GROUP, None, loop_config(spec), backend=backend,
+                                  policy_spec_for=policy_spec_for)  # fmt: skip
+                wall = time.perf_counter() - start
+        finally:
+            import ray
+
+            ray.shutdown()
+            cluster.shutdown()
+        tokens = sum(len(t.completion_ids) for g in done for r in g for t in r.turns)
+        out.append({"ray_slots": n, "episodes_per_min": round(groups * GROUP * 60 / wall, 1),
+                    "tokens_per_s": round(tokens / wall, 1), "wall_s": round(wall, 2)})
+    return out
+
+
+def server_spec(url: str):
+    """The rollouts' policy as data, built on the node: the server's client."""
+    from training.eval.requests import PolicySpec
+
+    return lambda seed, greedy=False: PolicySpec("openai", {
+        "base_url": url, "temperature": 1.0, "max_tokens": 256, "seed": seed,
+        "token_ids": True})  # fmt: skip
+
+
 def grpo(model: Path, url: str, steps: int, out: Path) -> dict:
     from training.rl.grpo import run_grpo
 
@@ -118,7 +159,16 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=4)
     ap.add_argument("--port", type=int, default=8011)
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--check-ray", action="store_true",
+                    help="run the Ray rows with the oracle policy on this machine (1 and 2 slots)")
     args = ap.parse_args()
+    if args.check_ray:
+        from training.eval.requests import PolicySpec
+
+        cfg = config(None, "", args.steps, 2)
+        rows = ray_rates(cfg.grpo, 1, lambda seed, greedy=False: PolicySpec("oracle"), (1, 2))
+        print(json.dumps(rows))
+        return
     url = f"http://127.0.0.1:{args.port}/v1"
     from training.rl.grpo_server import plan
 
@@ -132,7 +182,8 @@ def main() -> None:
     proc = subprocess.Popen(serve_command(args.model, args.port), cwd=ROOT)
     try:
         wait_healthy(url, proc)
-        result = {"rates": rates(url, args.groups, cfg.grpo)}
+        result = {"rates": rates(url, args.groups, cfg.grpo),
+                  "ray_rates": ray_rates(cfg.grpo, args.groups, server_spec(url))}
         with tempfile.TemporaryDirectory() as tmp:
             result["grpo"] = grpo(args.model, url, args.steps, Path(tmp) / "run")
     finally:
@@ -142,6 +193,10 @@ def main() -> None:
     for r in result["rates"]:
         print(f"workers={r['workers']}: {r['episodes_per_min']} episodes/min "
               f"(x{r['episodes_per_min'] / base:.2f}), {r['tokens_per_s']} rollout tokens/s")
+    for r, local in zip(result["ray_rates"], result["rates"], strict=True):
+        print(f"ray, 1 node, {r['ray_slots']} slots: {r['episodes_per_min']} episodes/min "
+              f"(x{r['episodes_per_min'] / local['episodes_per_min']:.2f} of the local backend "
+              f"with {local['workers']} workers), {r['tokens_per_s']} rollout tokens/s")
     print("GRPO step split:", result["grpo"])
     print(json.dumps(result))
 
