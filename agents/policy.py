@@ -61,6 +61,9 @@ class TurnTokens:
     vision: dict | None = None
     seen: str = ""
     model_version: str = ""
+    # (messages, tools) of a turn whose image tensors are built where the trained model's
+    # processor is: a Ray node's server turn, rebuilt on the trainer's side. Never stored.
+    prompt: Any = None
 
 
 @dataclass

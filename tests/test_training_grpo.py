@@ -179,6 +179,46 @@ def test_server_mode_turns_carry_the_pixels_of_the_prompt_the_server_was_sent(
     assert torch.equal(hooked, direct)
 
 
+def test_a_ray_nodes_server_turn_gets_its_pixels_on_the_trainers_side(tmp_path, tiny_model_dir):
+    """On a Ray node there is no processor of the trained model: the node's server policy
+    (`keep_prompt`, as GRPO's policy spec for the nodes sets it) sends the turn's messages back
+    with its ids, and the trainer builds the same pixels from them as on one machine."""
+    import pickle
+    from types import SimpleNamespace
+
+    import torch
+    from test_agents_openai_policy import Scripted, first_prompt
+    from transformers import AutoProcessor
+
+    from agents.loop import openai_tools
+    from agents.policies import make_policy
+    from agents.policies.hf_policy import encode_prompt, shown_tools
+    from tools import catalogue
+    from training.rl.grpo import image_token_id
+    from training.rl.grpo_server import ServerVision, rebuild_vision
+
+    processor = AutoProcessor.from_pretrained(tiny_model_dir)
+    image_token = image_token_id(processor)
+    catalog = openai_tools(catalogue())
+    with_image, blind = first_prompt("x", image=True), first_prompt("x")
+    local = encode_prompt(processor, with_image, shown_tools(catalog, TOOLS))
+    ids = local["input_ids"][0].tolist()
+    with _scripted_sync(tmp_path, [_token_answer(ids), _token_answer([5, 6])]) as sync:
+        node = make_policy("openai", base_url=sync.spec.server_url, model="rl-v1", seed=0,
+                           token_ids=True, tools=TOOLS, keep_prompt=True)  # fmt: skip
+        sent = [node.act(with_image, catalog).tokens, node.act(blind, catalog).tokens]
+    assert Scripted.seen[0]["messages"] == with_image  # what the server was sent is kept
+    assert sent[0].vision is None and sent[0].prompt is not None and sent[1].prompt is None
+    turns = pickle.loads(pickle.dumps(sent))  # the trip back from the node, as Ray makes it
+    rollout = SimpleNamespace(turns=turns)
+    vision = ServerVision(processor, image_token)
+    assert rebuild_vision([[rollout]], vision) == 1
+    for key in ("pixel_values", "image_grid_thw"):
+        assert torch.equal(turns[0].vision[key], local[key])
+    assert turns[1].vision is None and all(t.prompt is None for t in turns)  # never kept on
+    assert (vision.matched, vision.mismatches) == (1, 0)
+
+
 def test_curriculum_is_reproducible_and_prefers_tasks_solved_sometimes():
     spec = CurriculumSpec(floor=0.01, window=10)
     a = Curriculum(["primitive_placement", "materials"], [1, 2], seed=7, spec=spec)

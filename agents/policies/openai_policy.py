@@ -10,6 +10,7 @@ it looked and how to start one.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -42,6 +43,10 @@ class OpenAIPolicyConfig:
     # Show the model only these tools (as the hf policy's `tools`): GRPO's server-mode
     # rollouts must see the subset its SFT rows and in-process rollouts were rendered with.
     tools: list[str] | None = None
+    # With `token_ids` and no `vision_for`: keep the messages and tools of a turn with images
+    # on its tokens (`TurnTokens.prompt`), for a trainer elsewhere to build the pixels from
+    # (GRPO's rollouts on a Ray node, where the trained model's processor is not).
+    keep_prompt: bool = False
 
 
 class OpenAIPolicy:
@@ -103,6 +108,8 @@ class OpenAIPolicy:
             reply.tokens = server_tokens(reply.raw, messages, tools, self.model)
             if self.vision_for is not None:
                 reply.tokens.vision = self.vision_for(messages, tools, reply.tokens.prompt_ids)
+            elif self.config.keep_prompt and _has_image(messages):
+                reply.tokens.prompt = copy.deepcopy((messages, tools))
         return reply
 
     def _reply(self, response: Any, tools: list[dict], latency_ms: float) -> PolicyReply:
@@ -217,6 +224,12 @@ def _decode_arguments(raw: Any) -> dict | str:
     except (TypeError, ValueError):
         return str(raw)
     return value if isinstance(value, dict) else str(raw)
+
+
+def _has_image(messages: list[dict]) -> bool:
+    return any(isinstance(m.get("content"), list)
+               and any(p.get("type") == "image_url" for p in m["content"] if isinstance(p, dict))
+               for m in messages)  # fmt: skip
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -164,6 +164,7 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
     """TRL's `rollout_func(prompts, trainer)`: run the step's groups as loop episodes and
     return one row per model turn (ids as generated), the episode rewards as an extra field."""
     from agents.policies.hf_policy import HFPolicy
+    from training.rl.grpo_server import rebuild_vision
     from training.rl.rollouts import (
         StepStats,
         keep_groups,
@@ -206,7 +207,7 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
             return PolicySpec("openai", {
                 "base_url": spec.server_url, "model": server.served, "seed": seed,
                 "temperature": spec.temperature, "max_tokens": spec.max_completion_length,
-                "token_ids": True, "tools": config.tools,
+                "token_ids": True, "tools": config.tools, "keep_prompt": True,
             })  # fmt: skip
 
         meta = {"model": label, "adapter": version,
@@ -220,6 +221,8 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
         for group in groups:
             for r in group:
                 runtime.curriculum.record(r.task_id, r.success)
+        if remote:  # the nodes sent the prompts of image turns: their pixels are built here
+            rebuild_vision(groups, server.vision)
         kept, zero_share = keep_groups(groups, needed)
         rows = training_rows(kept, spec.max_turns, tokenizer.pad_token_id, tokenizer.eos_token_id)
         vision.clear()

@@ -64,6 +64,21 @@ class ServerVision:
         return {k: inputs[k].detach().cpu() for k in VISION_KEYS if k in inputs} or None
 
 
+def rebuild_vision(groups: list[list[Any]], vision: ServerVision | None) -> int:
+    """The pixels of turns that came back with their prompt instead (`TurnTokens.prompt`: a
+    Ray node's server turns; the node has no processor of the trained model), built here by
+    `vision` as on one machine. The prompts are dropped after. Returns the turns built."""
+    built = 0
+    for group in groups:
+        for rollout in group:
+            for tok in rollout.turns:
+                if tok.prompt is not None and tok.vision is None and vision is not None:
+                    tok.vision = vision(*tok.prompt, tok.prompt_ids)
+                    built += tok.vision is not None
+                tok.prompt = None
+    return built
+
+
 class ServerSync:
     """The served adapter version, its sync after each step, and the rollout policies."""
 
