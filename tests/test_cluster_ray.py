@@ -108,6 +108,13 @@ def test_grpo_rollout_groups_on_ray_match_the_local_backend(cluster, tmp_path) -
     assert {r.node for g in remote for r in g} <= nodes and not any(
         r.retried for g in remote for r in g)
     assert training_rows(remote, 4, 0, 1) == training_rows(local, 4, 0, 1)
+    # the step's log line counts the nodes its rollouts ran on, and the retried ones
+    from training.rl.rollouts import StepStats
+
+    used = {r.node for g in remote for r in g}
+    assert StepStats.of(local, local, 0.0).log_items()["rollout/nodes"] == 1.0
+    logged = StepStats.of(remote, remote, 0.0).log_items()
+    assert logged["rollout/nodes"] == float(len(used)) and logged["rollout/retried"] == 0.0
     # each store holds the 4 rollouts, once, with their version and tags
     for store in stores.values():
         episodes = store.list_episodes()

@@ -283,6 +283,8 @@ class StepStats:
     logprob_mismatch: float = 0.0
     staleness: int = 0  # steps between the adapter trained and the one that generated
     episodes: int = 0
+    nodes: int = 1  # where the episodes ran: 1 locally, the live Ray nodes used on a cluster
+    retried: int = 0  # episodes sent again after their node died
     components: dict = field(default_factory=dict)
     success: float = 0.0
     valid_call_rate: float = 0.0
@@ -302,6 +304,8 @@ class StepStats:
             reward_s=sum(r.result.check_ms for r in every) / 1e3,
             kept_zero_spread_share=(sum(not spread(g) for g in kept) / len(kept)) if kept else 0.0,
             episodes=len(every),
+            nodes=len({r.node for r in every}) or 1,
+            retried=sum(r.retried for r in every),
             components={k: statistics.fmean((r.result.components or {}).get(k, 0.0)
                                             for r in kept_flat) for k in names},  # fmt: skip
             success=statistics.fmean(1.0 if r.success else 0.0 for r in kept_flat),
@@ -314,6 +318,8 @@ class StepStats:
             "task/success": self.success,
             "task/valid_call_rate": self.valid_call_rate,
             "rollout/episodes": float(self.episodes),
+            "rollout/nodes": float(self.nodes),
+            "rollout/retried": float(self.retried),
             "rollout/zero_spread_share": self.zero_spread_share,
             "rollout/kept_zero_spread_share": self.kept_zero_spread_share,
             "rollout/logprob_mismatch": self.logprob_mismatch,
