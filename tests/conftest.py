@@ -67,3 +67,14 @@ def base_data_dir(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("base-data")
     ensure_base(data_dir)
     return data_dir
+
+
+@pytest.fixture(scope="module")
+def task_session(worker_pool):
+    """One tool session per module for a task module's `verify_task` cases and tool checks
+    (each attempt resets it); a generous per-call deadline for a loaded machine."""
+    from tools import ToolSession
+
+    s = ToolSession(worker_pool, deadline_s=120)
+    yield s
+    s.close()

@@ -102,7 +102,7 @@ def sft_adapter(data_dir, captured, tmp_path_factory):
     write_rows(_demo_rows(train, report, "", first_turn=0), out / "demos.parquet")
     config = TrainConfig.model_validate({
         "kind": "sft", "model": {"path": DEFAULT_LOCAL_MODEL, "dtype": "bfloat16"},
-        "tools": SHOWN, "run": {"seed": 0, "save_steps": 1000, "report_to": [], "cpu_threads": 2},
+        "tools": SHOWN, "run": {"seed": 0, "save_steps": 1000, "report_to": [], "cpu_threads": 1},
         "lora": {"r": 16, "alpha": 32, "target_modules": [
             "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]},
         "sft": {"data": [str(out / "demos.parquet")], "max_steps": 12, "learning_rate": 1e-3,

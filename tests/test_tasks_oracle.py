@@ -9,7 +9,6 @@ import random
 
 import pytest
 
-from tools import ToolSession
 from training.tasks import FAMILIES, get_task
 from training.tasks.perturb import PERTURBATIONS
 from training.tasks.runner import attempt
@@ -81,13 +80,6 @@ def test_each_family_tries_every_perturbation_that_applies_to_it():
         wanted = {n for c in cases for n in applicable(c)}
         assert {n for c in cases for n in perturbations_for(c)} == wanted, fam
         assert all(perturbations_for(c) for c in cases), fam  # none runs without one
-
-
-@pytest.fixture(scope="module")
-def task_session(worker_pool):
-    s = ToolSession(worker_pool, deadline_s=60)
-    yield s
-    s.close()
 
 
 @pytest.mark.parametrize("task_id", CASES)
