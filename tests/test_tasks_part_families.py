@@ -154,3 +154,20 @@ PERTURBED = set(_sampled()[1::2])
 @pytest.mark.parametrize("task_id", _sampled())
 def test_oracle_passes_idle_and_perturbed_plans_fail(cad, task_id):
     assert verify_task(get_task(task_id), cad, perturb=task_id in PERTURBED) == []
+
+
+def test_rounded_bends_of_a_holes_radius_are_not_counted_as_holes():
+    """A Z-bracket's r=3 inner bends are quarter-rounds of a 6 mm hole's radius: the holes
+    check counted them (4 holes for 2) and failed the oracle of brackets:3:1."""
+    import cadquery as cq
+
+    from training.tasks.shapes import count_cylinders
+
+    plate = (cq.Workplane("XY").box(40, 20, 5).edges("|Z").fillet(3)
+             .faces(">Z").workplane().pushPoints([(-10, 0), (10, 0)]).hole(6).val())  # fmt: skip
+    assert count_cylinders(plate, 3.0, whole=True) == 2
+    split = plate.split(cq.Workplane("XZ").workplane().rect(100, 100).val())  # holes in halves
+    assert count_cylinders(split, 3.0, whole=True) == 2
+    assert count_cylinders(plate, 3.0) == 6  # rounded edges counted, as recovery counts them
+    holes = [c for c in get_task("brackets:3:1").constraints if c["kind"] == "holes"]
+    assert holes and all(c["whole"] for c in holes)

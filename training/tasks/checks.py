@@ -237,14 +237,16 @@ def c_part(
     return ok, {"size": [round(float(x), 4) for x in dims], "volume": round(vol, 4)}
 
 
-def c_holes(ctx: EvalContext, object: str, diameter: float, count: int) -> Measured:
-    """Number of distinct cylindrical holes of a diameter (grouped by axis line)."""
+def c_holes(ctx: EvalContext, object: str, diameter: float, count: int,
+            whole: bool = False) -> Measured:  # fmt: skip
+    """Number of distinct cylindrical faces of a diameter (grouped by axis line); `whole`:
+    only those that go more than half-way round (holes, not rounded edges)."""
     from training.tasks.shapes import count_cylinders
 
     solid = ctx.solid(object)
     if solid is None:
         return False, "no exact solid"
-    n = count_cylinders(solid, diameter / 2)
+    n = count_cylinders(solid, diameter / 2, whole=whole)
     return n == count, n
 
 

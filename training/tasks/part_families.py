@@ -184,7 +184,8 @@ def judged(plan: list[dict[str, Any]], names: list[str], holes: dict[str, list] 
         if topology:
             constraints.append({"kind": "topology", "object": n, "script": script})
         for d, k in (holes or {}).get(n, []):
-            constraints.append({"kind": "holes", "object": n, "diameter": d, "count": k})
+            constraints.append({"kind": "holes", "object": n, "diameter": d, "count": k,
+                                "whole": True})  # a bend's round is no hole  # fmt: skip
     return constraints, {"kind": "parts", "parts": parts}
 
 

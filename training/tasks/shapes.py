@@ -45,11 +45,15 @@ def reference_stl(script: str) -> bytes:
     return mesh.export(file_type="stl")
 
 
-def count_cylinders(solid: Any, radius: float, tol_rel: float = 0.01) -> int:
-    """Distinct cylinder axes carrying a face of `radius` (a hole split in faces counts once)."""
+def count_cylinders(solid: Any, radius: float, tol_rel: float = 0.01, whole: bool = False) -> int:
+    """Distinct cylinder axes carrying faces of `radius` (a hole split in faces counts once).
+    `whole`: only axes whose faces go more than half-way round, so that a rounded edge (a
+    fillet's quarter-round, which a bend's r=3 shares with a 6 mm hole) is no hole; without
+    it a fillet counts (the recovery family counts rounded edges so)."""
     from OCP.BRepAdaptor import BRepAdaptor_Surface
+    from OCP.BRepTools import BRepTools
 
-    axes: set[tuple] = set()
+    turn: dict[tuple, float] = {}  # axis line -> the angle its faces sweep round it
     for face in solid.Faces():
         if face.geomType() != "CYLINDER":
             continue
@@ -62,8 +66,10 @@ def count_cylinders(solid: Any, radius: float, tol_rel: float = 0.01) -> int:
         u = u if u[np.argmax(np.abs(u))] > 0 else -u
         q = np.array([p.X(), p.Y(), p.Z()])
         foot = q - np.dot(q, u) * u  # the axis line's point nearest the origin
-        axes.add(tuple(np.round(np.concatenate([u, foot]), 3) + 0.0))
-    return len(axes)
+        key = tuple(np.round(np.concatenate([u, foot]), 3) + 0.0)
+        umin, umax, _, _ = BRepTools.UVBounds_s(face.wrapped)
+        turn[key] = turn.get(key, 0.0) + (umax - umin)
+    return sum(1 for angle in turn.values() if not whole or angle > np.pi + 1e-6)
 
 
 def face_types(solid: Any) -> dict[str, int]:
