@@ -62,6 +62,7 @@ def test_real_window_viewport_capture_matches_what_it_shows(xvfb_display, tmp_pa
 OFF_SCREEN_CHILD = r"""
 import json, sys
 from PySide6.QtGui import QColor, QPalette
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QWidget
 from studio.viewport.capture import capture, screen_capture
 
@@ -74,6 +75,11 @@ w.setAutoFillBackground(True)
 screen = app.primaryScreen().geometry()
 w.setGeometry(screen.width() - 300, screen.height() - 200, 600, 400)  # half off the right and bottom
 w.show()
+# On a loaded machine the X server maps and paints the window later than a fixed number of
+# event-loop turns (a capture of it was black): wait until it is exposed, then paint it now.
+assert QTest.qWaitForWindowExposed(w, 60000), "the window was never exposed"
+w.repaint()
+app.sync()
 for _ in range(50):
     app.processEvents()
 top_left = w.mapToGlobal(w.rect().topLeft())
