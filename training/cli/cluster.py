@@ -14,7 +14,7 @@ import time
 
 import typer
 
-from tools.exits import ExitCode, fail
+from tools.exits import fail
 
 app = typer.Typer(help="A Ray cluster for eval and rollouts: up, status, down.", no_args_is_help=True)
 
@@ -26,12 +26,9 @@ def need_ray() -> None:
 
 def print_status(address: str) -> None:
     from training.eval.cluster import cluster_status
-    from training.eval.requests import ClusterUnavailable
 
     try:
         info = cluster_status(address)
-    except ClusterUnavailable as exc:
-        fail(str(exc), ExitCode.UNAVAILABLE)
     except (ConnectionError, RuntimeError) as exc:
         fail(f"no Ray cluster at {address} ({str(exc).splitlines()[0]}); start one with "
              "`modelwright cluster up`")  # fmt: skip

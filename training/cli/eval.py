@@ -220,12 +220,9 @@ def _cluster_backend(address: str, policy: str, store):
         fail("the hf policy runs in this process: evaluate it without --cluster, or serve it "
              "(`modelwright serve`) and use --policy openai on the cluster")
     from training.eval.cluster import RayBackend
-    from training.eval.requests import ClusterUnavailable
 
     try:
         return RayBackend(address, store=store)
-    except ClusterUnavailable as exc:
-        fail(one_line(str(exc)), ExitCode.UNAVAILABLE)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         fail(f"no usable Ray cluster at {address}: {one_line(str(exc))}; start one with "
              "`modelwright cluster up`")

@@ -115,7 +115,7 @@ def connect(address: str = "auto") -> Any:
     `modelwright cluster up` or `ray start` left on this machine)."""
     ray = loopback()
     if not ray.is_initialized():
-        _answers(address)
+        _probe(address)
         try:
             ray.init(address=address, namespace=NAMESPACE, _node_ip_address=LOOPBACK,
                      log_to_driver=False, logging_level=logging.WARNING)  # fmt: skip
@@ -128,7 +128,7 @@ def connect(address: str = "auto") -> Any:
     return ray
 
 
-def _answers(address: str, timeout_s: float = 5.0) -> None:
+def _probe(address: str, timeout_s: float = 5.0) -> None:
     """Fail fast, in one line, when nothing listens at a HOST:PORT address (Ray itself retries
     for a minute before it says so); `auto` is Ray's to resolve."""
     import socket

@@ -14,9 +14,10 @@ from agents import LoopConfig
 from agents.store.store import new_episode_id
 
 
-class ClusterUnavailable(RuntimeError):
+class ClusterUnavailable(Exception):
     """No usable Ray cluster at the address a run was given (none there, or no node with tool
-    slots): the user's to fix, in one line (`modelwright cluster up`, or the right ADDRESS)."""
+    slots): the user's to fix. Every command ends on it in one line, exit 3 (it is one of the
+    CLI's user errors); it is no RuntimeError, so no handler of Ray's own errors rewords it."""
 
 
 @dataclass(frozen=True)
