@@ -171,3 +171,26 @@ def test_rounded_bends_of_a_holes_radius_are_not_counted_as_holes():
     assert count_cylinders(plate, 3.0) == 6  # rounded edges counted, as recovery counts them
     holes = [c for c in get_task("brackets:3:1").constraints if c["kind"] == "holes"]
     assert holes and all(c["whole"] for c in holes)
+
+
+def test_holes_of_one_diameter_are_one_count_whatever_feature_made_them(cad):
+    """An enclosure lid's clearance holes (screw 2.5 mm + 0.5) and its vents are both 3 mm: two
+    checks of 4 and of 5 holes measured 9 each and failed the oracle of enclosures:5:0 (found by
+    the `tasks verify` sweep). One check counts the 9; the oracle passes, the vents left out fail."""
+    from training.tasks.runner import attempt
+
+    task = get_task("enclosures:5:0")
+    holes = [(c["object"], c["diameter"], c["count"]) for c in task.constraints
+             if c["kind"] == "holes"]  # fmt: skip
+    assert holes == [("Housing", 2.5, 4), ("Cover", 3.0, 9)]
+    assert attempt(task, cad, task.oracle).reward.success
+    without_vents = task.oracle[:-1]  # the last call drills the vents
+    assert without_vents[-1]["tool"] == "cad_pattern" and task.oracle[-1]["tool"] == "cad_hole"
+    assert not attempt(task, cad, without_vents).reward.success
+    # nowhere does a part carry two counts of one diameter (feature_patterns:5 had them too)
+    for family in FAMILIES:
+        for level in FAMILIES[family].levels:
+            for seed in (0, 1, 2, 110000, 110002):
+                found = [(c["object"], float(c["diameter"])) for c in get_task(
+                    f"{family}:{level}:{seed}").constraints if c["kind"] == "holes"]
+                assert len(found) == len(set(found)), (family, level, seed, found)

@@ -183,7 +183,12 @@ def judged(plan: list[dict[str, Any]], names: list[str], holes: dict[str, list] 
         constraints.append({"kind": "placed", "object": n, "script": script, "tol": 0.5})
         if topology:
             constraints.append({"kind": "topology", "object": n, "script": script})
+        # holes of one diameter are counted together, whatever feature made them (an
+        # enclosure lid's 3 mm clearance holes and its 3 mm vents are 4 + 5 = 9 holes of 3 mm)
+        counts: dict[float, int] = {}
         for d, k in (holes or {}).get(n, []):
+            counts[d] = counts.get(d, 0) + k
+        for d, k in counts.items():
             constraints.append({"kind": "holes", "object": n, "diameter": d, "count": k,
                                 "whole": True})  # a bend's round is no hole  # fmt: skip
     return constraints, {"kind": "parts", "parts": parts}
