@@ -163,7 +163,7 @@ def test_hallucinated_and_invalid_calls_are_fed_back(served_model, session) -> N
 
 
 def test_malformed_json_is_fed_back_and_the_episode_ends(served_model, session) -> None:
-    # transformers serve's tool parser fails (HTTP 500) on the malformed call: the policy
+    # transformers serve's tool parser fails (HTTP 500; 400 from 5.25) on the malformed call: the policy
     # reports it as a non-fatal error, the loop tells the model, and stops when it repeats
     result = episode(served_model, GOALS["malformed"], session)
     first = result.steps[0]
@@ -272,6 +272,20 @@ def test_a_client_error_is_not_retried(scripted_server) -> None:
     with pytest.raises(PolicyError, match="HTTP 400") as err:
         policy.act(first_prompt("x"), [])
     assert err.value.fatal and len(Scripted.seen) == 1
+    assert "context length exceeded" in str(err.value)  # the server's own words
+
+
+def test_a_call_the_servers_parser_cannot_read_is_the_replys_fault(scripted_server) -> None:
+    """transformers serve 5.25 answers a generated call its tool parser cannot read with a 400
+    (5.24: a 500): the reply's fault, not the request's, so the episode goes on."""
+    detail = ("json parser could not parse region as JSON.\nContent: '{\"name\": \"make_prism\", "
+              "\"P\"}'\nError: Expecting ':' delimiter: line 2 column 27 (char 27)")
+    Scripted.plan = [(400, {"detail": detail})]
+    policy = make_policy("openai", base_url=scripted_server, model="m", backoff_s=0.01)
+    with pytest.raises(PolicyError, match="not valid JSON") as err:
+        policy.act(first_prompt("x"), [])
+    assert not err.value.fatal and len(Scripted.seen) == 1
+    assert "Expecting ':' delimiter" in str(err.value)
 
 
 def test_timeouts_say_so(scripted_server) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -162,9 +163,17 @@ class OpenAIPolicy:
                 time.sleep(delay)
                 delay *= 2
             except openai.APIStatusError as exc:
+                detail = _detail(exc)
+                if _PARSER_FAILED.search(detail):
+                    # the server's tool parser could not read this reply's call (transformers
+                    # serve >= 5.25 says so with a 400): the model's fault, the episode goes on
+                    raise PolicyError(
+                        f"the server could not read the model's tool call: it is not valid JSON "
+                        f"(HTTP {exc.status_code}: {_short(detail, 200)})", fatal=False
+                    ) from exc
                 raise PolicyError(
                     f"the server at {self.config.base_url} refused the request "
-                    f"(HTTP {exc.status_code}): {_short(exc.message)}"
+                    f"(HTTP {exc.status_code}): {_short(detail or exc.message)}"
                 ) from exc
         raise AssertionError("unreachable")
 
@@ -230,6 +239,25 @@ def _has_image(messages: list[dict]) -> bool:
     return any(isinstance(m.get("content"), list)
                and any(p.get("type") == "image_url" for p in m["content"] if isinstance(p, dict))
                for m in messages)  # fmt: skip
+
+
+# What servers say when their tool parser cannot read a generated call (transformers serve:
+# "json parser could not parse region as JSON"; vLLM's parsers log and fall back to content).
+_PARSER_FAILED = re.compile(r"could not parse .*as JSON|tool[ _]call.*(?:pars|decod)", re.I | re.S)
+
+
+def _detail(exc: Any) -> str:
+    """The server's own words for an error status: the body's `detail`, `error.message` or
+    `message`, else the response text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        for key in ("detail", "message"):
+            if isinstance(inner.get(key), str):
+                return " ".join(inner[key].split())
+    if isinstance(body, str):
+        return " ".join(body.split())
+    return ""
 
 
 def _short(text: str, limit: int = 300) -> str:
