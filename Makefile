@@ -19,7 +19,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	@$(BIN)/lint-imports --no-cache pyproject.toml
-	@$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@for f in benchmarks/*.py; do \
