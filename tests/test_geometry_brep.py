@@ -18,6 +18,27 @@ def test_exact_iou_of_known_solids(tmp_path):
     assert g.brep_iou(a, far) == 0.0
 
 
+def test_a_part_a_nanometre_off_its_reference_is_the_same_part():
+    """Blender keeps a part's placement in float32: 0.2 m comes back ~1e-6 mm off. The exact
+    boolean of `feature_edits:5:2`'s plate and its reference, faces that far apart, came out
+    empty (IoU 0.0 for the oracle's own part). A fuzzy value that follows the coordinates'
+    size makes them one part, and a real 0.3 mm shift still shows."""
+    from training.tasks import get_task
+    from training.tasks.shapes import build_reference
+
+    task = get_task("feature_edits:5:2")
+    (script,) = [c["script"] for c in task.spec.constraints
+                 if c["kind"] == "part_at" and c["object"] == "Plate"]  # fmt: skip
+    part = build_reference(script)
+    ref = part.translate(cq.Vector(200, 0, 0))
+    noisy = part.translate(cq.Vector(200.000001, 0, 0))
+    assert g.solid_volume(ref.intersect(noisy)) == 0.0  # the exact boolean's failure, as found
+    assert g.brep_iou(ref, noisy) == pytest.approx(1.0, abs=1e-9)
+    moved = g.brep_iou(ref, part.translate(cq.Vector(200.3, 0, 0)))
+    assert 0.9 < moved < 0.9995  # below part_at's threshold
+    assert 1e-5 <= g.fuzzy_value(ref, noisy) <= 1e-3
+
+
 def test_a_missing_hole_shows_in_exact_iou_and_volume():
     plate = cq.Workplane("XY").box(40, 30, 5)
     holed = plate.faces(">Z").workplane().hole(10).val()

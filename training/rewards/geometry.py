@@ -275,6 +275,16 @@ def tight_bbox(shape: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.array([xmin, ymin, zmin]), np.array([xmax, ymax, zmax])
 
 
+def fuzzy_value(*shapes: Any) -> float:
+    """OCCT's fuzzy value for booleans between two parts: faces closer than this count as one.
+    A part placed through Blender carries float32 noise in its position (~6e-8 of the
+    coordinate: 3e-6 mm at 0.2 m). An exact boolean of a part and its reference, faces a few
+    nanometres apart, can come out empty (`feature_edits:5:2`: IoU 0.0 for identical parts),
+    so the value follows the coordinates' size: 1e-6 of the farthest one, at least 1e-5."""
+    reach = max(float(np.max(np.abs(np.concatenate(tight_bbox(s))))) for s in shapes)
+    return max(1e-5, 1e-6 * reach)
+
+
 def brep_iou(a: Any, b: Any, align_centres: bool = False) -> float:
     """Exact IoU of two CadQuery solids by OCCT booleans: V(a∩b) / (V(a) + V(b) − V(a∩b)).
 
@@ -291,10 +301,11 @@ def brep_iou(a: Any, b: Any, align_centres: bool = False) -> float:
     va, vb = solid_volume(a), solid_volume(b)
     if va <= 0 or vb <= 0:
         return 0.0
-    inter = solid_volume(a.intersect(b))
+    tol = fuzzy_value(a, b)
+    inter = solid_volume(a.intersect(b, tol=tol))
     if not 0.0 <= inter <= min(va, vb) * (1 + 1e-6):
         # A degenerate intersection result: take it from the difference instead.
-        inter = max(0.0, va - solid_volume(a.cut(b)))
+        inter = max(0.0, va - solid_volume(a.cut(b, tol=tol)))
     inter = min(inter, va, vb)
     union = va + vb - inter
     return float(inter / union) if union > 0 else 0.0
