@@ -474,7 +474,7 @@ def c_feature(ctx: EvalContext, object: str, script: str, base: str, min_iou: fl
     """A small feature (engraved or raised text) judged on its own: what sets the part apart
     from the blank `base` (cut away or added) against what sets the reference apart, by IoU."""
     from tools.cadfix import fixed_solids
-    from training.rewards.geometry import brep_iou, solid_volume
+    from training.rewards.geometry import brep_iou, fuzzy_value, solid_volume
     from training.tasks.shapes import build_reference
 
     solid = ctx.solid(object)
@@ -483,8 +483,10 @@ def c_feature(ctx: EvalContext, object: str, script: str, base: str, min_iou: fl
     blank = fixed_solids(build_reference(base))
 
     def feature(shape: Any) -> Any:
+        # fuzzy: a part placed through Blender is float32-noise off its blank (brep_iou)
         shape = fixed_solids(shape)
-        return blank.cut(shape).fuse(shape.cut(blank))
+        tol = fuzzy_value(blank, shape)
+        return blank.cut(shape, tol=tol).fuse(shape.cut(blank, tol=tol), tol=tol)
 
     want, got = feature(build_reference(script)), feature(solid)
     if solid_volume(got) <= 0:
