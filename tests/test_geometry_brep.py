@@ -19,7 +19,7 @@ def test_exact_iou_of_known_solids(tmp_path):
 
 
 def test_a_part_a_nanometre_off_its_reference_is_the_same_part():
-    """Blender keeps a part's placement in float32: 0.2 m comes back ~1e-6 mm off. The exact
+    """Blender keeps a part's placement in float32: 0.2 m came back 3e-6 mm off. The exact
     boolean of `feature_edits:5:2`'s plate and its reference, faces that far apart, came out
     empty (IoU 0.0 for the oracle's own part). A fuzzy value that follows the coordinates'
     size makes them one part, and a real 0.3 mm shift still shows."""

@@ -277,10 +277,11 @@ def tight_bbox(shape: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def fuzzy_value(*shapes: Any) -> float:
     """OCCT's fuzzy value for booleans between two parts: faces closer than this count as one.
-    A part placed through Blender carries float32 noise in its position (~6e-8 of the
-    coordinate: 3e-6 mm at 0.2 m). An exact boolean of a part and its reference, faces a few
-    nanometres apart, can come out empty (`feature_edits:5:2`: IoU 0.0 for identical parts),
-    so the value follows the coordinates' size: 1e-6 of the farthest one, at least 1e-5."""
+    A part placed through Blender carries float32 noise in its position (up to ~6e-8 of the
+    coordinate, 1.2e-5 mm at 0.2 m; 3e-6 mm was seen there). An exact boolean of a part and its
+    reference, faces that far apart, can come out empty (`feature_edits:5:2`: IoU 0.0 for
+    identical parts), so the value follows the coordinates' size: 1e-6 of the farthest one
+    (16x the noise), at least 1e-5 mm."""
     reach = max(float(np.max(np.abs(np.concatenate(tight_bbox(s))))) for s in shapes)
     return max(1e-5, 1e-6 * reach)
 
