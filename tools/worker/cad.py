@@ -19,7 +19,7 @@ import tempfile
 
 import bpy
 
-from tools.cadfix import fixed_solids
+from tools.cadfix import fixed_solids, revolutions_as_bsplines
 from tools.errors import ErrorKind, ToolError
 from tools.worker import jail
 from tools.worker.lazy_cq import cq  # imported by the first CAD call, not at start
@@ -292,7 +292,7 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
         wp = cq.Workplane(_plane_square_to(pts[0], path.tangentAt(0)))
         wp = wp.circle(a["radius"]) if a["profile"] == "circle" else wp.rect(a["width"], a["height"])
         try:
-            shape = wp.sweep(cq.Workplane().add(path), transition="round").val()
+            shape = revolutions_as_bsplines(wp.sweep(cq.Workplane().add(path), transition="round").val())
         except Exception:  # OCCT: the profile cannot follow this path
             raise ToolError(ErrorKind.KERNEL, "cad_sweep: the profile cannot be swept along this path "
                             "(too tight a bend for its size?)") from None

@@ -49,6 +49,14 @@ def fixed(shape):
     return out[0] if len(out) == 1 else cq.Compound.makeCompound(out)
 
 
+def bsplines(shape):  # tools/cadfix.py revolutions_as_bsplines: reloads from STEP right
+    from OCP.ShapeCustom import ShapeCustom
+
+    if not any(f.geomType() == "REVOLUTION" for f in shape.Faces()):
+        return shape
+    return cq.Shape.cast(ShapeCustom.ConvertToBSpline_s(shape.wrapped, False, True, False, False))
+
+
 def add(n, s):
     S[n] = S[n].fuse(s).clean() if n in S else s
 
@@ -76,7 +84,7 @@ def sweep(n, path, profile, radius, width, height, kind):
     up = cq.Vector(0, 0, 1) if abs(t.z) < 0.999 else cq.Vector(0, 1, 0)
     w = cq.Workplane(cq.Plane(origin=pts[0], xDir=up.cross(t).normalized(), normal=t))
     w = w.circle(radius) if profile == "circle" else w.rect(width, height)
-    add(n, w.sweep(cq.Workplane().add(wire), transition="round").val())
+    add(n, bsplines(w.sweep(cq.Workplane().add(wire), transition="round").val()))
 
 
 def loft(n, sections, ruled):
