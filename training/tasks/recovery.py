@@ -4,7 +4,8 @@ Level 1 names an object by its plain name while the scene holds it with a suffix
 asks for a fillet radius the part cannot take, with a stated fallback rule; level 3 repeats
 the naming trap over several objects and materials; level 4 puts the naming trap and the
 fillet in one session; level 5 adds a delete and a radius that must be halved twice. Oracles make the failing call once,
-look, and recover, so demonstrations show recovery and not clairvoyance.
+look, and recover, so demonstrations show recovery and not clairvoyance (level 2 also checks the
+part it made).
 """
 
 from __future__ import annotations
@@ -75,9 +76,11 @@ def _fillet(rng: random.Random) -> TaskSpec:
             "If the kernel refuses that radius, halve it and try again until it works."
         ),
         parameters={"size": [length, width, t], "asked_radius": asked, "radius": radius},
-        oracle=[
+        oracle=[  # fails; looks at the part (why: it is too narrow); halves; checks the result
             call("cad_fillet", name="Plate", edges="|Z", radius=asked),
+            call("cad_query", name="Plate"),
             call("cad_fillet", name="Plate", edges="|Z", radius=radius),
+            call("cad_query", name="Plate"),
         ],
         constraints=[
             {
