@@ -58,14 +58,22 @@ def one_torch_thread():
 
 # --- the packaged base model (agents/models.py) -----------------------------------------------
 @pytest.fixture(scope="session")
-def base_data_dir(tmp_path_factory):
+def base_data_dir(tmp_path_factory, worker_id):
     """A data dir holding `smollm2-135m-instruct` built from the installed wheel (~20-35 s,
-    once per session). Point MODELWRIGHT_DATA_DIR (or --data-dir) at it to name the base;
-    treat its models/ as read-only."""
+    once per run: the xdist processes share one, the first builds it under a file lock). Point
+    MODELWRIGHT_DATA_DIR (or --data-dir) at it to name the base; treat its models/ as
+    read-only."""
+    from filelock import FileLock
+
     from agents.models import ensure_base
 
-    data_dir = tmp_path_factory.mktemp("base-data")
-    ensure_base(data_dir)
+    if worker_id == "master":  # no xdist: this run's own folder
+        data_dir = tmp_path_factory.mktemp("base-data")
+        ensure_base(data_dir)
+        return data_dir
+    data_dir = tmp_path_factory.getbasetemp().parent / "base-data"  # this run's, not the last's
+    with FileLock(str(data_dir) + ".lock"):
+        ensure_base(data_dir)
     return data_dir
 
 

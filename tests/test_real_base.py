@@ -105,11 +105,11 @@ def sft_adapter(data_dir, captured, tmp_path_factory):
         "tools": SHOWN, "run": {"seed": 0, "save_steps": 1000, "report_to": [], "cpu_threads": 1},
         "lora": {"r": 16, "alpha": 32, "target_modules": [
             "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]},
-        "sft": {"data": [str(out / "demos.parquet")], "max_steps": 12, "learning_rate": 1e-3,
+        "sft": {"data": [str(out / "demos.parquet")], "max_steps": 6, "learning_rate": 2e-3,
                 "per_device_train_batch_size": 2},
     })  # fmt: skip
     result = run_sft(config, out / "run")
-    assert result.steps == 12
+    assert result.steps == 6
     return result.adapter_dir
 
 
