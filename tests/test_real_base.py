@@ -156,3 +156,39 @@ def test_run_records_the_real_models_token_ids(data_dir, sft_adapter, tmp_path):
     text = tok.decode(steps[0].token_ids, skip_special_tokens=True)
     assert steps[0].tool in text and "<tool_call>" in text
     assert len(steps[0].logprobs) == len(steps[0].token_ids)
+
+
+@pytest.mark.timeout(1500)
+def test_eval_in_lockstep_waves_reports_what_one_by_one_does(base, sft_adapter):
+    """`eval.batch`: the episodes of a wave generate each turn as one left-padded batch; the
+    report is the one the episodes give one at a time (same rewards, steps, valid calls)."""
+    from peft import PeftModel
+
+    from training.eval.run_eval import evaluate_loaded
+    from training.train_config import TrainConfig
+
+    model, processor = base
+    tuned = PeftModel.from_pretrained(model, str(sft_adapter)).eval()
+    reports = {}
+    try:
+        for batch in (1, 3):
+            config = TrainConfig.model_validate({
+                "kind": "sft", "model": {"path": DEFAULT_LOCAL_MODEL}, "tools": SHOWN,
+                "sft": {"data": ["unused.parquet"]},
+                "eval": {"families": ["primitive_placement"], "levels": [1], "split": "test",
+                         "per_family": 4, "max_steps": 2, "max_tokens": 72, "batch": batch},
+            })  # fmt: skip
+            reports[batch] = evaluate_loaded(config, tuned, processor, label="sft")
+    finally:
+        tuned.unload()
+
+    def seen(report):
+        return [(e["task"], e["reward"], e["success"], e["steps"], e["calls"])
+                for e in sorted(report["episodes"], key=lambda e: e["task"])]  # fmt: skip
+
+    assert seen(reports[3]) == seen(reports[1])
+    assert reports[3]["schema_valid_calls"] == reports[1]["schema_valid_calls"]
+    assert "lockstep_batches" not in reports[1]
+    sizes = reports[3]["lockstep_batches"]
+    # Waves of 3 and 1 episodes: every turn of the first wave's live episodes is one batch.
+    assert sizes[0] == 3 and sum(sizes) == sum(e["steps"] for e in reports[3]["episodes"])

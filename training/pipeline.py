@@ -40,7 +40,8 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
     sink: list[dict] = []
     lock = threading.Lock()
     report = run_episodes(
-        ids, lambda: CapturingPolicy(OraclePolicy(), sink, lock, config.tools), max_steps
+        ids, lambda: CapturingPolicy(OraclePolicy(), sink, lock, config.tools), max_steps,
+        workers=spec.workers,
     )
     rows = _demo_rows(sink, report, "", first_turn=0)
     out_info = {
@@ -55,7 +56,8 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
         retry = demo_task_ids(spec, spec.recovery_per_family)
         sink = []
         fumbled = run_episodes(
-            retry, lambda: CapturingPolicy(FumblingOracle(), sink, lock, config.tools), max_steps
+            retry, lambda: CapturingPolicy(FumblingOracle(), sink, lock, config.tools), max_steps,
+            workers=spec.workers,
         )
         # Kept: episodes whose wrong first call failed and which the oracle then solved.
         recovered = [e for e in fumbled["episodes"] if e["success"] and e["tool_errors"] >= 1]

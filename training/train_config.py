@@ -259,6 +259,10 @@ class EvalSpec(Strict):
     max_steps: int = Field(3, ge=1)  # policy turns per episode
     max_tokens: int = Field(160, ge=8)
     workers: int = Field(1, ge=1)
+    # In-process model: run the episodes in waves of this many at once (one tool worker each)
+    # and generate each turn of a wave's episodes as one batch (`LockstepBatcher`). Which turns
+    # share a batch depends only on the episodes, so a rerun reports the same; 1: one by one.
+    batch: int = Field(1, ge=1)
     # Pipeline: also score SFT and GRPO on this many test seeds of the held-out family (the one
     # family no split trains on), shown `tools:` plus `held_out_tools`; 0: not scored.
     held_out_per_family: int = Field(0, ge=0)
@@ -280,6 +284,8 @@ class DemoSpec(Strict):
     # scene's objects) comes back and the oracle then plays its plan. Only the turns after
     # the error become rows, so SFT is shown a retry, never the wrong call.
     recovery_per_family: int = Field(0, ge=0)
+    # Oracle episodes at once, one tool worker each (no model runs: the workers are the work).
+    workers: int = Field(1, ge=1)
 
 
 class AccelerateSpec(Strict):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from tools import images
 # One generation at a time per process: rollouts of a batch run on several threads, and the
 # per-turn seed (torch's global generator) must not be drawn by another turn in between.
 GENERATE_LOCK = threading.RLock()
+
+log = logging.getLogger(__name__)
 
 
 # The local policy when no model is named: SmolLM2-135M-Instruct from its PyPI wheel.
@@ -72,6 +75,8 @@ class HFPolicy:
         self._task_tools: list[str] | None = None
         self._group: GroupSampler | None = None  # a GRPO group's batched first turns
         self._group_index = 0
+        self._lockstep: LockstepBatcher | None = None  # an eval wave's batched greedy turns
+        self._task_id: str | None = None
 
     @classmethod
     def from_loaded(cls, loaded_model: Any, processor: Any, **options: Any) -> HFPolicy:
@@ -85,6 +90,7 @@ class HFPolicy:
         # A task's toolbox, shown when no list is configured (a small model cannot afford
         # the whole catalogue in every prompt).
         self._task_tools = (task_info or {}).get("tools")
+        self._task_id = (task_info or {}).get("task_id")
 
     def shown(self) -> list[str] | None:
         """The tool names the model is shown: the configured list, else the task's toolbox."""
@@ -93,6 +99,10 @@ class HFPolicy:
     def share_first_turn(self, group: GroupSampler, index: int) -> None:
         """Take this episode's first turn from `group`'s batch, as its rollout `index`."""
         self._group, self._group_index = group, index
+
+    def join_lockstep(self, batcher: LockstepBatcher) -> None:
+        """Generate this episode's greedy turns in `batcher`'s batches (eval waves)."""
+        self._lockstep = batcher
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
         tools = shown_tools(tools, self.shown())
@@ -106,6 +116,11 @@ class HFPolicy:
         if group is not None and self._turn == 0 and self.config.temperature:
             sample = group.take(self._group_index, seen,
                                 lambda: self._sample_rows(inputs, group.size, group.seed))  # fmt: skip
+        lockstep = self._lockstep
+        if (sample is None and lockstep is not None and not self.config.temperature
+                and self._task_id is not None and lockstep.has(self._task_id)):  # fmt: skip
+            sample = lockstep.request(self._task_id, inputs,
+                                      lambda rows: self._generate_rows(rows))  # fmt: skip
         if sample is None:
             seed = None
             if self.config.temperature and self.config.seed is not None:
@@ -126,6 +141,10 @@ class HFPolicy:
         names = [t["function"]["name"] for t in tools if "function" in t]
         parsed = parse_tool_calls(text, known_tools=names, id_prefix=f"t{self._turn}")
         self._turn += 1
+        if lockstep is not None and self._task_id is not None and (
+            not parsed.calls or self._turn >= lockstep.max_turns
+        ):  # the loop ends an episode on a reply without a call, or at its turn budget
+            lockstep.finish(self._task_id)
         return PolicyReply(
             text=parsed.text if parsed.calls else (text or None),
             tool_calls=parsed.calls,
@@ -137,7 +156,8 @@ class HFPolicy:
             tokens=tokens,
         )
 
-    def _sample_rows(self, inputs: Any, n: int, seed: int | None) -> list[tuple[list[int], Any]]:
+    def _sample_rows(self, inputs: Any, n: int, seed: int | None,
+                     batch: int = 1) -> list[tuple[list[int], Any]]:  # fmt: skip
         """`n` completions of one prompt (one `generate`, `n` rows when sampling): each its
         generated ids (up to and including the first end-of-turn token) and their sampling
         log-probs (None when `logprobs` is off)."""
@@ -173,15 +193,34 @@ class HFPolicy:
         except RuntimeError as exc:  # e.g. out of memory, or a context past the model's limit
             raise PolicyError(f"generation failed in {self.name}: {exc}", fatal=False) from exc
         rows = []
-        for r in range(n):
+        for r in range(max(n, batch)):
             ids = out.sequences[r, prompt_len:].tolist()
-            if n > 1 and tokenizer.eos_token_id in ids:  # a row that ended early is padded
+            if max(n, batch) > 1 and tokenizer.eos_token_id in ids:  # ended early: padded
                 ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
             scale = self.config.score_temperature or self.config.temperature
             logps = (sampling_logprobs(out.logits, ids, scale, row=r)
                      if self.config.logprobs else None)  # fmt: skip
             rows.append((ids, logps))
         return rows
+
+    def _generate_rows(self, prompts: list[Any]) -> list[tuple[list[int], Any]]:
+        """Greedy completions of several prompts in one left-padded `generate`: each row's
+        new ids (up to and including its end-of-turn token) and their log-probs."""
+        import torch
+
+        if len(prompts) == 1 or any(k in p for p in prompts for k in VISION_KEYS):
+            return [self._sample_rows(p, 1, None)[0] for p in prompts]
+        tokenizer = tokenizer_of(self.processor)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        width = max(int(p["input_ids"].shape[1]) for p in prompts)
+        ids = torch.full((len(prompts), width), pad, dtype=prompts[0]["input_ids"].dtype)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            n = int(p["input_ids"].shape[1])
+            ids[r, width - n:] = p["input_ids"][0]
+            mask[r, width - n:] = 1
+        inputs = {"input_ids": ids.to(self.model.device), "attention_mask": mask.to(self.model.device)}
+        return self._sample_rows(inputs, 1, None, batch=len(prompts))
 
     def completion_logprobs(
         self, messages: list[dict], tools: list[dict], completion: str
@@ -231,6 +270,82 @@ class GroupSampler:
                 return None
             self.served += 1
             return self._rows[index]
+
+
+class LockstepBatcher:
+    """Generates the greedy turns of a wave of concurrent episodes together (eval).
+
+    On a CPU a decode step of one row costs about what a step of several does, so the eval
+    runs its episodes in waves of `eval.batch` at once, one tool worker each. The wave's members
+    (task ids) are known up front. A member's turn waits until every member still running has
+    asked for its next turn; then one left-padded `generate` serves them all, rows in member
+    order. Which turns share a batch therefore depends only on the episodes, never on timing,
+    and a rerun gives the same records. A member leaves with `finish` (its episode ended: the
+    policy knows a reply without a call or the last turn ends it; the harness calls it for any
+    other end). `stall_s` bounds a wait on a member that never comes back (a lost worker): what
+    is pending then runs as it is."""
+
+    def __init__(self, waves: list[list[str]], max_turns: int, stall_s: float = 300.0) -> None:
+        self.max_turns, self.stall_s = max_turns, stall_s
+        self._cond = threading.Condition()
+        self._wave = {key: w for w, keys in enumerate(waves) for key in keys}
+        self._order = {key: i for keys in waves for i, key in enumerate(keys)}
+        self._active = [set(keys) for keys in waves]
+        self._pending: list[dict[str, Any]] = [{} for _ in waves]
+        self._results: dict[str, Any] = {}
+        self.batches: list[list[str]] = []  # the members of each batch, in order
+
+    def has(self, key: str) -> bool:
+        return key in self._wave
+
+    def request(self, key: str, inputs: Any, generate: Any) -> tuple[list[int], Any]:
+        """This member's next turn; `generate(list_of_inputs)` makes a batch's rows."""
+        w = self._wave[key]
+        with self._cond:
+            self._active[w].add(key)  # a retried episode is a member again
+            self._pending[w][key] = (inputs, generate)
+            self._cond.notify_all()
+            while key not in self._results:
+                if self._ready(w):
+                    self._run(w)
+                    continue
+                if not self._cond.wait(timeout=self.stall_s) and key not in self._results:
+                    log.warning("lockstep batch: waited %.0f s for %s; running %d turn(s)",
+                                self.stall_s, sorted(self._active[w] - set(self._pending[w])),
+                                len(self._pending[w]))  # fmt: skip
+                    self._run(w)
+            row = self._results.pop(key)
+        if isinstance(row, BaseException):
+            raise row
+        return row
+
+    def finish(self, key: str) -> None:
+        """The member's episode ended: the others no longer wait for it."""
+        w = self._wave.get(key)
+        if w is None:
+            return
+        with self._cond:
+            self._active[w].discard(key)
+            self._cond.notify_all()
+
+    def _ready(self, w: int) -> bool:
+        pending = self._pending[w]
+        return bool(pending) and self._active[w] <= set(pending)
+
+    def _run(self, w: int) -> None:
+        """Generate the pending turns of wave `w` (called holding the condition)."""
+        keys = sorted(self._pending[w], key=self._order.__getitem__)
+        if not keys:
+            return
+        items = [self._pending[w].pop(k) for k in keys]
+        try:
+            rows = items[0][1]([inputs for inputs, _ in items])
+        except Exception as exc:  # every waiting member gets the failure, not a hang
+            rows = [exc] * len(keys)
+        self.batches.append(keys)
+        for key, row in zip(keys, rows, strict=True):
+            self._results[key] = row
+        self._cond.notify_all()
 
 
 def sampling_logprobs(logits: Any, ids: list[int], temperature: float | None,

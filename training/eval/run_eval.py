@@ -107,24 +107,36 @@ def evaluate_loaded(
 
     Returns the eval report with `schema_valid_calls` added; `label` names the policy in it.
     """
-    from agents.policies.hf_policy import HFPolicy
+    from agents.policies.hf_policy import HFPolicy, LockstepBatcher
 
     spec = config.eval
     ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family)
     tally, lock = {"valid": 0, "attempts": 0}, threading.Lock()
-    report = run_episodes(
-        ids,
-        lambda: CallCounter(
-            HFPolicy.from_loaded(
-                model, processor, model=label, tools=config.tools, max_tokens=spec.max_tokens
-            ),
-            tally,
-            lock,
-        ),
-        max_steps=spec.max_steps,
-        workers=spec.workers,
-        progress=progress,
-    )
+    batcher = None
+    workers = spec.workers
+    if spec.batch > 1:
+        batcher = LockstepBatcher([ids[i : i + spec.batch] for i in range(0, len(ids), spec.batch)],
+                                  max_turns=spec.max_steps)  # fmt: skip
+        workers = spec.batch
+
+    def policy() -> CallCounter:
+        inner = HFPolicy.from_loaded(
+            model, processor, model=label, tools=config.tools, max_tokens=spec.max_tokens
+        )
+        if batcher is not None:
+            inner.join_lockstep(batcher)
+        return CallCounter(inner, tally, lock)
+
+    def on_done(record: dict, finished: int, total: int) -> None:
+        if batcher is not None:  # however the episode ended, its wave stops waiting for it
+            batcher.finish(record.get("task", ""))
+        if progress is not None:
+            progress(record, finished, total)
+
+    report = run_episodes(ids, policy, max_steps=spec.max_steps, workers=workers,
+                          progress=on_done)  # fmt: skip
+    if batcher is not None:
+        report["lockstep_batches"] = [len(b) for b in batcher.batches]
     report["schema_valid_calls"] = tally
     return report
 
