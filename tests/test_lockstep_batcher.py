@@ -71,3 +71,30 @@ def test_a_failed_batch_reaches_every_member():
     for th in threads:
         th.join(timeout=60)
     assert sorted(errors) == [("a", "generation failed"), ("b", "generation failed")]
+
+
+def test_a_batch_is_split_by_padded_prompt_tokens_in_member_order():
+    """`max_tokens`: rows x the longest prompt stays within the budget; a long prompt is not
+    padded onto its wave's short ones."""
+    batcher = LockstepBatcher([["a", "b", "c", "d", "e"]], max_turns=1, max_tokens=1000,
+                              size=len)  # fmt: skip
+    lengths = {"a": 300, "b": 300, "c": 900, "d": 200, "e": 250}
+    calls = []
+
+    def generate(prompts):
+        calls.append([len(p) for p in prompts])
+        return [(len(p), None) for p in prompts]
+
+    got = {}
+
+    def member(key):
+        got[key] = batcher.request(key, "x" * lengths[key], generate)
+
+    threads = [threading.Thread(target=member, args=(k,)) for k in lengths]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert got == {k: (n, None) for k, n in lengths.items()}
+    assert calls == [[300, 300], [900], [200, 250]]
+    assert batcher.batches == [["a", "b"], ["c"], ["d", "e"]]

@@ -91,3 +91,29 @@ def test_recovery_demonstrations_show_the_retry_after_the_error_never_the_wrong_
         first = get_task(row["task_id"]).oracle[0]
         assert first["tool"] in answer and f'\\"name\\": \\"{first["args"]["name"]}\\"' in answer
         assert not any(f'\\"{d}\\"' in answer for d in DECOYS)
+
+
+def test_demonstrations_on_two_workers_are_the_rows_of_one(tmp_path):
+    """`demos.workers`: oracle episodes run two at a time; the rows (sorted by task and turn)
+    are the ones a single worker writes."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from training.pipeline import collect_demos
+    from training.train_config import load_config
+
+    root = Path(__file__).resolve().parent.parent
+    config = load_config(root / "configs" / "pipeline-tiny-cpu.yaml")
+    frames = []
+    for workers in (1, 2):
+        demos = config.demos.model_copy(update={"families": ["materials", "scene_editing"],
+                                                "per_family": 2, "workers": workers})  # fmt: skip
+        out = tmp_path / f"w{workers}"
+        out.mkdir()
+        info = collect_demos(config.model_copy(update={"demos": demos}), out)
+        assert info["kept"] == 4
+        frames.append(pd.read_parquet(out / "demos.parquet"))
+    one, two = frames
+    assert list(two["episode_id"]) == list(one["episode_id"])
+    assert two["messages"].map(str).tolist() == one["messages"].map(str).tolist()

@@ -263,6 +263,9 @@ class EvalSpec(Strict):
     # and generate each turn of a wave's episodes as one batch (`LockstepBatcher`). Which turns
     # share a batch depends only on the episodes, so a rerun reports the same; 1: one by one.
     batch: int = Field(1, ge=1)
+    # ... split into generates of at most this many padded prompt tokens (rows x the longest),
+    # so a long prompt (a held-out family's tool result) is not padded onto every row.
+    batch_tokens: int = Field(8192, ge=1)
     # Pipeline: also score SFT and GRPO on this many test seeds of the held-out family (the one
     # family no split trains on), shown `tools:` plus `held_out_tools`; 0: not scored.
     held_out_per_family: int = Field(0, ge=0)

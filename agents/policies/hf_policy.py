@@ -283,10 +283,17 @@ class LockstepBatcher:
     and a rerun gives the same records. A member leaves with `finish` (its episode ended: the
     policy knows a reply without a call or the last turn ends it; the harness calls it for any
     other end). `stall_s` bounds a wait on a member that never comes back (a lost worker): what
-    is pending then runs as it is."""
+    is pending then runs as it is.
 
-    def __init__(self, waves: list[list[str]], max_turns: int, stall_s: float = 300.0) -> None:
+    `max_tokens`: a batch is split, in member order, into generates of at most this many padded
+    prompt tokens (rows x the longest prompt), so one long prompt (a long tool result) is not
+    padded onto every row of its wave; `size(inputs)` gives a prompt's length. The split too
+    depends only on the prompts."""
+
+    def __init__(self, waves: list[list[str]], max_turns: int, stall_s: float = 300.0,
+                 max_tokens: int | None = None, size: Any = None) -> None:  # fmt: skip
         self.max_turns, self.stall_s = max_turns, stall_s
+        self.max_tokens, self._size = max_tokens, size or prompt_length
         self._cond = threading.Condition()
         self._wave = {key: w for w, keys in enumerate(waves) for key in keys}
         self._order = {key: i for keys in waves for i, key in enumerate(keys)}
@@ -338,14 +345,37 @@ class LockstepBatcher:
         if not keys:
             return
         items = [self._pending[w].pop(k) for k in keys]
-        try:
-            rows = items[0][1]([inputs for inputs, _ in items])
-        except Exception as exc:  # every waiting member gets the failure, not a hang
-            rows = [exc] * len(keys)
-        self.batches.append(keys)
-        for key, row in zip(keys, rows, strict=True):
-            self._results[key] = row
+        for chunk in self._chunks(list(zip(keys, items, strict=True))):
+            part = [k for k, _ in chunk]
+            try:
+                rows = chunk[0][1][1]([inputs for _, (inputs, _) in chunk])
+            except Exception as exc:  # every waiting member gets the failure, not a hang
+                rows = [exc] * len(part)
+            self.batches.append(part)
+            for key, row in zip(part, rows, strict=True):
+                self._results[key] = row
         self._cond.notify_all()
+
+    def _chunks(self, pending: list) -> list[list]:
+        """Consecutive runs of `pending` within `max_tokens` padded prompt tokens each."""
+        if self.max_tokens is None:
+            return [pending]
+        chunks: list[list] = []
+        width = 0
+        for item in pending:
+            n = self._size(item[1][0])
+            if chunks and max(width, n) * (len(chunks[-1]) + 1) <= self.max_tokens:
+                chunks[-1].append(item)
+                width = max(width, n)
+            else:
+                chunks.append([item])
+                width = n
+        return chunks
+
+
+def prompt_length(inputs: Any) -> int:
+    """Tokens of an encoded prompt (`encode_prompt`'s `input_ids`, one row)."""
+    return int(inputs["input_ids"].shape[1])
 
 
 def sampling_logprobs(logits: Any, ids: list[int], temperature: float | None,

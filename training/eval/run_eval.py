@@ -116,7 +116,7 @@ def evaluate_loaded(
     workers = spec.workers
     if spec.batch > 1:
         batcher = LockstepBatcher([ids[i : i + spec.batch] for i in range(0, len(ids), spec.batch)],
-                                  max_turns=spec.max_steps)  # fmt: skip
+                                  max_turns=spec.max_steps, max_tokens=spec.batch_tokens)  # fmt: skip
         workers = spec.batch
 
     def policy() -> CallCounter:
