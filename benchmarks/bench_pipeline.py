@@ -5,8 +5,10 @@
 - eval: greedy episodes of the packaged base (zero-shot, the pipeline config's tools, prompts
   and 96-token turns) on validation seeds through the eval harness, one at a time
   (`eval.batch: 1`) against waves of 6 whose turns are generated as one left-padded batch
-  (`eval.batch: 6`, `LockstepBatcher`); episodes/min and the ratio, and whether both
-  reported the same rewards, steps and valid calls (they must);
+  (`eval.batch: 6`, `LockstepBatcher`); episodes/min and the ratio, and in how many episodes
+  the two agree on reward, steps and calls (a left-padded batch changes bf16 rounding, which
+  can flip a near-tie in a long, unsure zero-shot reply; a trained adapter's short calls are
+  the case the tests pin);
 - SFT: LoRA steps of the pipeline's SFT settings (bf16, r 16, 2 rows a step) on oracle
   demonstrations of the pipeline's families, TRL's fused LM head scoring every position (its
   CPU default) against the positions the loss counts (`score_loss_positions_only`); seconds
@@ -112,16 +114,18 @@ def main() -> int:
     print("| --- | ---: | ---: | ---: |")
     for label, row in (("one by one (`eval.batch: 1`)", one), ("waves of 6 (`eval.batch: 6`)", six)):
         print(f"| {label} | {row['episodes']} | {row['wall_s']:.1f} | {row['per_min']:.1f} |")
-    same = one["seen"] == six["seen"] and one["valid"] == six["valid"]
+    agree = sum(a == b for a, b in zip(one["seen"], six["seen"], strict=True))
+    mean = {k: sum(r[1] for r in row["seen"]) / len(row["seen"]) for k, row in ev.items()}
     print(f"\nwaves / one by one: x{six['per_min'] / one['per_min']:.2f} episodes/min; "
-          f"same rewards, steps and valid calls: {'yes' if same else 'NO'}\n")
+          f"reward, steps and calls agree in {agree} of {len(one['seen'])} episodes "
+          f"(mean reward {mean[1]:.4f} one by one, {mean[6]:.4f} in waves)\n")
     print("| SFT step, TRL's fused head | s/step (after the first) | losses |")
     print("| --- | ---: | --- |")
     for mode, row in sft.items():
         print(f"| {mode} | {row['step_s']:.2f} | {', '.join(map(str, row['losses']))} |")
     a, b = sft["every position"]["step_s"], sft["loss positions"]["step_s"]
     print(f"\nloss positions / every position: x{a / b:.2f} faster per step")
-    return 0 if same else 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -160,8 +160,11 @@ def test_run_records_the_real_models_token_ids(data_dir, sft_adapter, tmp_path):
 
 @pytest.mark.timeout(1500)
 def test_eval_in_lockstep_waves_reports_what_one_by_one_does(base, sft_adapter):
-    """`eval.batch`: the episodes of a wave generate each turn as one left-padded batch; the
-    report is the one the episodes give one at a time (same rewards, steps, valid calls)."""
+    """`eval.batch`: the episodes of a wave generate each turn as one left-padded batch. For a
+    trained adapter's short, confident calls the replies are those one at a time (same
+    rewards, steps, valid calls); wrong padding, positions or row order would change them. (In
+    long, unsure zero-shot replies bf16 rounding of another batch shape can flip a near-tie:
+    benchmarks/bench_pipeline.py counts them.)"""
     from peft import PeftModel
 
     from training.eval.run_eval import evaluate_loaded
