@@ -49,8 +49,10 @@ def _messages():
     ]
 
 
-def _teach(policy: HFPolicy, completion: str, steps: int = 150) -> None:
-    """Overfit the tiny model on one reply so that it really emits a tool call."""
+def _teach(policy: HFPolicy, completion: str, steps: int = 300) -> None:
+    """Overfit the tiny model on one reply so that it really emits a tool call. (At 150 steps
+    `<tool_call>` and `</tool_call>` were still tied to 0.005 as the first token, and a fresh
+    install's library versions flipped them; at 300 the first is ahead by 7.)"""
     import torch
 
     from agents.policies.hf_policy import encode_prompt
