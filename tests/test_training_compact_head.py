@@ -1,4 +1,4 @@
-"""`score_loss_positions_only` (training/sft/trainer.py): on a CPU, TRL's fused LM head scores
+"""`score_loss_positions_only` (training/runs.py): on a CPU, TRL's fused LM head scores
 only the positions the loss counts, as it does on a GPU, and the loss, per-token log-probs and
 gradients are those of scoring every position. A tiny Llama built from a config, seeded."""
 
@@ -26,7 +26,7 @@ def _scored(monkeypatch, compact: bool):
     import trl.trainer.utils as trl_utils
     from trl.trainer.utils import add_fused_lm_head
 
-    from training.sft.trainer import score_loss_positions_only
+    from training.runs import score_loss_positions_only
 
     if compact:
         score_loss_positions_only()

@@ -266,6 +266,28 @@ def tensorboard_dir(run_dir: Path) -> Path:
     return path
 
 
+def score_loss_positions_only() -> None:
+    """On a CPU, let TRL's fused LM head score only the positions the loss counts.
+
+    TRL (1.16) computes the head and log-softmax over the 49k-token vocabulary at the valid
+    label positions only on CUDA/XPU, and at every position elsewhere, to keep compiled tile
+    shapes fixed on accelerators that recompile. A CPU recompiles nothing, and an SFT row of
+    the real base is a ~600-token prompt with a ~30-token reply: scoring all positions was a
+    third of a step (docs/TRAINING.md, "The fifth run"). The loss and its gradient are those of
+    the same positions either way. No-op where TRL lacks the switch."""
+    import trl.trainer.utils as trl_utils
+
+    current = getattr(trl_utils, "_use_triton", None)
+    if current is None or getattr(current, "modelwright_cpu", False):
+        return
+
+    def compact(device, _inner=current) -> bool:
+        return device.type == "cpu" or _inner(device)
+
+    compact.modelwright_cpu = True  # type: ignore[attr-defined]
+    trl_utils._use_triton = compact
+
+
 def set_cpu_threads(n: int | None) -> None:
     if n:
         import torch

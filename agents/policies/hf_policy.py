@@ -119,8 +119,7 @@ class HFPolicy:
         lockstep = self._lockstep
         if (sample is None and lockstep is not None and not self.config.temperature
                 and self._task_id is not None and lockstep.has(self._task_id)):  # fmt: skip
-            sample = lockstep.request(self._task_id, inputs,
-                                      lambda rows: self._generate_rows(rows))  # fmt: skip
+            sample = lockstep.request(self._task_id, inputs, self._generate_rows)
         if sample is None:
             seed = None
             if self.config.temperature and self.config.seed is not None:
@@ -156,8 +155,7 @@ class HFPolicy:
             tokens=tokens,
         )
 
-    def _sample_rows(self, inputs: Any, n: int, seed: int | None,
-                     batch: int = 1) -> list[tuple[list[int], Any]]:  # fmt: skip
+    def _sample_rows(self, inputs: Any, n: int, seed: int | None) -> list[tuple[list[int], Any]]:
         """`n` completions of one prompt (one `generate`, `n` rows when sampling): each its
         generated ids (up to and including the first end-of-turn token) and their sampling
         log-probs (None when `logprobs` is off)."""
@@ -193,9 +191,10 @@ class HFPolicy:
         except RuntimeError as exc:  # e.g. out of memory, or a context past the model's limit
             raise PolicyError(f"generation failed in {self.name}: {exc}", fatal=False) from exc
         rows = []
-        for r in range(max(n, batch)):
+        count = int(out.sequences.shape[0])  # n samples, or one row per prompt of a batch
+        for r in range(count):
             ids = out.sequences[r, prompt_len:].tolist()
-            if max(n, batch) > 1 and tokenizer.eos_token_id in ids:  # ended early: padded
+            if count > 1 and tokenizer.eos_token_id in ids:  # a row that ended early is padded
                 ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
             scale = self.config.score_temperature or self.config.temperature
             logps = (sampling_logprobs(out.logits, ids, scale, row=r)
@@ -220,7 +219,7 @@ class HFPolicy:
             ids[r, width - n:] = p["input_ids"][0]
             mask[r, width - n:] = 1
         inputs = {"input_ids": ids.to(self.model.device), "attention_mask": mask.to(self.model.device)}
-        return self._sample_rows(inputs, 1, None, batch=len(prompts))
+        return self._sample_rows(inputs, 1, None)
 
     def completion_logprobs(
         self, messages: list[dict], tools: list[dict], completion: str

@@ -25,6 +25,7 @@ from training.runs import (
     make_callbacks,
     prepare_run_dir,
     restore_extra_state,
+    score_loss_positions_only,
     set_cpu_threads,
     tensorboard_dir,
     trainer_options,
@@ -312,8 +313,6 @@ def run_grpo(
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's notice, once known
     spec, run = config.grpo, config.run
-    from training.sft.trainer import score_loss_positions_only
-
     score_loss_positions_only()  # the update scores the completions' positions only, as on a GPU
     set_cpu_threads(run.cpu_threads if not torch.cuda.is_available() else None)
     ckpt = prepare_run_dir(out_dir, config_text or config.model_dump_json(indent=2), resume)

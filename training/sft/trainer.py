@@ -16,6 +16,7 @@ from training.runs import (
     checkpoint_step,
     make_callbacks,
     prepare_run_dir,
+    score_loss_positions_only,
     set_cpu_threads,
     tensorboard_dir,
     trainer_options,
@@ -103,28 +104,6 @@ def sft_args(spec: SFTSpec, run: RunSpec, out_dir: Path, use_cpu: bool, **overri
         max_length=spec.max_length,
         dataloader_num_workers=0,
     )
-
-
-def score_loss_positions_only() -> None:
-    """On a CPU, let TRL's fused LM head score only the positions the loss counts.
-
-    TRL (1.16) computes the head and log-softmax over the 49k-token vocabulary at the valid
-    label positions only on CUDA/XPU, and at every position elsewhere, to keep compiled tile
-    shapes fixed on accelerators that recompile. A CPU recompiles nothing, and an SFT row of
-    the real base is a ~600-token prompt with a ~30-token reply: scoring all positions was a
-    third of a step (docs/TRAINING.md, "The fifth run"). The loss and its gradient are those of
-    the same positions either way. No-op where TRL lacks the switch."""
-    import trl.trainer.utils as trl_utils
-
-    current = getattr(trl_utils, "_use_triton", None)
-    if current is None or getattr(current, "modelwright_cpu", False):
-        return
-
-    def compact(device, _inner=current) -> bool:
-        return device.type == "cpu" or _inner(device)
-
-    compact.modelwright_cpu = True  # type: ignore[attr-defined]
-    trl_utils._use_triton = compact
 
 
 def _trainer_class():
@@ -237,7 +216,7 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
     import torch
 
     spec, run = config.sft, config.run
-    score_loss_positions_only()
+    score_loss_positions_only()  # the loss's positions only, as TRL does on a GPU
     ckpt = prepare_run_dir(out_dir, config_text or config.model_dump_json(indent=2), resume)
     if ckpt is not None and checkpoint_step(ckpt) >= spec.max_steps:
         return _from_last_checkpoint(ckpt, out_dir, spec)
