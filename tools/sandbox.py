@@ -124,7 +124,7 @@ def _executable_links(made: set[str]) -> list[str]:
     return args
 
 
-def _filesystem(scratch: str, writable: list[str]) -> list[str]:
+def _filesystem(scratch: str, writable: list[str], readonly: tuple[str, ...] = ()) -> list[str]:
     args: list[str] = ["--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", "--dir", "/run"]
     for p in SYSTEM_RO:
         if os.path.lexists(p):
@@ -134,6 +134,8 @@ def _filesystem(scratch: str, writable: list[str]) -> list[str]:
     for p in ro:
         args += _parents(p, made) + ["--ro-bind", p, p]
     args += _executable_links(made)
+    for p in readonly:  # more of the project, e.g. `training/` for the geometry checker
+        args += _parents(p, made) + ["--ro-bind", p, p]
     for p in [scratch, *writable]:
         args += _parents(p, made) + ["--bind", p, p]
     return args
@@ -168,15 +170,16 @@ def _inner(fs: list[str], seccomp_fd: int | None, uid: int) -> list[str]:
 
 
 def wrap(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int | None = None,
-         uid: int | None = None) -> list[str]:
+         uid: int | None = None, readonly: tuple[str, ...] = ()) -> list[str]:
     """The command line that runs `argv` jailed, with `scratch` and `writable` read-write, as
-    host uid `uid` (root only: an identity.lease()'s; an ordinary user's workers are that user)."""
-    return _command(argv, scratch, writable, seccomp_fd, uid) if mode() == "bwrap" else argv
+    host uid `uid` (root only: an identity.lease()'s; an ordinary user's workers are that user);
+    `readonly`: more paths bound read-only (the project's `training/` for its checker)."""
+    return _command(argv, scratch, writable, seccomp_fd, uid, readonly) if mode() == "bwrap" else argv
 
 
 def _command(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int | None,
-             uid: int | None) -> list[str]:
-    fs = _filesystem(scratch, writable)
+             uid: int | None, readonly: tuple[str, ...] = ()) -> list[str]:
+    fs = _filesystem(scratch, writable, readonly)
     if not _is_root():
         return [*_inner(fs, seccomp_fd, INSIDE_UID), "--chdir", scratch, "--", *argv]
     outer = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
