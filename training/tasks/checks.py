@@ -537,6 +537,18 @@ def check(ctx: EvalContext, constraint: dict[str, Any]) -> Measured:
 
 
 def evaluate_task(task: Any, session: Session, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
+    """The task's verdict on `session`'s final state. The checkers run in the jailed geometry
+    checker (training/tasks/checker.py: a deadline and a memory cap); `session` only answers
+    its queries. CheckerError (a ConfinedPathError) when it gives no verdict."""
+    from training.tasks.checker import check
+
+    return check(task, session, calls)
+
+
+def evaluate_here(task: Any, session: Any, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
+    """The checkers in this process: the checker's own body (training/tasks/checker_main.py),
+    and the in-process baseline of benchmarks/bench_trust.py. Unbounded: never on the
+    trusted side for a policy's episode."""
     ctx = EvalContext(session, calls)
     try:
         return _verdict(task, ctx, calls)
