@@ -2,7 +2,8 @@
 
 `up` starts a head and more nodes on this machine, all on 127.0.0.1 (or joins a head at
 ADDRESS), each offering `--slots` tool-worker slots, and leaves them running in a keeper
-process; `eval --cluster auto` then runs its episodes there. Needs the `cluster` extra.
+process; `eval --cluster auto` then runs its episodes there. A cluster `up` starts demands
+Ray's token, kept in a 0600 file of this user's (docs/SECURITY.md). Needs the `cluster` extra.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def up(
         time.sleep(0.5)
     state = read_state()
     typer.echo(f"cluster up at {state['address']} (keeper pid {state['pid']})")
+    if state.get("token"):
+        typer.echo(f"token authentication on: only this user can reach it (token in "
+                   f"{state['token']}, mode 0600)")  # fmt: skip
     print_status(state["address"])
 
 

@@ -15,6 +15,10 @@ per node, so the queue stays on the head (`status()` shows it) and a dead node h
 
 All traffic stays on 127.0.0.1 for a cluster on one machine (`loopback()`): Ray otherwise
 resolves "127.0.0.1" in a bootstrap address to the machine's outward address and dials it.
+Loopback is no boundary between the users of one machine, so a cluster `cluster up` starts
+requires Ray's token authentication (`new_token`, `use_token`): its GCS, raylets and agents
+refuse any request without the token, which lives in a 0600 file of the owner's beside the
+state file (docs/SECURITY.md, "A cluster only its owner can reach").
 Ray is imported only by this module, only when the backend is chosen.
 """
 
@@ -25,6 +29,7 @@ import json
 import logging
 import os
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +52,11 @@ LOOPBACK = "127.0.0.1"
 CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 NAMESPACE = "modelwright"
 TOOLS = "tools"  # the custom resource: tool-worker slots of a node
+# Ray's token authentication (ray._private.authentication): with RAY_AUTH_MODE=token every
+# Ray process (GCS, raylet, agents, workers, drivers) sends and demands the token its C++
+# loader finds first in RAY_AUTH_TOKEN, then in the file RAY_AUTH_TOKEN_PATH, then in
+# ~/.ray/auth_token. We use the file: an environment variable is inherited by every child.
+AUTH_MODE, AUTH_TOKEN, AUTH_TOKEN_PATH = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
 
 
 def loopback() -> Any:
@@ -71,20 +81,71 @@ def node_args(slots: int, *, num_cpus: int = 1) -> dict:
     }
 
 
+def new_token(path: Path) -> Path:
+    """A fresh random token in `path`, a file created 0600 (O_EXCL, no symlink followed)
+    before a byte goes in, in a parent directory created 0700; a stale one is replaced. An
+    attacker's file in its place makes this fail rather than be used."""
+    import secrets
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)  # fmt: skip
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask
+        os.write(fd, secrets.token_hex(32).encode())
+    finally:
+        os.close(fd)
+    return path
+
+
+def use_token(path: Path) -> None:
+    """Turn on Ray's token authentication with the token in `path`, for this process and the
+    Ray processes it starts; a token file this user cannot read is one line, not Ray's abort."""
+    try:
+        with open(path, "rb") as f:
+            token = f.read().strip()
+    except OSError as exc:
+        raise ClusterUnavailable(
+            f"cannot read the Ray cluster's token {path} ({exc.strerror or exc}); only the user "
+            "who ran `modelwright cluster up` can use its cluster"
+        ) from None
+    if not token:
+        raise ClusterUnavailable(f"the Ray cluster's token file {path} is empty; `modelwright "
+                                 "cluster down` and `up` make a new one")  # fmt: skip
+    os.environ[AUTH_MODE] = "token"
+    os.environ[AUTH_TOKEN_PATH] = str(path)
+    os.environ.pop(AUTH_TOKEN, None)  # it would take precedence over the file
+    import sys
+
+    if "ray._raylet" in sys.modules:  # Ray caches the mode and the token once read
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+
+
 def local_cluster(nodes: int = 2, slots: int = 1, *, head_slots: int | None = None,
-                  attempts: int = 5) -> Any:  # fmt: skip
+                  attempts: int = 5, token: Path | None = None,
+                  temp_dir: Path | None = None) -> Any:  # fmt: skip
     """A cluster of `nodes` nodes on this machine, all on 127.0.0.1: the head (with
     `head_slots`, default `slots`) and `nodes - 1` more (`ray.cluster_utils.Cluster`; its
     `remove_node` kills one, as a machine dying would). Ray gives a starting node 30 s to
     register, which a loaded machine can miss: a node that did not come up is stopped and
-    started again, up to `attempts` times."""
+    started again, up to `attempts` times. With `token` (a file, `new_token`) every node
+    demands it (`use_token`); this process then holds it too. `temp_dir` (a private
+    directory's child) replaces /tmp/ray for the session: its logs, sockets and runtime
+    resources, which Ray makes world-writable (0777, `temp_dir` itself too)."""
+    if token is not None:
+        use_token(token)
     loopback()
     from ray.cluster_utils import Cluster
 
     cluster = Cluster()
+    extra = {"temp_dir": str(temp_dir)} if temp_dir is not None else {}
     for i in range(nodes):
-        start_node(cluster, node_args(slots if i or head_slots is None else head_slots),
-                    attempts)  # fmt: skip
+        start_node(cluster, {**node_args(slots if i or head_slots is None else head_slots),
+                             **extra}, attempts)  # fmt: skip
     cluster.wait_for_nodes()
     return cluster
 
@@ -112,10 +173,17 @@ def start_node(cluster: Any, args: dict, attempts: int = 3) -> Any:
 
 def connect(address: str = "auto") -> Any:
     """Connect this process (the head's driver) to the cluster at `address` (`auto`: the one
-    `modelwright cluster up` or `ray start` left on this machine)."""
+    `modelwright cluster up` or `ray start` left on this machine). The cluster `cluster up`
+    started is reached with its token (`owner_token`); another keeps Ray's own settings
+    (RAY_AUTH_MODE, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token)."""
     ray = loopback()
     if not ray.is_initialized():
         _probe(address)
+        owned = owner_token(address)
+        if owned is not None:
+            token, address = owned  # `auto`: Ray would look in /tmp/ray; ours is not there
+            use_token(token)
+        _check_token(ray, address)
         try:
             ray.init(address=address, namespace=NAMESPACE, _node_ip_address=LOOPBACK,
                      log_to_driver=False, logging_level=logging.WARNING)  # fmt: skip
@@ -126,6 +194,52 @@ def connect(address: str = "auto") -> Any:
                 "up`, or pass the address a running head printed"
             ) from None
     return ray
+
+
+def owner_token(address: str) -> tuple[Path, str] | None:
+    """(token file, address) of the cluster `cluster up` started, when `address` is that
+    cluster's (or `auto` and one is up); None for any other cluster."""
+    state = read_state()
+    if state is None or not state.get("token"):
+        return None
+    if address != "auto" and address != state.get("address"):
+        return None
+    return Path(state["token"]), str(state["address"])
+
+
+def _check_token(ray: Any, address: str) -> None:
+    """One line when the GCS at `address` refuses this process's token (none, or another):
+    `ray.init` would retry for seconds, print Ray's C++ warnings and then blame the address.
+    The one GCS call that tells is made with stderr (fd 2) sent to /dev/null."""
+    from ray._private.services import canonicalize_bootstrap_address
+    from ray._raylet import GcsClient
+
+    try:
+        gcs = canonicalize_bootstrap_address(address)
+    except Exception:  # no cluster for `auto`, a malformed address: ray.init says it
+        return
+    if gcs is None:
+        return
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        try:
+            GcsClient(address=gcs)
+        finally:
+            os.dup2(saved, 2)
+    except ray.exceptions.AuthenticationError:
+        mine = (f"with the token in {os.environ[AUTH_TOKEN_PATH]}" if AUTH_TOKEN_PATH in os.environ
+                else "with the token in RAY_AUTH_TOKEN" if AUTH_TOKEN in os.environ
+                else "without a token")  # fmt: skip
+        raise ClusterUnavailable(
+            f"the Ray cluster at {address} refused this process {mine} (Ray's token "
+            "authentication); only the user who started it, holding its token, can use it"
+        ) from None
+    except Exception:  # anything else: ray.init tells it as before
+        return
+    finally:
+        os.close(saved)
+        os.close(null)
 
 
 def _probe(address: str, timeout_s: float = 5.0) -> None:
@@ -404,6 +518,12 @@ def state_file() -> Path:
     return Path(platformdirs.user_cache_dir("modelwright")) / "cluster.json"
 
 
+def token_file() -> Path:
+    """The token of the cluster `cluster up` started: a 0600 file beside the state file."""
+    state = state_file()
+    return state.with_name(state.stem + ".token")
+
+
 def read_state() -> dict | None:
     try:
         state = json.loads(state_file().read_text())
@@ -423,8 +543,14 @@ def keep(nodes: int, slots: int, join: str | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     started: list[Any] = []
+    token = private = None
     if join is None:
-        cluster = local_cluster(nodes=nodes, slots=slots)
+        token = new_token(token_file())  # before any Ray process starts
+        # Ray makes its temp dir 0777: it goes inside a fresh one only this user can enter
+        # (short: a Unix socket's path inside it has at most 107 bytes)
+        private = Path(tempfile.mkdtemp(prefix="modelwright-ray-"))
+        cluster = local_cluster(nodes=nodes, slots=slots, token=token,
+                                temp_dir=private / "r")  # fmt: skip
         address = cluster.address
     else:
         cluster = None
@@ -443,7 +569,9 @@ def keep(nodes: int, slots: int, join: str | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"address": address, "pid": os.getpid(), "nodes": nodes,
-                               "slots": slots, "joined": join is not None}))  # fmt: skip
+                               "slots": slots, "joined": join is not None,
+                               "token": str(token) if token else None,
+                               "sessions": str(private) if private else None}))  # fmt: skip
     tmp.replace(path)
     try:
         stop.wait()
@@ -453,6 +581,8 @@ def keep(nodes: int, slots: int, join: str | None = None) -> None:
             node.kill_all_processes(check_alive=False, allow_graceful=True)
         if cluster is not None:
             cluster.shutdown()
+        if token is not None:
+            token.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":  # `modelwright cluster up` starts this, detached
