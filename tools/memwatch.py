@@ -1,5 +1,7 @@
 """The memory cap of a whole jail, shared memory included: a watch on its processes' counters.
 
+The same thread also checks each worker's disk (WorkerProcess.check_disk, tools/diskwatch.py).
+
 RLIMIT_DATA (tools/worker/main.py) caps one process's private writable memory. It does not
 count MAP_SHARED mappings, memfd or tmpfs pages, and it is per process: 256 processes may each
 hold the cap. Cgroups would count all of it, but memory cgroups cannot be delegated on every
@@ -39,6 +41,8 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
+
+from tools import diskwatch
 
 log = logging.getLogger("modelwright.tools")
 TICK_S = 0.25
@@ -143,6 +147,8 @@ class _Watch:
             for w in workers:
                 try:
                     self.check(w)
+                    if hasattr(w, "check_disk"):  # its scratch too (tools/diskwatch.py)
+                        w.check_disk(diskwatch.WALK_EVERY_S)
                 except Exception:  # a watch that dies watches nothing: log and go on
                     log.exception("memory watch of %s failed", getattr(w, "scratch", w))
 
@@ -175,8 +181,17 @@ class _Watch:
 
 
 def stop(w, pids: list[int], reason: str) -> None:
-    """Kill every process of the jail (the supervisor's call in flight then sees it die)."""
+    """Kill every process of the jail (the supervisor's call in flight then sees it die); the
+    worker's kill() waits for them all (`stop_handles`): until then they hold what they hold
+    (memory, an unlinked file on its disk)."""
     w.stopped_for = reason
+    handles = []
+    for pid in pids:
+        try:
+            handles.append(os.pidfd_open(pid))  # names its process for good, unlike a pid
+        except OSError:
+            continue
+    w.stop_handles = getattr(w, "stop_handles", []) + handles
     for pid in reversed(pids):
         try:
             os.kill(pid, signal.SIGKILL)

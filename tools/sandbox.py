@@ -16,7 +16,8 @@ the jail, not the script lint of tools/worker/jail.py, is the boundary. It gives
 Memory, process and CPU caps are rlimits the worker sets on itself before it runs anything
 (tools/worker/main.py): cgroup v2 delegation is not available on every machine (not here).
 The jail's memory as a whole, shared memory included, is watched from outside
-(tools/memwatch.py).
+(tools/memwatch.py); its disk (the scratch) is a capped file system as root, and watched as
+an ordinary user (tools/diskwatch.py).
 Where the jail cannot be built, untrusted input is refused (`require_jail`) unless the user
 opts in with MODELWRIGHT_ALLOW_UNJAILED_CODE=1.
 """
@@ -59,10 +60,12 @@ class Limits:
     memory_mb: int = _env_int("MODELWRIGHT_WORKER_MEMORY_MB", 4096)
     max_procs: int = _env_int("MODELWRIGHT_WORKER_MAX_PROCS", 256)  # RLIMIT_NPROC
     cpu_s: int = _env_int("MODELWRIGHT_WORKER_CPU_S", 4 * 3600)  # RLIMIT_CPU
+    # what the scratch may hold, of tools/diskwatch.py (and RLIMIT_FSIZE, when under 4 GiB)
+    disk_mb: int = _env_int("MODELWRIGHT_WORKER_DISK_MB", 8192)
 
     def argv(self) -> list[str]:
         return ["--memory-mb", str(self.memory_mb), "--max-procs", str(self.max_procs),
-                "--cpu-s", str(self.cpu_s)]
+                "--cpu-s", str(self.cpu_s), "--disk-mb", str(self.disk_mb)]
 
 
 def _is_root() -> bool:

@@ -55,6 +55,9 @@ def sweep_dead(parent: str | None = None) -> list[str]:
             continue  # its supervisor is alive
         try:
             if not os.path.islink(root):
+                from tools import diskwatch  # its workers' own file systems (as root) first
+
+                diskwatch.unmount_under(root)
                 shutil.rmtree(root, ignore_errors=True)
                 removed.append(root)
         finally:
@@ -64,6 +67,9 @@ def sweep_dead(parent: str | None = None) -> list[str]:
 
 def release(root: str, fd: int | None) -> None:
     """Remove our own root and drop its lock."""
+    from tools import diskwatch  # its workers' own file systems (as root) first
+
+    diskwatch.unmount_under(root)
     shutil.rmtree(root, ignore_errors=True)
     if fd is not None:
         try:

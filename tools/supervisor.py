@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from tools import confined, identity, memwatch, replies, sandbox, scratch, shader_cache
+from tools import confined, diskwatch, identity, memwatch, replies, sandbox, scratch, shader_cache
 from tools.errors import ErrorKind, ToolError
 from tools.protocol import (
     HEADER,
@@ -45,11 +45,13 @@ _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefi
 class WorkerProcess:
     """One jailed worker holding Blender and CadQuery, with its own scratch dir and, as root,
     its own host uid (tools/identity.py) for as long as it lives; its memory is watched
-    (tools/memwatch.py) from its start to its kill."""
+    (tools/memwatch.py) from its start to its kill, and its scratch is capped (a file system of
+    its own as root, else watched: tools/diskwatch.py)."""
 
     def __init__(self, scratch: str, *args, **kwargs):
         self.identity = identity.lease()
         self.stopped_for: str | None = None  # why the supervisor stopped it, if it did
+        self.stop_handles: list[int] = []  # pidfds of the processes a watch killed (memwatch.stop)
         try:
             self._boot(scratch, *args, **kwargs)
         except BaseException:
@@ -66,13 +68,22 @@ class WorkerProcess:
         # the jail's only writable folder is its scratch: no caller's folder is ever bound in
         # (a command delivers files out of here through tools/outbox.py)
         self.workspace = os.path.join(scratch, "workspace")
-        for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
-            os.makedirs(d, exist_ok=True)
-        self.rss_mb = 0.0
-        self.versions: dict = {}
         # -s -P: no user site and no cwd on sys.path, for scratch is the session's to write into
         limits = sandbox.Limits()
         self.memory_cap_mb = limits.memory_mb  # RLIMIT_DATA inside, and the watch's cap
+        self.disk_cap_mb = limits.disk_mb  # what the scratch may hold (tools/diskwatch.py)
+        self._disk_at = 0.0  # when the disk watch last walked this scratch
+        self.disk_full = False  # stopped for its disk (then `stopped_for` says so)
+        os.makedirs(scratch, exist_ok=True)
+        if restore:  # a worker stopped at its disk cap left it full: room for the next one
+            diskwatch.make_room(scratch, self.disk_cap_mb, restore_upto)
+        else:  # as root: a file system of exactly the cap, mounted on the empty scratch
+            diskwatch.provide(scratch, self.disk_cap_mb, self.identity.uid)
+        self.disk_mounted = os.path.ismount(scratch)
+        for d in (self.workspace, os.path.join(scratch, "tmp")):
+            os.makedirs(d, exist_ok=True)
+        self.rss_mb = 0.0
+        self.versions: dict = {}
         argv = [sys.executable, "-s", "-P", "-m", "tools.worker", "--scratch", scratch,
                 "--workspace", self.workspace, *limits.argv()]
         if restore:
@@ -149,9 +160,46 @@ class WorkerProcess:
             write_message(self.proc.stdin, payload)
         except (BrokenPipeError, OSError, ValueError):
             raise WorkerDied() from None
-        reply, blobs = self._read(time.monotonic() + deadline_s, payload)
+        try:
+            reply, blobs = self._read(time.monotonic() + deadline_s, payload)
+        except WorkerDied:
+            self._disk_verdict()  # did it die for want of room (ENOSPC in a commit)?
+            raise
+        if self._disk_verdict():  # the call filled the scratch: the next one would fail
+            self.kill()
+            raise WorkerDied(self.stopped_for or "")
         self.rss_mb = float(reply.get("rss_mb", self.rss_mb))  # held to the schema in _read
         return reply, blobs
+
+    def check_disk(self, every_s: float = 0.0) -> int | None:
+        """Stop the worker if its scratch is full (tools/diskwatch.py); the bytes it holds, or
+        None when not read now (a watched, unmounted scratch is walked at most every `every_s`)."""
+        if not self.alive or self.stopped_for:
+            return None
+        now = time.monotonic()
+        if not self.disk_mounted and now < self._disk_at + every_s:
+            return None
+        self._disk_at = now
+        pids = self.host_pids()
+        reason, used = diskwatch.over(self.scratch, self.disk_cap_mb, pids)
+        if reason:
+            log.warning("worker %s stopped at %d MB of disk, its cap %d MB: %s", self.scratch,
+                        used >> 20, self.disk_cap_mb, reason)
+            self.disk_full = True
+            memwatch.stop(self, pids, reason)
+        return used
+
+    def _disk_verdict(self) -> str | None:
+        """After a reply or a death: whether the worker is (to be) stopped for its disk; its
+        `stopped_for` says why."""
+        if self.stopped_for is None:
+            if self.alive:
+                self.check_disk()
+            else:  # dead already (ENOSPC in a commit): what it left tells
+                reason, _ = diskwatch.over(self.scratch, self.disk_cap_mb, [])
+                if reason:
+                    self.stopped_for, self.disk_full = reason, True
+        return self.disk_full
 
     def _read(self, deadline: float, request: dict | None = None) -> tuple[dict, list[bytes]]:
         """One frame, each read bounded by `deadline`; a malformed or oversized frame, or a
@@ -192,6 +240,9 @@ class WorkerProcess:
         memwatch.WATCH.discard(self)
         pids = self.host_pids() if self.alive else []
         handles = _pidfds(pids)  # names its process for good, unlike a pid
+        # and those a watch stopped (tools/memwatch.py): the wrapper may be gone before them
+        handles += self.stop_handles
+        self.stop_handles = []
         for pid in reversed(pids):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -339,6 +390,7 @@ class WorkerPool:
     def release(self, worker: WorkerProcess) -> None:
         """End a worker's session: kill it and its scratch, and boot a fresh spare."""
         worker.kill()
+        diskwatch.unmount(worker.scratch)
         shutil.rmtree(worker.scratch, ignore_errors=True)
         self.warm()
 
@@ -348,6 +400,7 @@ class WorkerPool:
             idle, self._idle = self._idle, []
         for w in idle:
             w.kill()
+        diskwatch.unmount_under(self.root)
         scratch.release(self.root, self._root_lock)
         self._root_lock = None
 

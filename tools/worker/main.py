@@ -14,10 +14,11 @@ import time
 import traceback
 
 
-def _harden(memory_mb: int, max_procs: int, cpu_s: int) -> None:
+def _harden(memory_mb: int, max_procs: int, cpu_s: int, disk_mb: int = 8192) -> None:
     caps = {
         resource.RLIMIT_CORE: 0,  # no core dumps of a jailed process
-        resource.RLIMIT_FSIZE: 4 << 30,  # no runaway file
+        # no runaway file, and none bigger than the scratch may hold (tools/diskwatch.py)
+        resource.RLIMIT_FSIZE: min(4 << 30, disk_mb << 20),
         # RLIMIT_DATA, not RLIMIT_AS: bpy, Mesa and OCCT reserve far more address space than
         # they touch, and RLIMIT_AS counts the reservations; DATA counts writable private memory
         resource.RLIMIT_DATA: memory_mb << 20,
@@ -55,13 +56,14 @@ def main() -> None:
     parser.add_argument("--memory-mb", type=int, default=4096)
     parser.add_argument("--max-procs", type=int, default=256)
     parser.add_argument("--cpu-s", type=int, default=4 * 3600)
+    parser.add_argument("--disk-mb", type=int, default=8192)
     opts = parser.parse_args()
 
     # The protocol owns the original stdout; anything Blender prints goes to stderr.
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     proto_in = sys.stdin.buffer
-    _harden(opts.memory_mb, opts.max_procs, opts.cpu_s)
+    _harden(opts.memory_mb, opts.max_procs, opts.cpu_s, opts.disk_mb)
 
     from tools.protocol import ProtocolError, read_message, write_message
 
@@ -71,7 +73,7 @@ def main() -> None:
 
         runtime = WorkerRuntime(opts.scratch, opts.workspace, test_hooks=opts.test_hooks, restore=opts.restore,
                                 preload_cad=opts.preload_cad, warm_render=opts.warm_render,
-                                restore_upto=opts.restore_upto)
+                                restore_upto=opts.restore_upto, disk_mb=opts.disk_mb)
     except Exception:
         write_message(proto_out, {"ready": False, "error": traceback.format_exc(limit=5)})
         return

@@ -6,6 +6,7 @@ rolls the scene back to the last commit, so a failed call never leaves a half-do
 
 from __future__ import annotations
 
+import errno
 import os
 import traceback
 from collections.abc import Callable
@@ -19,8 +20,10 @@ from tools.worker.state import SceneState
 
 class WorkerRuntime:
     def __init__(self, scratch: str, workspace: str, test_hooks: bool = False, restore: bool = False,
-                 preload_cad: bool = False, warm_render: bool = True, restore_upto: int | None = None):
+                 preload_cad: bool = False, warm_render: bool = True, restore_upto: int | None = None,
+                 disk_mb: int = 8192):
         self.scratch = scratch
+        self.disk_mb = disk_mb
         self.workspace = workspace
         self.test_hooks = test_hooks
         safety.harden_blender()
@@ -115,6 +118,10 @@ class WorkerRuntime:
                 ArithmeticError, AssertionError, OSError, MemoryError, RecursionError) as e:
             if mutating:
                 self.state.rollback()
+            if isinstance(e, OSError) and e.errno in _DISK_FULL:
+                raise ToolError(ErrorKind.KERNEL, f"{tool} failed: the worker's disk space "
+                                f"({self.disk_mb} MB, MODELWRIGHT_WORKER_DISK_MB) is full; write "
+                                "smaller or fewer files") from None
             raise ToolError(ErrorKind.KERNEL, f"{tool} failed: {_short(e)}") from None
         except Exception as e:  # OCCT raises its own Standard_Failure types
             if mutating:
@@ -130,6 +137,9 @@ class WorkerRuntime:
     def _replay(self, tool: str, args: dict) -> None:
         """Run a journaled call again while a commit is reloaded (see `SceneState`)."""
         self.handlers[tool](args)
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the scratch's cap (tools/diskwatch.py)
 
 
 def _short(e: BaseException) -> str:
