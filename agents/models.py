@@ -36,6 +36,7 @@ from agents.model_convert import (
     now,
     packaged_gguf,
 )
+from agents.model_files import check_adapter, check_gguf, check_model_folder
 
 __all__ = ["BASE_NAME", "BASE_SHA256", "AdapterEntry", "BaseModelMissing", "HashMismatch",
            "ModelEntry", "ModelError", "add", "ensure_base", "list_adapters", "list_models",
@@ -114,13 +115,17 @@ def list_models(data_dir: str | os.PathLike[str] | None = None) -> list[ModelEnt
 
 
 def show(name: str, data_dir: str | os.PathLike[str] | None = None) -> dict:
-    """One model with its adapters, or one adapter."""
+    """One model with its adapters, or one adapter; ModelError (one line) when its files are
+    malformed (`agents/model_files.py`)."""
     for entry in list_models(data_dir):
         if entry.name == name:
+            if entry.path and (Path(entry.path) / "config.json").is_file():
+                check_model_folder(entry.path)
             adapters = [a.to_dict() for a in list_adapters(data_dir) if a.base_name == name]
             return {**entry.to_dict(), "adapters": adapters, **_config_summary(entry.path)}
     for adapter in list_adapters(data_dir):
         if adapter.name == name:
+            check_adapter(adapter.path)
             return {**adapter.to_dict(), "kind": "adapter"}
     raise _unknown(name)
 
@@ -158,6 +163,7 @@ def add(source: str, name: str | None = None, data_dir: str | os.PathLike[str] |
         if not _is_gguf(path):
             raise ModelError(f"{path} is not a GGUF file; add a .gguf file, a model folder "
                              "(with config.json) or an org/name from the hub cache")
+        check_gguf(path)  # before anything is written: a malformed file is one line
         name = _new_name(name or _slug(path.stem), root)
         folder = convert_gguf(path, root / name, name=name, source=f"gguf:{path.resolve()}")
         return _owned(folder)
@@ -165,6 +171,7 @@ def add(source: str, name: str | None = None, data_dir: str | os.PathLike[str] |
         if not (path / "config.json").is_file():
             raise ModelError(f"{path} is not a model folder (no config.json); point at the "
                              "folder a checkpoint was saved to")
+        check_model_folder(path)
         folder = path
         ref = {"source": f"folder:{folder.resolve()}", "path": str(folder.resolve())}
     elif HUB_ID.fullmatch(source):  # no such path here (checked above): an org/name
@@ -248,6 +255,7 @@ def _add_adapter(path: Path, name: str | None, data_dir) -> AdapterEntry:
     if not (path / "adapter_config.json").is_file():
         raise ModelError(f"{path} is not a LoRA adapter folder (no adapter_config.json); point "
                          "at the folder a `modelwright train` run saved (RUN/adapter)")
+    check_adapter(path)
     root = models_dir(data_dir)
     label = path.parent.name if path.name == "adapter" else path.name
     name = _new_name(name or _slug(label), root)
@@ -271,7 +279,10 @@ def _owners(data_dir) -> dict[str, str]:
 def _owner(base: str, owners: dict[str, str]) -> str | None:
     if base in owners:
         return owners[base]
-    return owners.get(str(Path(base).expanduser().resolve())) if base else None
+    try:  # an adapter's config is someone else's file: its base may be no path at all
+        return owners.get(str(Path(base).expanduser().resolve())) if base else None
+    except (OSError, ValueError, RuntimeError):
+        return None
 
 
 # -- helpers ---------------------------------------------------------------------------------
