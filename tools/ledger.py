@@ -1,17 +1,19 @@
 """The trusted side's own record of a session: what was asked, what the supervisor saw.
 
 A worker that ran a policy's code answers what that code wants: an `ok` flag, an error, a
-commit number. None of that is evidence. The ledger keeps what the trusted side knows for
-itself: each call as it validated it, whether it was refused before it reached the worker,
-timed out or crashed (the supervisor killed the worker then), and, for the calls whose effect
-cannot be recomputed without running someone else's code or reading someone else's file
-(`cadquery_script`, `import_file`), a copy of the commit the worker acknowledged right after
-the call, taken at that moment into a vault the jail never sees, with its sha256 digest.
+commit number, a list of objects it says it imported. None of that is evidence. The ledger
+keeps what the trusted side knows for itself: each call as it validated it, and whether it
+was refused before it reached the worker, timed out or crashed (the supervisor killed the
+worker then). For an `import_file` it also keeps the file itself, as it was in the workspace
+just before the call, copied into a vault the jail never sees (with its sha256 digest): the
+verifier imports that copy again, so a file that was not there is an import that failed.
 
 The verifier (tools/verifier.py) rebuilds the episode from this ledger in a clean worker:
-it runs every recorded call itself and, at a code call, takes the vaulted commit (digest
-checked). So no reward component reads an `ok` flag, a commit name or a file the policy's
-worker chose. See docs/SECURITY.md, "Where each reward component comes from".
+it runs every recorded call itself and, at a code call (`cadquery_script`, `import_file`),
+runs that one call again in a fresh worker of its own, started from the clean rebuild's
+state. So no reward component reads an `ok` flag, a commit or a file the policy's worker
+chose, and nothing a script leaves behind in its worker reaches a later call. See
+docs/SECURITY.md, "Where each reward component comes from".
 """
 
 from __future__ import annotations
@@ -23,15 +25,17 @@ import re
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tools import confined
 from tools.confined import ConfinedPathError
 
-# Calls whose effect the trusted side cannot recompute (someone else's code or file): their
-# acknowledged commit is vaulted, and the verifier takes that commit instead of running them.
+# Calls that run someone else's code or read someone else's file: the verifier runs each
+# again in a fresh worker of its own (never in the clean worker, never in the policy's).
 CODE_TOOLS = frozenset({"cadquery_script", "import_file"})
+MAX_INPUT_BYTES = 512 << 20  # the files one import_file reads, all together (as tools.outbox)
 # A studio day; past either cap the history is folded into a base commit (tools/session.py).
 MAX_ENTRIES = 20_000
 MAX_ARGS_BYTES = 64 << 20  # scripts are up to 100 KB each
@@ -51,11 +55,22 @@ class VaultedCommit:
     parts: int
 
 
+@dataclass(frozen=True)
+class VaultedFiles:
+    """The files an `import_file` call read, as the trusted side copied them just before
+    the call: `names` relative to the workspace, the copies under `path`."""
+
+    path: str
+    names: tuple[str, ...]
+    digest: str
+
+
 @dataclass
 class Entry:
     """One call the session handled. `outcome`: refused (never reached the worker), timeout,
     crash (the worker was killed and restored), or answered (the worker replied; `reported_ok`
-    is what it said, kept for the record and never used as evidence)."""
+    is what it said, kept for the record and never used as evidence). `inputs`: an
+    import's files as they were before the call (None: there was no such regular file)."""
 
     seq: int
     tool: str
@@ -63,8 +78,7 @@ class Entry:
     mutating: bool
     outcome: str
     reported_ok: bool = False
-    commit: VaultedCommit | None = None  # code calls that were answered: the commit after
-    claims: tuple[str, ...] = ()  # objects an answered code call says it made (to be checked)
+    inputs: VaultedFiles | None = None
 
     @property
     def code(self) -> bool:
@@ -88,15 +102,13 @@ class Ledger:
         return cls(vault=tempfile.mkdtemp(prefix="modelwright-vault-"))  # 0700, ours
 
     def note(self, tool: str, args: dict, mutating: bool, outcome: str,
-             reported_ok: bool = False, commit: VaultedCommit | None = None,
-             claims: tuple[str, ...] = ()) -> int:
+             reported_ok: bool = False, inputs: VaultedFiles | None = None) -> int:
         size = len(json.dumps(args, default=str))
         with self._lock:
             seq = self.next_seq
             self.next_seq += 1
             self.args_bytes += size
-            self.entries.append(Entry(seq, tool, args, mutating, outcome, reported_ok, commit,
-                                      claims))
+            self.entries.append(Entry(seq, tool, args, mutating, outcome, reported_ok, inputs))
             return seq
 
     def restart(self, base: VaultedCommit | None = None) -> None:
@@ -104,8 +116,8 @@ class Ledger:
         with self._lock:
             keep = {base.path} if base is not None else set()
             for e in self.entries:
-                if e.commit is not None and e.commit.path not in keep:
-                    shutil.rmtree(e.commit.path, ignore_errors=True)
+                if e.inputs is not None:
+                    shutil.rmtree(e.inputs.path, ignore_errors=True)
             if self.base is not None and self.base.path not in keep:
                 shutil.rmtree(self.base.path, ignore_errors=True)
             self.entries, self.base, self.args_bytes = [], base, 0
@@ -128,19 +140,61 @@ class Ledger:
             shutil.rmtree(dest, ignore_errors=True)
             raise
 
+    def take_inputs(self, workspace: str, rel: str) -> VaultedFiles | None:
+        """Copy the files an `import_file` of `rel` reads out of the workspace into the vault,
+        now, before the call; None if there is no such regular file to import (a missing
+        file, a link, a FIFO, over the cap): the import then fails in the rebuild."""
+        dest = tempfile.mkdtemp(prefix="in-", dir=self.vault)
+        try:
+            return copy_inputs(workspace, rel, dest)
+        except (ConfinedPathError, OSError):
+            shutil.rmtree(dest, ignore_errors=True)
+            return None
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+
     def close(self) -> None:
         shutil.rmtree(self.vault, ignore_errors=True)
 
 
-def claims_of(tool: str, args: dict, output: object) -> tuple[str, ...]:
-    """The objects a code call says it made: a script its part `name`, an import the names
-    it lists (bounded; the verifier checks each exists in the commit it takes)."""
-    if tool == "cadquery_script":
-        return (str(args.get("name")),)
-    made = output.get("imported") if isinstance(output, dict) else None
-    if not isinstance(made, list) or not 0 < len(made) <= 10_000:
-        return ()
-    return tuple(n for n in made if isinstance(n, str) and 0 < len(n) <= 256)
+def copy_inputs(workspace: str, rel: str, dest: str) -> VaultedFiles:
+    """Copy the file `rel` (and, for `.gltf`/`.obj`, the regular files beside it: buffers,
+    materials, textures) from a worker's workspace into the trusted folder `dest`, through
+    tools.confined (no link followed, regular files only, MAX_INPUT_BYTES in all)."""
+    from tools.outbox import import_names
+
+    rel = os.path.normpath(rel).replace(os.sep, "/")
+    names = import_names(workspace, rel)
+    budget = MAX_INPUT_BYTES
+    for name in names:
+        target = os.path.join(dest, "files", name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        budget -= confined.copy_file(workspace, name, target, budget)
+        if budget < 0:
+            raise ConfinedPathError(f"the files {rel!r} imports are over the "
+                                    f"{MAX_INPUT_BYTES}-byte cap")
+    return VaultedFiles(dest, tuple(names), _inputs_digest(dest, names))
+
+
+def _inputs_digest(path: str, names: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for rel in sorted(names):
+        data = _read(os.path.join(path, "files", rel))
+        h.update(rel.encode() + b"\0" + len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()
+
+
+def input_files(inputs: VaultedFiles) -> dict[str, bytes]:
+    """The vaulted files by workspace name; ConfinedPathError if they no longer match the
+    digest taken when they were copied (the trusted side's own folder was changed)."""
+    try:
+        ok = _inputs_digest(inputs.path, inputs.names) == inputs.digest
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        raise ConfinedPathError("the vaulted import files do not match their digest")
+    return {n: _read(os.path.join(inputs.path, "files", n)) for n in inputs.names}
 
 
 def _manifest(raw: bytes) -> dict[str, str]:
@@ -160,7 +214,14 @@ def copy_commit(scratch: str, commit: int, dest: str) -> VaultedCommit:
     names) from a worker's scratch into the trusted folder `dest`: regular files only, never
     through a link, names checked, sizes capped (tools/confined.py). Returns it with its digest."""
     name = f"{int(commit):06d}"
-    src = f"state/commits/{name}"
+    return copy_checkpoint(scratch, f"state/commits/{name}", dest, int(commit), name)
+
+
+def copy_checkpoint(scratch: str, src: str, dest: str, commit: int = 0,
+                    name: str = "") -> VaultedCommit:
+    """Copy the checkpoint folder `src` (a commit's or a snapshot's, relative to the scratch)
+    into `dest` as copy_commit does; `commit` is the number it is known by (0: none)."""
+    name = name or os.path.basename(src)
     raw = confined.read_file(scratch, f"{src}/parts.json", MAX_MANIFEST_BYTES)
     manifest = _manifest(raw)
     budget = MAX_STATE_BYTES

@@ -245,6 +245,20 @@ def export_path(args: dict) -> str:
     return path + suffix
 
 
+def import_names(root: str | os.PathLike, rel: str) -> list[str]:
+    """The files an `import_file` of `rel` reads, relative to `root`: `rel` itself and, for
+    `.gltf`/`.obj`, the regular files beside it (its buffers, .mtl and textures). Listed
+    without following a link; raises ConfinedPathError/OSError if `rel` cannot be reached."""
+    names = [rel]
+    if rel.lower().endswith(_WITH_SIDE_FILES):
+        folder = os.path.dirname(rel)
+        with confined.parent_dir(root, rel) as (dfd, last):
+            side = sorted(n for n in os.listdir(dfd) if n != last and not n.startswith(_TEMP)
+                          and stat.S_ISREG(os.stat(n, dir_fd=dfd, follow_symlinks=False).st_mode))
+        names += [os.path.join(folder, n) for n in side]
+    return names
+
+
 class UserFolder:
     """A person's folder used with a session whose worker never sees it: a file named in an
     `import_file` call is copied into the scratch workspace before the call (regular files
@@ -265,14 +279,8 @@ class UserFolder:
             if inside == ".." or inside.startswith("../"):
                 raise OutboxError(f"{rel!r} is outside {self.root}; import files from that folder")
             rel = inside
-        names = [rel]
         try:
-            if rel.lower().endswith(_WITH_SIDE_FILES):
-                folder = os.path.dirname(rel)
-                with confined.parent_dir(self.root, rel) as (dfd, last):
-                    side = sorted(n for n in os.listdir(dfd) if n != last and not n.startswith(_TEMP)
-                                  and stat.S_ISREG(os.stat(n, dir_fd=dfd, follow_symlinks=False).st_mode))
-                names += [os.path.join(folder, n) for n in side]
+            names = import_names(self.root, rel)
             budget = MAX_IMPORT_BYTES
             for name in names:
                 data = confined.read_file(self.root, name, budget)

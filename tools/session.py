@@ -31,8 +31,11 @@ class ToolSession:
     """
 
     def __init__(self, pool: WorkerPool | None = None, deadline_s: float = DEFAULT_DEADLINE_S,
-                 untrusted: bool = False):
+                 untrusted: bool = False, recover: bool = True):
         self.untrusted = untrusted
+        # False: a worker that crashed or timed out is not restarted (a verifier's one-call
+        # session, which is closed right after): the session's later calls fail.
+        self.recover = recover
         self.pool = pool or default_pool()
         self.deadline_s = deadline_s
         self._lock = threading.RLock()
@@ -110,9 +113,10 @@ class ToolSession:
         with self._lock:
             if self.ledger.full:
                 self._fold_ledger()
+            inputs = self._inputs(spec.name, norm)
             reply, blobs, error = self._send({"op": "call", "tool": spec.name, "args": norm,
                                               "mutating": spec.mutating}, deadline_s or self.deadline_s, spec.name)
-            seq = self._note(spec, norm, reply, error)
+            seq = self._note(spec, norm, reply, error, inputs)
         ms = (time.perf_counter() - t0) * 1000
         if error is not None:
             return ToolResult(spec.name, norm, False, error=error, duration_ms=ms,
@@ -127,23 +131,23 @@ class ToolSession:
         return ToolResult(spec.name, norm, True, output=output, images=blobs,
                           duration_ms=ms, scene_hash=reply.get("scene_hash"), seq=seq)
 
-    def _note(self, spec, norm: dict, reply: dict, error: ToolError | None) -> int:
-        """Record the call in the ledger (under the session lock); a code call that was
-        answered has the commit the worker acknowledged after it copied into the vault now,
-        before anything else runs there."""
+    def _inputs(self, tool: str, norm: dict) -> ledger_mod.VaultedFiles | None:
+        """Before an import: the files it will read, copied into the vault as they are now
+        (the verifier imports this copy again; None: no such file to import)."""
+        if tool != "import_file":
+            return None
+        return self.ledger.take_inputs(self._w().workspace, str(norm["path"]))
+
+    def _note(self, spec, norm: dict, reply: dict, error: ToolError | None,
+              inputs: ledger_mod.VaultedFiles | None = None) -> int:
+        """Record the call in the ledger (under the session lock): what the supervisor saw of
+        it, and an import's vaulted files. What the worker answered is kept for the record
+        only (`reported_ok`): the verifier runs every call again itself."""
         if error is not None:
             outcome = "timeout" if error.kind == ErrorKind.TIMEOUT else "crash"
-            return self.ledger.note(spec.name, norm, spec.mutating, outcome)
+            return self.ledger.note(spec.name, norm, spec.mutating, outcome, inputs=inputs)
         reported = reply.get("ok") is True and isinstance(reply.get("output", {}), dict)
-        vaulted = None
-        if spec.name in ledger_mod.CODE_TOOLS and reported and self._acked_commit is not None:
-            try:
-                vaulted = self.ledger.take(os.fspath(self._w().scratch), self._acked_commit)
-            except (ToolError, OSError, ValueError):
-                vaulted = None  # nothing the verifier can take: the call will not count
-        claims = ledger_mod.claims_of(spec.name, norm, reply.get("output")) if vaulted else ()
-        return self.ledger.note(spec.name, norm, spec.mutating, "answered", reported, vaulted,
-                                claims)
+        return self.ledger.note(spec.name, norm, spec.mutating, "answered", reported, inputs)
 
     def _fold_ledger(self) -> None:
         """A ledger at its cap starts again from the acknowledged commit (vaulted now)."""
@@ -175,7 +179,8 @@ class ToolSession:
             why = f"was stopped: {reason}" if reason else f"died during {what} (exit {code})"
             err = ToolError(ErrorKind.CRASH, f"the worker {why}; it was restarted "
                             "and the scene is as before the call.")
-        self._recover(w)
+        if self.recover:
+            self._recover(w)
         return {"scene_hash": self._last_hash}, [], err
 
     def _op(self, request: dict, deadline_s: float, what: str) -> tuple[dict, list[bytes]]:

@@ -1,17 +1,23 @@
 """A clean session that rebuilds another session's episode: where rewards are measured.
 
 The worker a policy drove ran the policy's code, so anything it answers (`ok` flags,
-`get_scene`, exports, `cad_query`, commit numbers, files in its scratch) is only as honest as
-that code. The verifier believes none of it. It takes the session's ledger (tools/ledger.py:
-what the trusted side itself saw of each call) and rebuilds the episode in a worker of a
-separate pool that never ran policy code: from an empty scene (or the ledger's vaulted base),
-it runs every recorded call itself, so each call's validity is the clean worker's verdict,
-and the final scene is the one those calls make. A call whose effect cannot be recomputed
-without running someone else's code or file (`cadquery_script`, `import_file`) is taken as
-the commit the trusted side vaulted when the worker acknowledged it (digest checked, loaded
-with scripts off: `open_mainfile(use_scripts=False)`, SCRIPTED drivers and text blocks
-stripped), and counts as valid only if the objects it claims to have made are there and
-valid. Checkers then query that clean session.
+`get_scene`, exports, `cad_query`, commit numbers, imported names, files in its scratch) is
+only as honest as that code. The verifier believes none of it. It takes the session's ledger
+(tools/ledger.py: what the trusted side itself saw of each call) and rebuilds the episode in
+a worker of a separate pool that never ran policy code: from an empty scene (or the ledger's
+vaulted base), it runs every recorded call itself, so each call's validity is the clean
+worker's verdict, and the final scene is the one those calls make.
+
+A call that runs someone else's code or reads someone else's file (`cadquery_script`,
+`import_file`) is not run in the clean worker: it is run again in a fresh worker of a third
+pool (a "code worker", one per call, killed after it), started from the clean rebuild's own
+state just before the call (and, for an import, given the file as the trusted side copied it
+before the call). So a script that patched its worker reaches no later call, a script that
+raises fails whatever its policy worker answered afterwards, and an import of a file that was
+not there fails. The code worker's commit after the call is copied out (tools.confined, capped)
+and loaded into the clean worker with scripts off as one undo step; the call counts as valid
+only if the clean worker then finds what it made: a script's part, named as asked, a valid
+solid; an import's objects, new in the scene. Checkers then query the clean session.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -26,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools import confined
 from tools import ledger as ledger_mod
 from tools.confined import ConfinedPathError
 from tools.errors import ToolError
@@ -43,9 +51,11 @@ class Rebuilt:
     """What a rebuild established: each ledger call's validity, as the clean worker saw it."""
 
     valid: dict[int, bool] = field(default_factory=dict)  # ledger seq -> ran and validated
-    calls: int = 0  # calls run again
-    taken: int = 0  # code calls taken as their vaulted commit
+    calls: int = 0  # calls run again in the clean worker
+    reruns: int = 0  # code calls run again in a fresh code worker each
     overturned: int = 0  # calls whose reported `ok` the rebuild contradicts
+    changed: set[int] = field(default_factory=set)  # seqs whose call changed the clean scene
+    scene_hash: str = ""  # the clean scene's, after the last call run again
 
 
 def _place(commit: VaultedCommit, state_root: str, folder: str) -> list[Path]:
@@ -88,7 +98,8 @@ REPLAY_DEADLINE_S = 180.0
 class CleanRoom:
     """A pool of workers that only ever load committed scenes (never a policy's code)."""
 
-    def __init__(self, size: int = 1, pool: WorkerPool | None = None):
+    def __init__(self, size: int = 1, pool: WorkerPool | None = None,
+                 code_pool: WorkerPool | None = None):
         # Checkers query the scene and never render: no warm-up render (1-2 s in the jail).
         # Importing CadQuery is most of a worker's start, and a clean worker serves one
         # verification: spares import it only while the scenes verified have CAD parts (a
@@ -97,6 +108,19 @@ class CleanRoom:
                                        preload_cad=False)
         self._own_pool = pool is None
         self._lock = threading.Lock()
+        self._code_pool = code_pool  # made on the first code call (most episodes have none)
+        self._own_code_pool = code_pool is None
+        self._vault = tempfile.mkdtemp(prefix="modelwright-rerun-")  # 0700, ours
+
+    @property
+    def code_pool(self) -> WorkerPool:
+        """Workers that run one code call again each: they run a policy's script or read its
+        file, so they are never clean workers. A spare is kept warm, CadQuery imported."""
+        with self._lock:
+            if self._code_pool is None:
+                self._code_pool = WorkerPool(size=1, test_hooks=False, warm_render=False,
+                                             preload_cad=True)
+            return self._code_pool
 
     @contextmanager
     def rebuild(self, base: VaultedCommit | None, entries: Iterable[Entry],
@@ -123,6 +147,7 @@ class CleanRoom:
                 _hand_over(state_root, [*made, *Path(state_root, "stash").rglob("*"),
                                         Path(state_root, "stash")])
                 self._load(clean, lambda: clean.switch(park=None, take=key))
+            done.scene_hash = clean.scene_hash()
             for e in entries:
                 self._again(clean, state_root, e, wanted, done)
             yield clean, done
@@ -152,21 +177,74 @@ class CleanRoom:
             done.valid[e.seq] = False
             return
         if e.code:
-            ok = e.reported_ok and e.commit is not None and self._take(clean, state_root, e)
-            done.taken += 1
+            ok = self._rerun(clean, state_root, e)
+            after = clean.scene_hash()
+            done.reruns += 1
         elif spec.mutating or e.tool in STATEFUL_READS or e.seq in wanted:
-            ok = clean.call(e.tool, dict(e.args)).ok
+            r = clean.call(e.tool, dict(e.args))
+            ok, after = r.ok, r.scene_hash or done.scene_hash
             done.calls += 1
         else:
             return  # an observation nobody scores (the loop's own montage and scene page)
         done.valid[e.seq] = ok
         done.overturned += ok != e.reported_ok
+        if ok and after != done.scene_hash:
+            done.changed.add(e.seq)
+        done.scene_hash = after
 
-    def _take(self, clean: ToolSession, state_root: str, e: Entry) -> bool:
-        """Make a code call's vaulted commit live as one undo step; True if the objects the
-        call claims to have made are there (and a script's part is a valid solid)."""
+    def _rerun(self, clean: ToolSession, state_root: str, e: Entry) -> bool:
+        """Run the code call `e` again in a fresh code worker started from the clean scene as
+        it stands, and make what it committed live in the clean worker (one undo step).
+        True if the call ran there and the clean worker finds what it made."""
+        if e.tool == "import_file" and e.inputs is None:
+            return False  # there was no file to import when the call was made
+        files = ledger_mod.input_files(e.inputs) if e.inputs is not None else {}  # digest
+        start = self._checkpoint(clean, state_root)
+        try:
+            with ToolSession(self.code_pool, deadline_s=REPLAY_DEADLINE_S,
+                             recover=False) as code:
+                code_root = os.path.join(os.fspath(code.scratch), "state")
+                name = f"mwv_{secrets.token_hex(8)}"
+                _hand_over(code_root, _place(start, code_root, f"snapshots/{name}"))
+                if not code.call("restore", {"name": name}).ok:
+                    raise ConfinedPathError("the rebuilt scene does not load in a fresh worker")
+                for rel, data in files.items():
+                    confined.write_file(code.workspace, rel, data)
+                if not code.call(e.tool, dict(e.args)).ok:
+                    return False
+                acked = code._acked_commit
+                if acked is None:
+                    return False
+                try:  # its product, as the code worker committed it: hostile ground
+                    product = code.ledger.take(os.fspath(code.scratch), acked)
+                except (ToolError, OSError, ValueError):
+                    return False
+                return self._take(clean, state_root, e, product)
+        finally:
+            shutil.rmtree(start.path, ignore_errors=True)
+
+    def _checkpoint(self, clean: ToolSession, state_root: str) -> VaultedCommit:
+        """The clean scene as it stands, copied out as a checkpoint (a snapshot the clean
+        worker writes under a secret name, taken into this room's vault and removed)."""
+        name = f"mwr_{secrets.token_hex(8)}"
+        if not clean.call("snapshot", {"name": name}).ok:
+            raise ConfinedPathError("the rebuilt scene could not be saved for a code call")
+        dest = tempfile.mkdtemp(prefix="start-", dir=self._vault)
+        try:
+            return ledger_mod.copy_checkpoint(os.fspath(clean.scratch),
+                                              f"state/snapshots/{name}", dest)
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        finally:
+            shutil.rmtree(os.path.join(state_root, "snapshots", name), ignore_errors=True)
+
+    def _take(self, clean: ToolSession, state_root: str, e: Entry,
+              product: VaultedCommit) -> bool:
+        """Make a code worker's commit live in the clean worker as one undo step; True if what
+        the call made is there: a script's part, a valid solid; an import's new objects."""
         name = f"mwv_{secrets.token_hex(8)}"
-        made = _place(e.commit, state_root, f"snapshots/{name}")  # a digest mismatch: refused
+        made = _place(product, state_root, f"snapshots/{name}")  # a digest mismatch: refused
         before = set() if e.tool == "cadquery_script" else _names(clean)
         _hand_over(state_root, made)
         try:
@@ -174,13 +252,14 @@ class CleanRoom:
                 return False
         finally:
             shutil.rmtree(os.path.join(state_root, "snapshots", name), ignore_errors=True)
-        if not e.claims:
-            return False
         if e.tool == "cadquery_script":
-            r = clean.call("cad_query", {"name": e.claims[0]})
+            r = clean.call("cad_query", {"name": e.args.get("name")})
             return r.ok and r.output.get("valid") is True
-        return set(e.claims) <= _names(clean) - before  # an import's objects are new ones
+        return bool(_names(clean) - before)  # an import made objects the scene lacked
 
     def close(self) -> None:
         if self._own_pool:
             self.pool.close()
+        if self._own_code_pool and self._code_pool is not None:
+            self._code_pool.close()
+        shutil.rmtree(self._vault, ignore_errors=True)

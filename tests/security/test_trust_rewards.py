@@ -78,28 +78,28 @@ def _key(v) -> tuple:
     return (v.total, v.success, v.components)
 
 
-def _via_try(plan: list[dict], tmp_path, tag: str) -> tuple[tuple, list[bool]]:
+def _via_try(plan: list[dict], tmp_path, tag: str, task: str = TASK) -> tuple[tuple, list[bool]]:
     from studio.cli import build_app
 
     path = tmp_path / f"{tag}.jsonl"
     path.write_text("".join(json.dumps(c) + "\n" for c in plan))
-    res = CliRunner().invoke(build_app(), ["tasks", "try", TASK, "--calls", str(path), "--json"])
+    res = CliRunner().invoke(build_app(), ["tasks", "try", task, "--calls", str(path), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output[res.output.index("{"):])
     return (out["reward"], out["success"], out["components"]), []
 
 
-def _via_eval(plan: list[dict], worker_pool) -> tuple[tuple, list[bool]]:
+def _via_eval(plan: list[dict], worker_pool, task: str = TASK) -> tuple[tuple, list[bool]]:
     with ToolSession(worker_pool) as s:
-        record = run_spec(task_spec(TASK), PlanPolicy(calls_from_plan(plan)), s,
+        record = run_spec(task_spec(task), PlanPolicy(calls_from_plan(plan)), s,
                           config=LoopConfig(max_steps=len(plan) + 2))
     result = record["_result"]
     return _key(result.verdict), [c["ok"] for c in result.calls]
 
 
-def _via_rollout(plan: list[dict], worker_pool) -> tuple[tuple, list[bool]]:
+def _via_rollout(plan: list[dict], worker_pool, task: str = TASK) -> tuple[tuple, list[bool]]:
     with episode_scheduler(1, lambda: ToolSession(worker_pool)) as scheduler:
-        [[rollout]] = run_groups(scheduler, [(0, TASK)], 1,
+        [[rollout]] = run_groups(scheduler, [(0, task)], 1,
                                  lambda seed, greedy=False: PlanPolicy(calls_from_plan(plan)),
                                  LoopConfig(max_steps=len(plan) + 2))
     return _key(rollout.result.verdict), [c["ok"] for c in rollout.result.calls]
@@ -166,22 +166,6 @@ def test_a_call_record_not_in_the_ledger_counts_as_failed(worker_pool):
         renamed = [dict(calls[0], tool="delete"), *calls[1:]]
         assert verify(task, s, made_up).components["validity"] < honest.components["validity"]
         assert verify(task, s, renamed).components["validity"] < honest.components["validity"]
-
-
-def test_the_vault_is_the_trusted_sides_own_folder(worker_pool):
-    """Vaulted commits live outside every worker's scratch, readable by the trusted side only."""
-    import os
-    import stat
-
-    with ToolSession(worker_pool) as s:
-        assert s.call("cadquery_script", {"code": BENIGN, "name": "Dust"}).ok
-        [entry] = s.ledger.snapshot()[1]
-        vault = s.ledger.vault
-        assert entry.commit is not None and entry.commit.path.startswith(vault + os.sep)
-        assert not vault.startswith(os.fspath(s.scratch))
-        st = os.stat(vault)
-        assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
-    assert not os.path.exists(vault)  # gone with the session
 
 
 def test_a_long_history_folds_into_a_vaulted_base_and_still_scores_honestly(worker_pool,

@@ -13,7 +13,6 @@ import pytest
 
 from tools import ToolSession
 from tools.errors import ToolError
-from training.rewards import INVALID_TOTAL
 from training.tasks import get_task
 from training.tasks.checks import evaluate_task
 from training.tasks.runner import run_calls
@@ -210,23 +209,6 @@ def test_tampered_commit_files_are_never_read(worker_pool, hostile_pool, tamper)
         verdict = verify(task, s, calls)
     _same(verdict, _honest(worker_pool, task, task.oracle))
     assert verdict.success and "verifier" not in verdict.details
-
-
-def test_a_vaulted_commit_that_fails_its_digest_is_refused(worker_pool):
-    """The vault is the trusted side's own folder; if a copy in it no longer matches the
-    digest taken when the worker acknowledged it, nothing from it is scored."""
-    task = get_task(TASK)
-    with ToolSession(worker_pool) as s:
-        s.reset()
-        task.setup(s)
-        calls = run_calls(s, [{"tool": "cadquery_script",
-                               "args": {"code": "result = cq.Workplane().box(1, 1, 1)\n",
-                                        "name": "Dust"}}, *task.oracle])
-        entry = s.ledger.snapshot()[1][-len(calls)]
-        with open(entry.commit.path + "/scene.blend", "ab") as f:
-            f.write(b"\0")
-        verdict = verify(task, s, calls)
-    assert verdict.total == INVALID_TOTAL and verdict.details["verifier"].startswith("refused")
 
 
 @pytest.mark.parametrize("plant", ["symlink", "fifo"])

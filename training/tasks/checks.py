@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tools import Session
+from tools.specs import TOOLS
 from training import rewards
 from training.tasks.context import EvalContext
 from training.tasks.shapes import evaluate_geometry
@@ -608,6 +609,22 @@ def mark_stand_ins(ctx: EvalContext, results: list[dict[str, Any]]) -> None:
                 r["stand_in"] = {"object": s, "ok": bool(ok), "measured": measured}
 
 
+def is_idle(spec: Any, calls: list[dict[str, Any]]) -> bool:
+    """An episode that did nothing toward a task with work to do: no call at all, or, where
+    the oracle's plan changes the scene, no call that changed the rebuilt scene (the
+    verifier's `changed` flag). One harmless call (a `get_scene`, a `transform` to where an
+    object already is) re-states the start and is as idle as no call; a call that failed is
+    a try (it keeps its recovery credit, not validity)."""
+    if not spec.oracle:
+        return False
+    if not calls:
+        return True
+    if not all("changed" in c for c in calls):  # not scored by the verifier: calls alone
+        return False
+    needs_change = any(getattr(TOOLS.get(s.get("tool")), "mutating", False) for s in spec.oracle)
+    return needs_change and not any(c["changed"] for c in calls)
+
+
 def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
     spec = task.spec
     results = []
@@ -633,7 +650,7 @@ def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> reward
     # Doing nothing is not valid, just idle (as for efficiency below): an episode that made no
     # call on a task with work to do earns no validity or recovery. Both read 1.0 for "no
     # call failed", and GRPO learned to stop calling: idling beat a call that failed.
-    idle = not calls and bool(spec.oracle)
+    idle = is_idle(spec, calls)
     components: dict[str, float] = {
         "validity": 0.0 if idle else rewards.validity(calls),
         "constraints": share,
@@ -661,7 +678,10 @@ def _verdict(task: Any, ctx: EvalContext, calls: list[dict[str, Any]]) -> reward
         and geometry_ok
         and components.get("completeness", 1.0) == 1.0
     )
-    components["recovery"] = 0.0 if idle else rewards.recovery(calls, success)
+    # An idle episode's only recovery credit is for failed tries it did not repeat: a try
+    # that failed still ranks above calls that change nothing (see `is_idle`).
+    tried = idle and any(not c.get("ok") for c in calls)
+    components["recovery"] = (rewards.recovery(calls, success) if tried or not idle else 0.0)
     # Efficiency only counts for a solved task: doing nothing is not efficient, just idle.
     eff = rewards.efficiency(len(calls), len(spec.oracle), task.budget)
     components["efficiency"] = eff if success else 0.0

@@ -65,9 +65,9 @@ class Verifier:
             base, entries = ledger.snapshot()
             wanted = {c["seq"] for c in calls if isinstance(c.get("seq"), int)}
             with self.room.rebuild(base, entries, wanted) as (clean, done):
-                trusted = established(calls, entries, done.valid)
+                trusted = established(calls, entries, done.valid, done.changed)
                 verdict = evaluate_task(task, clean, trusted)
-                verdict.details["rebuild"] = {"calls": done.calls, "taken": done.taken,
+                verdict.details["rebuild"] = {"calls": done.calls, "reruns": done.reruns,
                                               "overturned": done.overturned}
         except ConfinedPathError as e:
             verdict = refused(task, calls, e.message)
@@ -90,15 +90,23 @@ class Verifier:
         self.room.close()
 
 
-def established(calls: list[dict[str, Any]], entries: list[Any],
-                valid: dict[int, bool]) -> list[dict[str, Any]]:
-    """`calls` with each `ok` replaced by what the rebuild established (see `verify`)."""
+def established(calls: list[dict[str, Any]], entries: list[Any], valid: dict[int, bool],
+                changed: set[int] = frozenset()) -> list[dict[str, Any]]:
+    """`calls` with each `ok` replaced by what the rebuild established (see `verify`), and
+    `changed` by whether the call changed the rebuilt scene. A look the loop answered itself
+    (`recall_step`: it reads the episode's own history, never the scene) is left out: it
+    neither fails nor counts toward validity."""
+    from agents.context import RECALL_TOOL
+
     tools_by_seq = {e.seq: e.tool for e in entries}
     out = []
     for c in calls:
+        if c.get("tool") == RECALL_TOOL and c.get("seq") is None:
+            continue
         seq = c.get("seq")
         ok = isinstance(seq, int) and tools_by_seq.get(seq) == c.get("tool") and valid.get(seq, False)
-        out.append(dict(c, ok=bool(ok), reported_ok=bool(c.get("ok"))))
+        out.append(dict(c, ok=bool(ok), reported_ok=bool(c.get("ok")),
+                        changed=bool(ok) and seq in changed))
     return out
 
 

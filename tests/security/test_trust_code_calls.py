@@ -1,0 +1,224 @@
+"""Code calls judged from trusted facts only, and rewards that doing little cannot raise.
+
+A `cadquery_script` has full Python in the policy's worker, so it can patch that worker to
+answer every later call as it likes: a later script that raises comes back `ok` with a box
+committed under the name it was asked for; an import of a file that was never there comes
+back `ok`, naming an object the patch made. The verifier runs each code call again in a fresh
+worker of its own, from the clean rebuild's state (and, for an import, the file as the trusted
+side copied it before the call), so each forgery must earn exactly its honest twin's reward
+through `tasks try`, `eval` and GRPO rollouts. Each test checks, as a control, that the
+forgery worked inside the policy's worker.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.security.test_trust_rewards import (
+    BENIGN,
+    RUNTIME,
+    _via_eval,
+    _via_rollout,
+    _via_try,
+    hostile,
+    script,
+)
+from tools import ToolSession
+from training.rewards import INVALID_TOTAL
+from training.tasks import get_task
+from training.tasks.runner import run_calls
+from training.tasks.verifier import verify
+
+CAD_TASK = "cad_parts:1:0"
+MATERIAL_TASK = "materials:1:0"
+FAILING = "raise ValueError('no part')\n"
+
+# The issue's attack: every later script that raises is answered `ok`, with a 1 mm box
+# committed under the name the call asked for.
+FORGE_SCRIPTS = RUNTIME + """
+import cadquery as cq
+orig = rt._call
+def forged(tool, args, mutating):
+    try:
+        return orig(tool, args, mutating)
+    except Exception:
+        if tool != 'cadquery_script':
+            raise
+        rt.state.parts.set(args['name'], cq.Workplane().box(1, 1, 1).val())
+        rt.state.commit(tool, args, None)
+        return rt._ok({'name': args['name'], 'valid': True})
+rt._call = forged
+"""
+# A variant through the handler table instead of the dispatcher.
+FORGE_HANDLER = RUNTIME + """
+import cadquery as cq
+orig = rt.handlers['cadquery_script']
+def forged(args):
+    try:
+        return orig(args)
+    except Exception:
+        return rt.state.parts.set(args['name'], cq.Workplane().box(1, 1, 1).val())
+rt.handlers['cadquery_script'] = forged
+"""
+# An import of a file that does not exist answers `ok`, naming the object the patch made.
+FORGE_IMPORT = RUNTIME + """
+import bpy
+def ghost(args):
+    mesh = bpy.data.meshes.new('Ghost')
+    mesh.from_pydata([(0, 0, 0), (1, 0, 0), (0, 1, 0)], [], [(0, 1, 2)])
+    ob = bpy.data.objects.new('Ghost', mesh)
+    bpy.context.scene.collection.objects.link(ob)
+    return {'imported': ['Ghost']}
+rt.handlers['import_file'] = ghost
+"""
+
+
+def _key(v) -> tuple:
+    return (v.total, v.success, v.components)
+
+
+def _run(path: str, task_id: str, plan: list[dict], worker_pool, tmp_path, tag: str):
+    if path == "try":
+        return _via_try(plan, tmp_path, tag, task_id)
+    if path == "eval":
+        return _via_eval(plan, worker_pool, task_id)
+    return _via_rollout(plan, worker_pool, task_id)
+
+
+@pytest.mark.parametrize("forge", ["dispatcher", "handler"])
+@pytest.mark.parametrize("path", ["try", "eval", "rollout"])
+def test_a_patched_worker_cannot_make_a_later_failing_script_count(path, forge, worker_pool,
+                                                                  tmp_path):
+    code = {"dispatcher": FORGE_SCRIPTS, "handler": FORGE_HANDLER}[forge]
+    oracle = [dict(c) for c in get_task(CAD_TASK).oracle]
+    failing = {"tool": "cadquery_script", "args": {"code": FAILING, "name": "Collar"}}
+    forged_plan = [script(hostile(code)), failing, *oracle]
+    honest_plan = [script(BENIGN), failing, *oracle]
+    forged, forged_ok = _run(path, CAD_TASK, forged_plan, worker_pool, tmp_path, "forged")
+    honest, honest_ok = _run(path, CAD_TASK, honest_plan, worker_pool, tmp_path, "honest")
+    if forged_ok:  # control: in the policy's worker the failing script was answered `ok`
+        assert forged_ok[1] is True and honest_ok[1] is False
+    assert forged == honest
+    assert honest[2]["validity"] < 1.0
+
+
+@pytest.mark.parametrize("path", ["try", "eval", "rollout"])
+def test_an_import_of_a_missing_file_counts_as_failed(path, worker_pool, tmp_path):
+    task = get_task(MATERIAL_TASK)
+    ghost = {"tool": "import_file", "args": {"path": "ghost.glb"}}
+    forged_plan = [script(hostile(FORGE_IMPORT)), ghost, *task.oracle]
+    honest_plan = [script(BENIGN), ghost, *task.oracle]
+    forged, forged_ok = _run(path, MATERIAL_TASK, forged_plan, worker_pool, tmp_path, "forged")
+    honest, honest_ok = _run(path, MATERIAL_TASK, honest_plan, worker_pool, tmp_path, "honest")
+    if forged_ok:  # control: the policy's worker answered the import of nothing as a success
+        assert forged_ok[1] is True and honest_ok[1] is False
+    assert forged == honest
+    assert honest[2]["validity"] < 1.0
+
+
+def test_a_script_that_patches_its_worker_reaches_no_later_code_call(worker_pool):
+    """Each code call runs again in a fresh worker: a mark a script leaves in its worker's
+    interpreter is not there for the next script, which counts as failed without it."""
+    task = get_task(CAD_TASK)
+    mark = hostile("import builtins\nbuiltins._mw_mark = True\n")
+    needs_mark = hostile("import builtins\n"
+                         "if not getattr(builtins, '_mw_mark', False):\n"
+                         "    raise ValueError('no mark')\n")
+    with ToolSession(worker_pool) as s:
+        s.reset()
+        task.setup(s)
+        calls = run_calls(s, [script(mark), {"tool": "cadquery_script",
+                                             "args": {"code": needs_mark, "name": "Marked"}}])
+        assert [c["ok"] for c in calls] == [True, True]  # control: the mark held there
+        verdict = verify(task, s, calls)
+    assert verdict.details["rebuild"]["reruns"] == 2
+    assert verdict.components["validity"] == 0.5  # the second script failed on its own
+
+
+def test_an_import_reads_the_file_as_it_was_before_the_call(worker_pool):
+    """An honest import counts (the file was there); the file is vaulted before the call, so
+    what the worker does to it afterwards changes nothing the verifier reads, and a vaulted
+    copy that no longer matches its digest refuses the verdict."""
+    task = get_task(MATERIAL_TASK)
+    plan = [{"tool": "export", "args": {"format": "glb", "path": "bead.glb"}},
+            {"tool": "delete", "args": {"name": "Bead"}},
+            {"tool": "import_file", "args": {"path": "bead.glb"}}, *task.oracle]
+    with ToolSession(worker_pool) as s:
+        s.reset()
+        task.setup(s)
+        calls = run_calls(s, plan)
+        assert all(c["ok"] for c in calls)
+        (s.workspace / "bead.glb").write_bytes(b"not a glb any more")  # after the call
+        honest = verify(task, s, calls)
+        [entry] = [e for e in s.ledger.snapshot()[1] if e.tool == "import_file"]
+        assert entry.inputs is not None and entry.inputs.names == ("bead.glb",)
+        with open(entry.inputs.path + "/files/bead.glb", "ab") as f:
+            f.write(b"\0")
+        tampered = verify(task, s, calls)
+    assert honest.success and honest.components["validity"] == 1.0
+    assert tampered.total == INVALID_TOTAL and tampered.details["verifier"].startswith("refused")
+
+
+def test_the_vault_is_the_trusted_sides_own_folder(worker_pool):
+    """An import's files are vaulted outside every worker's scratch, for the trusted side only."""
+    import os
+    import stat
+
+    with ToolSession(worker_pool) as s:
+        assert s.call("add_primitive", {"kind": "cube", "name": "C", "dimensions": [1, 1, 1]}).ok
+        assert s.call("export", {"format": "glb", "path": "c.glb"}).ok
+        assert s.call("import_file", {"path": "c.glb"}).ok
+        entry = s.ledger.snapshot()[1][-1]
+        vault = s.ledger.vault
+        assert entry.inputs is not None and entry.inputs.path.startswith(vault + os.sep)
+        assert not vault.startswith(os.fspath(s.scratch))
+        st = os.stat(vault)
+        assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
+    assert not os.path.exists(vault)  # gone with the session
+
+
+# -- doing little ---------------------------------------------------------------------------
+def _score(worker_pool, task, plan: list[dict]):
+    with ToolSession(worker_pool) as s:
+        s.reset()
+        task.setup(s)
+        return verify(task, s, run_calls(s, plan))
+
+
+def test_a_harmless_call_is_as_idle_as_no_call_and_below_a_failing_try(worker_pool):
+    task = get_task(MATERIAL_TASK)
+    bead = task.spec.start[0]["args"]
+    nothing = _score(worker_pool, task, [])
+    stay = _score(worker_pool, task, [{"tool": "transform", "args": {
+        "name": "Bead", "location": bead["location"]}}])
+    look = _score(worker_pool, task, [{"tool": "get_scene", "args": {}}])
+    failing = _score(worker_pool, task, [{"tool": "set_material", "args": {
+        "name": "Nope", "color": "#20A0A0"}}])
+    right = _score(worker_pool, task, task.oracle)
+    assert stay.components["validity"] == look.components["validity"] == 0.0
+    assert stay.total == look.total == nothing.total
+    assert nothing.total < failing.total < right.total
+
+
+def test_recall_step_neither_fails_nor_counts(worker_pool):
+    """`recall_step` is answered by the loop from the episode's own history: with it or
+    without it, an episode scores the same."""
+    from agents.loop_config import LoopConfig
+    from agents.policies.simple import PlanPolicy, calls_from_plan
+    from training.eval.harness import run_spec, task_spec
+
+    task = get_task(MATERIAL_TASK)
+    looks = [{"tool": "recall_step", "args": {"index": 0}},
+             {"tool": "recall_step", "args": {"index": 99}}]  # a bad index: a harmless look
+    verdicts, records = [], []
+    for plan in ([*task.oracle], [*task.oracle, *looks]):
+        with ToolSession(worker_pool) as s:
+            record = run_spec(task_spec(MATERIAL_TASK), PlanPolicy(calls_from_plan(plan)), s,
+                              config=LoopConfig(max_steps=len(plan) + 2))
+        verdicts.append(record["_result"].verdict)
+        records.append([c["tool"] for c in record["_result"].calls])
+    assert "recall_step" in json.dumps(records[1])  # control: the looks were made
+    assert _key(verdicts[0]) == _key(verdicts[1])
+    assert verdicts[1].components["validity"] == 1.0, (verdicts[1], records)
