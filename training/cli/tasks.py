@@ -7,6 +7,7 @@ commands that need them.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -167,20 +168,81 @@ def try_cmd(
     boot_for_one_episode()
     import training.tasks.checks  # noqa: F401  (the checker's imports, while they start)
     from training.tasks.runner import attempt
+    from training.tasks.verifier import default_verifier
 
+    witness = _Witness(default_verifier())
     try:
         with ToolSession(pool=pool, deadline_s=deadline) as session:
             result = attempt(task, session, steps)
-            summary = result.summary()
+            calls = witness.trusted(result.calls)
+            summary = {**result.summary(), "errors": [c for c in calls if not c["ok"]]}
             if box is not None:
-                _deliver(box, session, result.calls, summary)
+                _deliver(box, session, calls, summary)
     except ToolError as exc:
         fail(exc.message, int(ExitCode.FAILED))
     finally:
+        witness.close()
         pool.close()
     if not as_json:
         summary = {k: v for k, v in summary.items() if k != "details"}
     _print(summary, as_json)
+
+
+# A failed call's message that the trusted side wrote itself: the call never reached the
+# worker (refused), or the supervisor stopped it (timeout, crash, a bad reply).
+_OWN_WORDS = frozenset({"refused", "timeout", "crash"})
+
+
+class _Witness:
+    """The verifier's clean room, keeping what its rebuild established of each call.
+
+    A report's lists (`errors`, calls.jsonl) are made from that record, never from the
+    worker's replies: a call is ok when the clean rebuild ran it (`established`, the same
+    flags the reward used), and its error message is the trusted side's own or is labelled
+    as the worker's (`worker_error`)."""
+
+    def __init__(self, verifier: Any) -> None:
+        self.verifier, self.room = verifier, verifier.room
+        self.entries: list[Any] = []
+        self.valid: dict[int, bool] = {}
+        verifier.room = self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.room, name)
+
+    @contextlib.contextmanager
+    def rebuild(self, base: Any, entries: list[Any], wanted: set[int]):
+        with self.room.rebuild(base, entries, wanted) as (clean, done):
+            self.entries, self.valid = list(entries), done.valid
+            yield clean, done
+
+    def close(self) -> None:
+        self.verifier.room = self.room
+
+    def trusted(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`calls` as the trusted record has them (nothing established: every call failed,
+        as a refused verdict scores them)."""
+        from training.tasks.verifier import established
+
+        outcomes = {e.seq: e.outcome for e in self.entries}
+        out = []
+        for c in established(calls, self.entries, self.valid):
+            seq = c.get("seq")
+            outcome = outcomes.get(seq, "unrecorded") if isinstance(seq, int) else "unrecorded"
+            record = {"tool": c.get("tool"), "args": c.get("args"), "seq": seq, "ok": c["ok"],
+                      "outcome": outcome, "error_kind": None, "error": None}
+            if not c["ok"]:
+                if outcome in _OWN_WORDS:
+                    record["error_kind"], record["error"] = c.get("error_kind"), c.get("error")
+                elif outcome == "answered":
+                    record["error"] = "it failed when the trusted side ran it again in a clean worker"
+                else:
+                    record["error"] = "no call of the session's record matches it"
+            if outcome == "answered":  # labelled: what the worker said, kept for the person
+                record["worker_reported_ok"] = c["reported_ok"]
+                record["worker_error"] = c.get("error")
+            out.append(record)
+        return out
 
 
 def _deliver(box, session, calls: list[dict], summary: dict) -> None:
@@ -192,8 +254,11 @@ def _deliver(box, session, calls: list[dict], summary: dict) -> None:
     with box.log("calls.jsonl") as f:
         for c in calls:
             f.write((json.dumps(c) + "\n").encode())
-    box.write_json("scene.json", session.scene(), indent=2)
     box.write_json("reward.json", _jsonable(summary), indent=2)
+    try:  # the policy's worker answers this: a failure costs the file, not the report
+        box.write_json("scene.json", session.scene(), indent=2)
+    except ToolError as exc:
+        typer.echo(f"warning: scene.json not written: {one_line(exc.message)}", err=True)
     final = session.render()
     if final.ok and final.images:
         box.write("final.png", final.images[0])
