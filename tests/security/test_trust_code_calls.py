@@ -222,3 +222,28 @@ def test_recall_step_neither_fails_nor_counts(worker_pool):
     assert "recall_step" in json.dumps(records[1])  # control: the looks were made
     assert _key(verdicts[0]) == _key(verdicts[1])
     assert verdicts[1].components["validity"] == 1.0, (verdicts[1], records)
+
+
+def test_code_call_forgeries_earn_the_honest_reward_as_an_ordinary_user(ordinary_user,
+                                                                       tmp_path):
+    """Both forgeries at once, through `tasks try` run by an ordinary user (the jail maps the
+    worker to that user, the vault is that user's): the reward is the honest twin's."""
+    import os
+
+    failing = {"tool": "cadquery_script", "args": {"code": FAILING, "name": "Collar"}}
+    ghost = {"tool": "import_file", "args": {"path": "ghost.glb"}}
+    oracle = [dict(c) for c in get_task(CAD_TASK).oracle]
+    got = {}
+    for tag, first in (("forged", hostile(FORGE_SCRIPTS + FORGE_IMPORT)), ("honest", BENIGN)):
+        path = os.path.join(ordinary_user.home, f"{tag}.jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(c) + "\n" for c in [script(first), failing, ghost,
+                                                              *oracle]))
+        os.chown(path, ordinary_user.uid, -1)
+        res = ordinary_user.python("-m", "studio.cli", "tasks", "try", CAD_TASK, "--calls", path,
+                                   "--json")
+        assert res.returncode == 0, res.stderr[-2000:]
+        out = json.loads(res.stdout[res.stdout.index("{"):])
+        got[tag] = (out["reward"], out["success"], out["components"])
+    assert got["forged"] == got["honest"]
+    assert got["honest"][2]["validity"] == 0.5  # 2 of 4 calls failed, as they should
