@@ -11,6 +11,7 @@ set to the cap for any other format it is given, and checked on the lazy header 
 from __future__ import annotations
 
 import io
+import math
 import os
 import struct
 from pathlib import Path
@@ -25,6 +26,7 @@ MAX_PIXELS = int(os.environ.get("MODELWRIGHT_MAX_IMAGE_PIXELS", 4096 * 4096))
 MAX_PNG_BYTES = 64 << 20  # a file over this is refused before it is read whole
 _IHDR = struct.Struct(">I4sIIBB")  # chunk length, "IHDR", width, height, bit depth, colour type
 _BIT_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
+RENDER_DEFAULT_VIEWS = 4  # tools/worker/render.py DEFAULT_VIEWS: iso, front, top, right
 
 
 class ImageError(ToolError):
@@ -116,3 +118,44 @@ def reencode_png(data: bytes, max_pixels: int | None = None) -> bytes:
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue()
+
+
+def expected_images(tool: str, args: dict) -> tuple[int, tuple[int, int]]:
+    """How many images a tool call's reply carries and each one's (width, height), from the
+    call as the trusted side validated it (tools.specs): a `render` sends one montage of its
+    views (a grid of ceil(sqrt(n)) columns) or, untiled or through a camera, one image per
+    view, each `size` square; every other tool sends none."""
+    if tool != "render":
+        return 0, (0, 0)
+    size = int(args.get("size") or 256)
+    views = 1 if args.get("camera") else len(args.get("views") or ()) or RENDER_DEFAULT_VIEWS
+    if args.get("tiled", True) and views > 1:
+        cols = math.ceil(math.sqrt(views))
+        return 1, (cols * size, math.ceil(views / cols) * size)
+    return views, (size, size)
+
+
+def check_call_images(tool: str, args: dict, blobs: list[bytes]) -> None:
+    """ImageError unless `blobs` are the images the call `tool(args)` makes: the count it
+    sends, each a PNG of the size it draws (header and IHDR checked), no larger than such a
+    PNG stored raw, and decoding whole to that size. A worker's render is the output of
+    hostile code: nothing downstream (the store, a montage, a policy, the outbox) may meet
+    one that is not what it claims."""
+    count, (width, height) = expected_images(tool, args)
+    if len(blobs) != count:
+        raise ImageError(f"{tool} sent {len(blobs)} images, not the {count} it makes")
+    # unfiltered RGBA rows, zlib's stored blocks and the chunks: the most such a PNG can take
+    cap = 4 * width * height + height + (1 << 16)
+    for i, blob in enumerate(blobs, 1):
+        what = f"{tool} image {i} of {count}"
+        if len(blob) > cap:
+            raise ImageError(f"{what} is {len(blob)} bytes, over the {cap} a {width} x "
+                             f"{height} PNG can take")
+        try:
+            size = png_size(blob)
+            if size != (width, height):
+                raise ImageError(f"its header claims {size[0]} x {size[1]} pixels, not the "
+                                 f"{width} x {height} drawn")
+            decode_png(blob, mode=None)
+        except ImageError as e:
+            raise ImageError(f"{what}: {e.message}") from None

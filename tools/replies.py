@@ -81,6 +81,23 @@ def check_reply(op: object, reply: dict, sizes: list[int]) -> None:
         raise _bad("`commit` is not a commit number")
 
 
+def check_images(request: dict, reply: dict, blobs: list[bytes]) -> None:
+    """ProtocolError unless a tool call's success carries exactly the images that call makes,
+    each a PNG of the size it draws that decodes whole (`tools.images.check_call_images`).
+    Checked here, where the reply is received, so no caller (the loop's montage, the store,
+    a policy, the outbox) ever meets a render that is not what it claims."""
+    if request.get("op") != "call" or reply.get("ok") is not True:
+        return
+    from tools import images
+
+    args = request.get("args")
+    try:
+        images.check_call_images(str(request.get("tool")), args if isinstance(args, dict) else {},
+                                 blobs)
+    except images.ImageError as e:
+        raise _bad(e.message) from None
+
+
 def check_output(op: object, output: dict, sizes: list[int]) -> None:
     """The parts of an op's output its caller indexes into: the meshes op's objects (the
     studio's viewport reads their transforms and slices their blobs by these counts)."""

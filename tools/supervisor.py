@@ -213,11 +213,14 @@ class WorkerProcess:
             else:
                 check_reply_id(request, payload)
                 replies.check_reply(request.get("op"), payload, sizes)
+            blobs = [self._read_exact(fd, s, deadline) for s in sizes]
+            if request is not None:  # a render that is not the PNGs it claims: a bad reply
+                replies.check_images(request, payload, blobs)
         except ProtocolError as e:
             log.info("worker %s killed: %s", self.scratch, e)  # the caller's crash says why
             self.kill()
             raise WorkerDied(f"it sent a bad reply ({e})") from None
-        return payload, [self._read_exact(fd, s, deadline) for s in sizes]
+        return payload, blobs
 
     def _read_exact(self, fd: int, n: int, deadline: float) -> bytes:
         buf = bytearray()
