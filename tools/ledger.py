@@ -57,7 +57,7 @@ class VaultedCommit:
 
 @dataclass(frozen=True)
 class VaultedFiles:
-    """The files an `import_file` call read, as the trusted side copied them just before
+    """The files an `import_file` call reads, as the trusted side copied them just before
     the call: `names` relative to the workspace, the copies under `path`."""
 
     path: str
@@ -144,9 +144,12 @@ class Ledger:
         """Copy the files an `import_file` of `rel` reads out of the workspace into the vault,
         now, before the call; None if there is no such regular file to import (a missing
         file, a link, a FIFO, over the cap): the import then fails in the rebuild."""
+        from tools.outbox import import_names
+
         dest = tempfile.mkdtemp(prefix="in-", dir=self.vault)
         try:
-            return copy_inputs(workspace, rel, dest)
+            rel = os.path.normpath(rel).replace(os.sep, "/")
+            return copy_inputs(workspace, import_names(workspace, rel), dest)
         except (ConfinedPathError, OSError):
             shutil.rmtree(dest, ignore_errors=True)
             return None
@@ -158,21 +161,16 @@ class Ledger:
         shutil.rmtree(self.vault, ignore_errors=True)
 
 
-def copy_inputs(workspace: str, rel: str, dest: str) -> VaultedFiles:
-    """Copy the file `rel` (and, for `.gltf`/`.obj`, the regular files beside it: buffers,
-    materials, textures) from a worker's workspace into the trusted folder `dest`, through
-    tools.confined (no link followed, regular files only, MAX_INPUT_BYTES in all)."""
-    from tools.outbox import import_names
-
-    rel = os.path.normpath(rel).replace(os.sep, "/")
-    names = import_names(workspace, rel)
+def copy_inputs(workspace: str, names: list[str], dest: str) -> VaultedFiles:
+    """Copy the files `names` from a worker's workspace into the trusted folder `dest`,
+    through tools.confined (no link followed, regular files only, MAX_INPUT_BYTES in all)."""
     budget = MAX_INPUT_BYTES
     for name in names:
         target = os.path.join(dest, "files", name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         budget -= confined.copy_file(workspace, name, target, budget)
         if budget < 0:
-            raise ConfinedPathError(f"the files {rel!r} imports are over the "
+            raise ConfinedPathError(f"the files a call reads are over the "
                                     f"{MAX_INPUT_BYTES}-byte cap")
     return VaultedFiles(dest, tuple(names), _inputs_digest(dest, names))
 
