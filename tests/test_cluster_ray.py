@@ -54,18 +54,35 @@ def ray_sockets() -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """2 nodes on 127.0.0.1, 1 tool slot each; the last test of the module kills one."""
+def cluster(tmp_path_factory):
+    """2 nodes on 127.0.0.1, 1 tool slot each, that demand a token as `cluster up`'s do (the
+    backend and GRPO's rollouts reach them with it); the last test of the module kills one."""
+    import os
+
     import ray
 
-    from training.eval.cluster import local_cluster
+    from training.eval.cluster import (
+        AUTH_MODE,
+        AUTH_TOKEN,
+        AUTH_TOKEN_PATH,
+        local_cluster,
+        new_token,
+    )
 
-    cluster = local_cluster(nodes=2, slots=1)
+    saved = {k: os.environ.get(k) for k in (AUTH_MODE, AUTH_TOKEN, AUTH_TOKEN_PATH)}
+    token = new_token(tmp_path_factory.mktemp("cluster") / "cluster.token")
+    cluster = local_cluster(nodes=2, slots=1, token=token)
     try:
         yield cluster
     finally:
         ray.shutdown()
         cluster.shutdown()
+        for k, v in saved.items():  # this process's later Ray use is as before
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
 
 
 def test_grpo_rollout_groups_on_ray_match_the_local_backend(cluster, tmp_path) -> None:
