@@ -2,8 +2,8 @@
 
 Loading the policy's part (STEP, GLB), OCCT booleans, IoU and tessellation cost what the part
 makes them cost: a 576-hole plate took the trusted process to 69.5 s and 1.09 GB. So the
-trusted side computes none of it. `check(task, session, calls)` hands the task (pickled: our
-own data, trusted -> jail only) and the calls to a fresh checker process
+trusted side computes none of it. `check(task, session, calls)` hands the task and the calls (pickled:
+our own data, trusted -> jail only) to a fresh checker process
 (`training/tasks/checker_main.py`) jailed like a tool worker (tools/sandbox.py: bubblewrap,
 seccomp, its own host uid as root, `training/` and `tools/` read-only, its scratch the only
 writable place), which runs the checkers (`checks.evaluate_here`) on a stand-in session. Each
@@ -77,6 +77,24 @@ def memory_mb() -> int:
     return int(os.environ.get(MEMORY_ENV, DEFAULT_MEMORY_MB))
 
 
+# Constraints measured from `get_scene`'s numbers (a bounded frame) or from read-only tools
+# the clean worker answers under its own caps: no shape file is loaded for them.
+SCENE_ONLY_KINDS = frozenset({
+    "exists", "absent", "count", "position", "size", "rotation", "material", "on_ground",
+    "on_top", "touching", "aligned", "evenly_spaced", "symmetric", "gap", "light", "framed",
+    "no_overlap", "mesh_health", "wall_thickness", "mass", "centre_of_mass"})
+
+
+def touches_geometry(task: Any) -> bool:
+    """Whether the task's checkers load or compute on shapes (a geometry component, a
+    deliverable file, a constraint of any kind but SCENE_ONLY_KINDS): then they run in the
+    checker. A task of scene-only constraints reads JSON frames alone, whose size the
+    protocol caps, and is checked in the trusted process without a checker's start."""
+    spec = task.spec
+    return (spec.geometry is not None or bool(spec.deliverables)
+            or any(c.get("kind") not in SCENE_ONLY_KINDS for c in spec.constraints))
+
+
 def needs_cad(task: Any) -> bool:
     """Whether the task's checkers read CAD solids (then spares import CadQuery up front)."""
     spec = task.spec
@@ -95,6 +113,8 @@ class CheckerProcess:
         self.scratch = os.path.join(root, name)
         self.workspace = os.path.join(self.scratch, "workspace")
         self.stopped_for: str | None = None
+        self.data_mb_seen = 0.0
+        self._killed = False
         self.memory_cap_mb = memory_mb()
         self.identity = identity.lease()
         self.proc: subprocess.Popen | None = None
@@ -184,10 +204,11 @@ class CheckerProcess:
             if left <= 0:
                 self.kill()
                 raise TimeoutError
-            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            ready, _, _ = select.select([fd], [], [], min(left, 0.1))
             if not ready:
                 if not self.alive:
                     raise CheckerError(self._why_dead())
+                self._sample()
                 continue
             chunk = os.read(fd, min(n - len(buf), 1 << 20))
             if not chunk:
@@ -195,18 +216,35 @@ class CheckerProcess:
             buf += chunk
         return bytes(buf)
 
+    def _sample(self) -> None:
+        """Note the checker's data size (VmData, what RLIMIT_DATA counts) while it works:
+        when it dies, how close it was to its cap says why."""
+        for pid in self.host_pids()[1:]:
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    kb = next((int(line.split()[1]) for line in f if line.startswith("VmData:")), 0)
+            except (OSError, ValueError):
+                continue
+            self.data_mb_seen = max(self.data_mb_seen, kb / 1024)
+
     def _why_dead(self) -> str:
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
+        cap = f"its memory cap of {self.memory_cap_mb} MB ({MEMORY_ENV})"
         if self.stopped_for:  # the memory watch killed it
-            return (f"the geometry checker went past its memory cap of {self.memory_cap_mb} MB "
-                    f"({MEMORY_ENV}) and was stopped")
-        return (f"the geometry checker died (exit {code}); its memory cap is "
-                f"{self.memory_cap_mb} MB ({MEMORY_ENV})")
+            return f"the geometry checker went past {cap} and was stopped"
+        # an allocation refused at RLIMIT_DATA inside OCCT often ends in SIGSEGV/SIGABRT
+        near = self.data_mb_seen >= self.memory_cap_mb - max(64, self.memory_cap_mb // 10)
+        if near:
+            return f"the geometry checker went past {cap}: it died (exit {code}) when an allocation was refused"
+        return f"the geometry checker died (exit {code}) with {self.data_mb_seen:.0f} MB of data, under {cap}"
 
     def kill(self) -> None:
+        if self._killed:
+            return
+        self._killed = True
         memwatch.WATCH.discard(self)
         if self.proc is not None:
             pids = self.host_pids() if self.alive else []
@@ -257,6 +295,7 @@ class CheckerPool:
         self._counter = 0
         self._closed = False
         self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
         atexit.register(self.close)
 
     def _name(self) -> str:
@@ -265,13 +304,17 @@ class CheckerPool:
             return f"c{self._counter:05d}"
 
     def take(self, cad: bool) -> CheckerProcess:
-        """A booted checker for one job (a spare, or one booted now); more spares start."""
-        with self._lock:
+        """A booted checker for one job (a spare, the next spare to finish booting, or one
+        booted now); more spares start."""
+        with self._ready:
             self.preload_cad = cad
             self._busy += 1
+            # a spare on its way is sooner than a new boot, which would compete with it
+            self._ready.wait_for(lambda: self._idle or not self._warming, STARTUP_DEADLINE_S)
             proc = self._idle.pop(0) if self._idle else None
         try:
-            if proc is None or not proc.alive:
+            # a spare booted under other caps (the environment changed since) is not used
+            if proc is None or not proc.alive or proc.memory_cap_mb != memory_mb():
                 if proc is not None:
                     proc.kill()
                 proc = CheckerProcess(self.root, self._name(), cad)
@@ -280,6 +323,13 @@ class CheckerPool:
             raise
         self.warm()
         return proc
+
+    def reserve(self, checks: int) -> None:
+        """Keep a spare for each of `checks` episodes scored at once (and one more while
+        checks are in flight), booting them now."""
+        with self._lock:
+            self.spares = max(self.spares, checks)
+        self.warm()
 
     def done(self) -> None:
         with self._lock:
@@ -304,11 +354,12 @@ class CheckerPool:
         except Exception as e:  # the next take boots one itself and reports why
             if not self._closed:
                 log.warning("a spare geometry checker failed to start: %s", e)
-        with self._lock:
+        with self._ready:
             self._warming -= 1
             if proc is not None and not self._closed:
                 self._idle.append(proc)
                 proc = None
+            self._ready.notify_all()
         if proc is not None:
             proc.kill()
 
@@ -327,6 +378,7 @@ class CheckerStats:
     checks: int = 0  # verdicts given
     seconds: float = 0.0  # the checkers' own time (what the deadline counts), summed
     peak_mb: float = 0.0  # the largest peak RSS a checker reported
+    last_peak_mb: float = 0.0  # the last one's
 
 
 STATS = CheckerStats()
@@ -424,8 +476,9 @@ def check(task: Any, session: Any, calls: list[dict[str, Any]],
     proc = pool.take(needs_cad(task))
     try:
         job = _inputs(task, session, proc)
-        confined.write_file(proc.scratch, "inputs/task.pickle", pickle.dumps(job))
-        proc.send({"op": "check", "calls": calls})
+        # a file, not a frame: an episode's calls (scripts and all) may be over a frame's cap
+        confined.write_file(proc.scratch, "inputs/job.pickle", pickle.dumps((job, calls)))
+        proc.send({"op": "check"})
         while True:
             t0 = time.monotonic()
             try:
@@ -442,6 +495,7 @@ def check(task: Any, session: Any, calls: list[dict[str, Any]],
                     STATS.seconds += deadline_s() - budget
                     if type(peak) in (int, float):
                         STATS.peak_mb = max(STATS.peak_mb, float(peak))
+                        STATS.last_peak_mb = float(peak)
                 return verdict
             if msg.get("op") == "failed":
                 why = printable(str(msg.get("error", "")))[:500]
@@ -451,5 +505,6 @@ def check(task: Any, session: Any, calls: list[dict[str, Any]],
                 raise CheckerError(f"the geometry checker failed: {why}")
             proc.send(_answer(msg, session, proc))
     finally:
-        proc.kill()
         pool.done()
+        # nobody waits for the kill (its processes' exit, its uid, its scratch)
+        threading.Thread(target=proc.kill, daemon=True, name="mw-checker-kill").start()

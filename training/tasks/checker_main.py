@@ -1,8 +1,8 @@
 """The geometry checker's own process (started jailed by training/tasks/checker.py).
 
 It caps itself (RLIMIT_DATA, CPU, file size, processes) before anything else, imports the
-checkers, says it is ready, and waits for its one job: the task (a pickle the trusted side
-wrote into `inputs/`) and the episode's calls. It runs the checkers (`evaluate_here`) on a
+checkers, says it is ready, and waits for its one job: the task and the episode's calls (a
+pickle the trusted side wrote into `inputs/`). It runs the checkers (`evaluate_here`) on a
 stand-in session whose every query goes back to the trusted side over stdout/stdin and whose
 workspace is this checker's own (the trusted side copies the exports it asked for into it).
 It answers with the verdict, or with why it has none, and exits.
@@ -131,14 +131,14 @@ def main() -> None:
     if args.preload_cad:
         import cadquery  # noqa: F401
     write_message(out, {"ready": True, "rss_mb": _peak_mb()})
-    job, _ = read_message(inp)
+    read_message(inp)  # the job: its task and calls are in inputs/job.pickle
     scratch = os.getcwd()
-    with open(Path(scratch, "inputs", "task.pickle"), "rb") as f:
-        task = pickle.load(f)  # written by the trusted side: our own task
+    with open(Path(scratch, "inputs", "job.pickle"), "rb") as f:
+        task, calls = pickle.load(f)  # written by the trusted side: our own data
     _watch_memory_errors()
     session = RemoteSession(os.path.join(scratch, "workspace"), inp, out)
     try:
-        v = evaluate_here(task, session, job["calls"])
+        v = evaluate_here(task, session, calls)
     except Exception as e:  # noqa: BLE001 - any failure is a verdict the trusted side types
         write_message(out, {"op": "failed", "memory": bool(_MEMORY) or _is_memory(e),
                             "error": (_MEMORY[0] + "; " if _MEMORY else "")

@@ -540,9 +540,13 @@ def check(ctx: EvalContext, constraint: dict[str, Any]) -> Measured:
 def evaluate_task(task: Any, session: Session, calls: list[dict[str, Any]]) -> rewards.RewardBreakdown:
     """The task's verdict on `session`'s final state. The checkers run in the jailed geometry
     checker (training/tasks/checker.py: a deadline and a memory cap); `session` only answers
-    its queries. CheckerError (a ConfinedPathError) when it gives no verdict."""
-    from training.tasks.checker import check
+    its queries. CheckerError (a ConfinedPathError) when it gives no verdict. A task whose
+    checkers load no shape (`checker.touches_geometry`) is checked here: it reads bounded
+    frames only."""
+    from training.tasks.checker import check, touches_geometry
 
+    if not touches_geometry(task):
+        return evaluate_here(task, session, calls)
     return check(task, session, calls)
 
 

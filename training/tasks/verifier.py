@@ -81,6 +81,9 @@ class Verifier:
         clean worker serves one verification and is killed, so with short episodes its start
         paces the run; two spares booting side by side use the core generation leaves
         (60 oracle episodes: 0.80 -> 0.59 s each; a third spare gained nothing)."""
+        from training.tasks.checker import default_pool
+
+        default_pool().reserve(episodes)  # and a geometry checker ready for each
         pool = self.room.pool
         if episodes + 1 > pool.size:
             pool.size = episodes + 1
