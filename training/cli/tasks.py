@@ -7,7 +7,6 @@ commands that need them.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -168,20 +167,17 @@ def try_cmd(
     boot_for_one_episode()
     import training.tasks.checks  # noqa: F401  (the checker's imports, while they start)
     from training.tasks.runner import attempt
-    from training.tasks.verifier import default_verifier
 
-    witness = _Witness(default_verifier())
     try:
         with ToolSession(pool=pool, deadline_s=deadline) as session:
             result = attempt(task, session, steps)
-            calls = witness.trusted(result.calls)
+            calls = _trusted(result.calls, result.reward)
             summary = {**result.summary(), "errors": [c for c in calls if not c["ok"]]}
             if box is not None:
                 _deliver(box, session, calls, summary)
     except ToolError as exc:
         fail(exc.message, int(ExitCode.FAILED))
     finally:
-        witness.close()
         pool.close()
     if not as_json:
         summary = {k: v for k, v in summary.items() if k != "details"}
@@ -193,56 +189,30 @@ def try_cmd(
 _OWN_WORDS = frozenset({"refused", "timeout", "crash"})
 
 
-class _Witness:
-    """The verifier's clean room, keeping what its rebuild established of each call.
-
-    A report's lists (`errors`, calls.jsonl) are made from that record, never from the
-    worker's replies: a call is ok when the clean rebuild ran it (`established`, the same
-    flags the reward used), and its error message is the trusted side's own or is labelled
-    as the worker's (`worker_error`)."""
-
-    def __init__(self, verifier: Any) -> None:
-        self.verifier, self.room = verifier, verifier.room
-        self.entries: list[Any] = []
-        self.valid: dict[int, bool] = {}
-        verifier.room = self
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.room, name)
-
-    @contextlib.contextmanager
-    def rebuild(self, base: Any, entries: list[Any], wanted: set[int]):
-        with self.room.rebuild(base, entries, wanted) as (clean, done):
-            self.entries, self.valid = list(entries), done.valid
-            yield clean, done
-
-    def close(self) -> None:
-        self.verifier.room = self.room
-
-    def trusted(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`calls` as the trusted record has them (nothing established: every call failed,
-        as a refused verdict scores them)."""
-        from training.tasks.verifier import established
-
-        outcomes = {e.seq: e.outcome for e in self.entries}
-        out = []
-        for c in established(calls, self.entries, self.valid):
-            seq = c.get("seq")
-            outcome = outcomes.get(seq, "unrecorded") if isinstance(seq, int) else "unrecorded"
-            record = {"tool": c.get("tool"), "args": c.get("args"), "seq": seq, "ok": c["ok"],
-                      "outcome": outcome, "error_kind": None, "error": None}
-            if not c["ok"]:
-                if outcome in _OWN_WORDS:
-                    record["error_kind"], record["error"] = c.get("error_kind"), c.get("error")
-                elif outcome == "answered":
-                    record["error"] = "it failed when the trusted side ran it again in a clean worker"
-                else:
-                    record["error"] = "no call of the session's record matches it"
-            if outcome == "answered":  # labelled: what the worker said, kept for the person
-                record["worker_reported_ok"] = c["reported_ok"]
-                record["worker_error"] = c.get("error")
-            out.append(record)
-        return out
+def _trusted(calls: list[dict[str, Any]], verdict: Any) -> list[dict[str, Any]]:
+    """A report's call list from the verifier's record (`details["calls"]`: what the clean
+    rebuild established of each call, the same flags the reward used), never from the
+    worker's replies: a failed call's message is the trusted side's own, or is labelled as
+    the worker's (`worker_error`)."""
+    record = (getattr(verdict, "details", None) or {}).get("calls") or []
+    out = []
+    for i, c in enumerate(calls):
+        known = record[i] if i < len(record) and record[i].get("seq") == c.get("seq") else {}
+        ok, outcome = bool(known.get("ok", False)), known.get("outcome", "unrecorded")
+        row = {"tool": c.get("tool"), "args": c.get("args"), "seq": c.get("seq"), "ok": ok,
+               "outcome": outcome, "error_kind": None, "error": None}
+        if not ok:
+            if outcome in _OWN_WORDS:
+                row["error_kind"], row["error"] = c.get("error_kind"), c.get("error")
+            elif outcome == "answered":
+                row["error"] = "it failed when the trusted side ran it again in a clean worker"
+            else:
+                row["error"] = "no call of the session's record matches it"
+        if outcome == "answered":  # labelled: what the worker said, kept for the person
+            row["worker_reported_ok"] = bool(c.get("ok"))
+            row["worker_error"] = c.get("error")
+        out.append(row)
+    return out
 
 
 def _deliver(box, session, calls: list[dict], summary: dict) -> None:

@@ -67,10 +67,13 @@ class Verifier:
             with self.room.rebuild(base, entries, wanted) as (clean, done):
                 trusted = established(calls, entries, done.valid, done.changed)
                 verdict = evaluate_task(task, clean, trusted)
+                verdict.details["calls"] = _record(trusted, entries)
                 verdict.details["rebuild"] = {"calls": done.calls, "reruns": done.reruns,
                                               "overturned": done.overturned}
         except ConfinedPathError as e:
             verdict = refused(task, calls, e.message)
+            known = ledger.snapshot()[1] if ledger is not None else []
+            verdict.details["calls"] = _record(established(calls, known, {}), known)
         with self._lock:
             self.stats.episodes += 1
             self.stats.seconds += time.perf_counter() - t0
@@ -111,6 +114,15 @@ def established(calls: list[dict[str, Any]], entries: list[Any], valid: dict[int
         out.append(dict(c, ok=bool(ok), reported_ok=bool(c.get("ok")),
                         changed=bool(ok) and seq in changed))
     return out
+
+
+def _record(trusted: list[dict[str, Any]], entries: list[Any]) -> list[dict[str, Any]]:
+    """The established calls as a report lists them: each call's place in the ledger, its
+    tool, whether the rebuild ran it, and what the supervisor saw of it (`outcome`: refused,
+    timeout, crash, answered; `unrecorded`: no ledger entry matches it)."""
+    outcomes = {e.seq: e.outcome for e in entries}
+    return [{"seq": c.get("seq"), "tool": c.get("tool"), "ok": c["ok"],
+             "outcome": outcomes.get(c.get("seq"), "unrecorded")} for c in trusted]
 
 
 def refused(task: Any, calls: list[dict[str, Any]], reason: str) -> RewardBreakdown:
