@@ -14,7 +14,13 @@ as a ratio to the first variant, measured in this run:
   episode gets a fresh worker from the pool's spares (a spare per slot and one more), and the
   worker dies with its scratch when the episode ends; the policy is shown Blender tools only,
   so the spares skip CadQuery;
-- `fresh_worker_cad`: the same for a run that shows a CAD tool (spares import CadQuery).
+- `fresh_worker_cad`: the same for a run that shows a CAD tool (spares import CadQuery);
+- `inprocess_checker`, `inprocess_checker_cad`: `fresh_worker`(`_cad`) with the task's
+  checkers run in the trusted process (`checks.evaluate_here`), as before the bounded
+  geometry checker (issue 45): the product runs them in a jailed checker process per episode
+  (training/tasks/checker.py). Each variant also reports the verifier's own time per episode
+  (rebuild + checkers, `Verifier.stats`); `--variants inprocess_checker,fresh_worker` gives
+  the checker's cost as a ratio.
 
 A new variant is one more function in VARIANTS. Figures: the wall time per episode (one slot,
 episodes one after another, so every worker start that is not hidden by a spare shows) and per
@@ -23,7 +29,7 @@ product's rollout path), with the time a fresh-worker episode waited for its ses
 are task oracles (no model): the tool-bound worst case, since generation dilutes it.
 
     .venv/bin/python benchmarks/bench_trust.py [--episodes N] [--steps S] [--groups G]
-        [--workers W] [--repeats R]
+        [--workers W] [--repeats R] [--variants A,B,...] [--families F,G,...]
 """
 
 from __future__ import annotations
@@ -157,11 +163,41 @@ def fresh_worker_cad(workers: int, waits: list[float]) -> Iterator[Any]:
     yield from _rollout_scheduler(workers, waits, [*SHOWN, "cad_box"])
 
 
+@contextmanager
+def checks_in_process() -> Iterator[None]:
+    """Benchmark-only: the checkers run in the trusted process, as before issue 45 item 6
+    (`checks.evaluate_here`, unbounded), instead of the jailed geometry checker."""
+    from training.tasks import checks
+
+    jailed = checks.evaluate_task
+    checks.evaluate_task = checks.evaluate_here
+    try:
+        yield
+    finally:
+        checks.evaluate_task = jailed
+
+
+@contextmanager
+def inprocess_checker(workers: int, waits: list[float]) -> Iterator[Any]:
+    """`fresh_worker` with the checkers in the trusted process (before the bounded checker)."""
+    with checks_in_process():
+        yield from _rollout_scheduler(workers, waits, SHOWN)
+
+
+@contextmanager
+def inprocess_checker_cad(workers: int, waits: list[float]) -> Iterator[Any]:
+    """`fresh_worker_cad` with the checkers in the trusted process."""
+    with checks_in_process():
+        yield from _rollout_scheduler(workers, waits, [*SHOWN, "cad_box"])
+
+
 VARIANTS: dict[str, Callable[[int, list[float]], Any]] = {
     "before_29": before_29,
     "kept_session": kept_session,
     "fresh_worker": fresh_worker,
     "fresh_worker_cad": fresh_worker_cad,
+    "inprocess_checker": inprocess_checker,
+    "inprocess_checker_cad": inprocess_checker_cad,
 }
 DEFAULT = ["before_29", "kept_session", "fresh_worker", "fresh_worker_cad"]
 
@@ -197,21 +233,26 @@ def measure(names: list[str], args: argparse.Namespace) -> dict:
     from training.rl.curriculum import Curriculum
     from training.tasks.verifier import default_verifier
 
-    curriculum = Curriculum(FAMILIES, [1], "train", 0)
+    curriculum = Curriculum(args.families.split(","), [1], "train", 0)
     default_verifier().reserve(max(args.workers, 1))  # as eval and GRPO do: scoring never waits
     episodes = [[(i, curriculum.task_for(i))] for i in range(args.episodes)]
     steps = [[(s * args.groups + g, curriculum.task_for(s * args.groups + g))
               for g in range(args.groups)] for s in range(args.steps)]  # fmt: skip
-    out: dict[str, dict] = {n: {"episode_s": [], "step_s": [], "wait_s": []} for n in names}
+    out: dict[str, dict] = {n: {"episode_s": [], "step_s": [], "wait_s": [], "verify": [0, 0.0]}
+                            for n in names}  # fmt: skip
     rewards: dict[str, list] = {}
+    stats = default_verifier().stats
     for _ in range(args.repeats):  # interleaved: a noisy neighbour hits every variant alike
         for name in names:
+            n0, s0 = stats.episodes, stats.seconds
             walls, waits, got = step_times(VARIANTS[name], 1, episodes, 1)
             out[name]["episode_s"] += walls
             out[name]["wait_s"] += waits
             walls, waits, got_steps = step_times(VARIANTS[name], args.workers, steps, GROUP)
             out[name]["step_s"] += walls
             out[name]["wait_s"] += waits
+            out[name]["verify"][0] += stats.episodes - n0  # the verifier's own time per episode
+            out[name]["verify"][1] += stats.seconds - s0
             rewards.setdefault(name, [got, got_steps])
     first = rewards[names[0]]
     for name in names[1:]:
@@ -220,6 +261,7 @@ def measure(names: list[str], args: argparse.Namespace) -> dict:
     return {n: {"episode_s": statistics.fmean(v["episode_s"]),
                 "step_s": statistics.fmean(v["step_s"]),
                 "wait_s": statistics.fmean(v["wait_s"]) if v["wait_s"] else 0.0,
+                "verify_s": v["verify"][1] / max(v["verify"][0], 1),
                 "episodes": len(v["episode_s"]), "steps": len(v["step_s"])}
             for n, v in out.items()}  # fmt: skip
 
@@ -231,6 +273,8 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=2, help=f"groups of {GROUP} per step")
     ap.add_argument("--workers", type=int, default=2, help="rollout slots of a GRPO step")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--families", default=",".join(FAMILIES),
+                    help="comma-separated task families whose oracles are the episodes")
     ap.add_argument(
         "--variants",
         default=",".join(DEFAULT),
@@ -244,7 +288,7 @@ def main() -> None:
     figures = measure(names, args)
     base = figures[names[0]]
     print(
-        f"Oracle episodes of {', '.join(FAMILIES)} (level 1); ratios against {names[0]}, "
+        f"Oracle episodes of {args.families.replace(',', ', ')} (level 1); ratios against {names[0]}, "
         "measured in this run:"
     )
     for name, f in figures.items():
@@ -253,7 +297,9 @@ def main() -> None:
             f"(x{f['episode_s'] / base['episode_s']:.2f}, 1 slot, {f['episodes']} episodes)  "
             f"per GRPO step {f['step_s']:6.2f} s (x{f['step_s'] / base['step_s']:.2f}, "
             f"{args.groups}x{GROUP} rollouts on {args.workers} slots, {f['steps']} steps)  "
-            f"waiting for a session {f['wait_s'] * 1e3:.0f} ms/episode"
+            f"waiting for a session {f['wait_s'] * 1e3:.0f} ms/episode  "
+            f"verifier {f['verify_s'] * 1e3:.0f} ms/episode "
+            f"(x{f['verify_s'] / max(base['verify_s'], 1e-9):.2f})"
         )
     print(json.dumps({"args": vars(args), "figures": figures}))
 

@@ -14,7 +14,7 @@ export's file is copied from the clean worker's workspace into the checker's own
 for its shape.
 
 Caps (read at each check):
-- `MODELWRIGHT_CHECKER_DEADLINE_S` (default 240): the checker's own time, summed over the
+- `MODELWRIGHT_CHECKER_DEADLINE_S` (default 300): the checker's own time, summed over the
   episode's checks; the time the clean worker spends answering its queries is not counted
   (that worker has its own deadline).
 - `MODELWRIGHT_CHECKER_MEMORY_MB` (default 4096): RLIMIT_DATA in the checker and the cap of
@@ -54,7 +54,7 @@ from training.rewards import RewardBreakdown
 log = logging.getLogger("modelwright.checker")
 DEADLINE_ENV = "MODELWRIGHT_CHECKER_DEADLINE_S"
 MEMORY_ENV = "MODELWRIGHT_CHECKER_MEMORY_MB"
-DEFAULT_DEADLINE_S = 240.0
+DEFAULT_DEADLINE_S = 300.0
 DEFAULT_MEMORY_MB = 4096
 STARTUP_DEADLINE_S = 180.0  # a spare's imports on a loaded machine; not the episode's time
 TRAINING_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -352,8 +352,8 @@ class CheckerPool:
         try:
             proc = CheckerProcess(self.root, self._name(), cad)
         except Exception as e:  # the next take boots one itself and reports why
-            if not self._closed:
-                log.warning("a spare geometry checker failed to start: %s", e)
+            if not self._closed:  # (at exit, a spare booting is killed with its keeper)
+                log.info("a spare geometry checker failed to start: %s", e)
         with self._ready:
             self._warming -= 1
             if proc is not None and not self._closed:
