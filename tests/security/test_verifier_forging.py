@@ -14,7 +14,7 @@ import pytest
 from tools import ToolSession
 from tools.errors import ToolError
 from training.tasks import get_task
-from training.tasks.checks import evaluate_task
+from training.tasks.checks import evaluate_here, evaluate_task
 from training.tasks.runner import run_calls
 from training.tasks.verifier import verify
 
@@ -229,7 +229,9 @@ def test_deliverable_planted_as_link_or_fifo_is_not_delivered(hostile_pool, tmp_
         target.unlink()
         if plant == "symlink":
             target.symlink_to(outside)
-            assert evaluate_task(task, s, calls).success, "control: in place, the link counts"
+            # the checkers run in place, in this process (the jailed checker's copy of the
+            # workspace follows no link): the link would count
+            assert evaluate_here(task, s, calls).success, "control: in place, the link counts"
         else:
             import os
 
