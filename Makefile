@@ -7,12 +7,18 @@ PYTEST_ARGS ?=
 # so two keep both cores of the 2-core reference machine busy (35 min, ~2x a single process).
 TEST_JOBS ?= 2
 
-.PHONY: setup run test bench stress lint clean
+.PHONY: setup lock run test bench stress lint clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh scripts/base-model.txt
+# The venv re-installs when the lock (or what else setup reads) is newer than its stamp.
+$(STAMP): requirements.lock pyproject.toml scripts/setup.sh scripts/base-model.txt scripts/check_lock.py
 	@bash scripts/setup.sh
+
+# Regenerates requirements.lock from pyproject.toml (needs PyPI): keeps every pin still allowed;
+# UPGRADE="pkg ..." moves those packages, UPGRADE=all everything. Then `make setup`. docs/INSTALL.md
+lock:
+	@UPGRADE="$(UPGRADE)" bash scripts/lock.sh
 
 run: $(STAMP)
 	@bash scripts/run.sh

