@@ -12,31 +12,31 @@ from typing import TYPE_CHECKING
 from tools.lazy_face import lazy_face
 
 if TYPE_CHECKING:
-    from agents.episode import CallOutcome, EpisodeResult, StepRecord, Verdict
-    from agents.loop import EpisodeLoop, run_episode
-    from agents.loop_config import DEFAULT_SYSTEM, LoopConfig
-    from agents.model_source import ModelNotFound, local_model_folder, resolve_model
+    from agents.loop.config import DEFAULT_SYSTEM, LoopConfig
+    from agents.loop.episode import CallOutcome, EpisodeResult, StepRecord, Verdict
+    from agents.loop.episode_loop import EpisodeLoop, run_episode
+    from agents.loop.scheduler import JobOutcome, Scheduler
+    from agents.loop.start_state import InfrastructureError, StartState
+    from agents.loop.turns import HumanTurns
+    from agents.models.source import ModelNotFound, local_model_folder, resolve_model
     from agents.policies import UnknownPolicyError, make_policy, policy_names, register_policy
-    from agents.policy import Policy, PolicyError, PolicyReply, ToolCall
-    from agents.scheduler import JobOutcome, Scheduler
-    from agents.start_state import InfrastructureError, StartState
-    from agents.turns import HumanTurns
+    from agents.policies.protocol import Policy, PolicyError, PolicyReply, ToolCall
 
 _LAZY = {
-    "CallOutcome": "agents.episode", "EpisodeResult": "agents.episode",
-    "StepRecord": "agents.episode", "Verdict": "agents.episode",
-    "DEFAULT_SYSTEM": "agents.loop_config", "EpisodeLoop": "agents.loop",
-    "LoopConfig": "agents.loop_config",
-    "run_episode": "agents.loop",
-    "ModelNotFound": "agents.model_source", "local_model_folder": "agents.model_source",
-    "resolve_model": "agents.model_source",
+    "CallOutcome": "agents.loop.episode", "EpisodeResult": "agents.loop.episode",
+    "StepRecord": "agents.loop.episode", "Verdict": "agents.loop.episode",
+    "DEFAULT_SYSTEM": "agents.loop.config", "EpisodeLoop": "agents.loop.episode_loop",
+    "LoopConfig": "agents.loop.config",
+    "run_episode": "agents.loop.episode_loop",
+    "ModelNotFound": "agents.models.source", "local_model_folder": "agents.models.source",
+    "resolve_model": "agents.models.source",
     "UnknownPolicyError": "agents.policies", "make_policy": "agents.policies",
     "policy_names": "agents.policies", "register_policy": "agents.policies",
-    "Policy": "agents.policy", "PolicyError": "agents.policy", "PolicyReply": "agents.policy",
-    "ToolCall": "agents.policy",
-    "JobOutcome": "agents.scheduler", "Scheduler": "agents.scheduler",
-    "InfrastructureError": "agents.start_state", "StartState": "agents.start_state",
-    "HumanTurns": "agents.turns",
+    "Policy": "agents.policies.protocol", "PolicyError": "agents.policies.protocol", "PolicyReply": "agents.policies.protocol",
+    "ToolCall": "agents.policies.protocol",
+    "JobOutcome": "agents.loop.scheduler", "Scheduler": "agents.loop.scheduler",
+    "InfrastructureError": "agents.loop.start_state", "StartState": "agents.loop.start_state",
+    "HumanTurns": "agents.loop.turns",
 }
 
 __all__ = [

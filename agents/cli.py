@@ -7,7 +7,7 @@ import importlib.util
 
 import typer
 
-MODULES = ("agents.cli_serve", "agents.cli_dev", "agents.cli_models")
+MODULES = ("agents.serving.cli", "agents.cli_dev", "agents.models.cli")
 
 
 def register(app: typer.Typer) -> None:

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
         Nothing is downloaded. Load it with `--policy hf --model DIR` or `transformers serve DIR`.
         """
-        from agents.tinymodel import build_tiny_model
+        from agents.models.tiny import build_tiny_model
 
         try:
             path = build_tiny_model(out_dir, seed=seed, size=size)

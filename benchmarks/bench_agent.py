@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def loop_overhead(pool, steps: int) -> dict:
-    from agents.loop import LoopConfig, run_episode
+    from agents.loop.episode_loop import LoopConfig, run_episode
     from agents.policies.simple import PlanPolicy, calls_from_plan
     from tools import ToolSession
 
@@ -95,8 +95,8 @@ def oracle_throughput(episodes: int) -> dict:
 
 
 def prompt_tokens(tiny_model: Path | None) -> dict:
-    from agents.context import RECALL_SPEC, ContextConfig, estimate_tokens, observation
-    from agents.loop import DEFAULT_SYSTEM, openai_tools
+    from agents.loop.context import RECALL_SPEC, ContextConfig, estimate_tokens, observation
+    from agents.loop.episode_loop import DEFAULT_SYSTEM, openai_tools
     from tools import catalogue
 
     tools = openai_tools(catalogue()) + [RECALL_SPEC]
@@ -166,7 +166,7 @@ def main() -> None:
 
     tiny = args.tiny_model
     if tiny is None:
-        from agents.tinymodel import build_tiny_model
+        from agents.models.tiny import build_tiny_model
 
         tiny = build_tiny_model(Path(tempfile.mkdtemp(prefix="mw-bench-")) / "tiny")
     report = {"prompt_tokens": prompt_tokens(tiny)}

@@ -146,7 +146,7 @@ def sft_row(tok, messages, tools, task_id: str) -> dict:
     """The pipeline's SFT row for this turn: the prompt, then the oracle's first call."""
     import json
 
-    from agents.chat_format import encode_training
+    from agents.policies.chat_format import encode_training
     from training.tasks import get_task
 
     step = get_task(task_id).oracle[0]

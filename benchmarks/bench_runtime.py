@@ -123,7 +123,7 @@ def main() -> None:
 def scene_scale(sizes: tuple[int, ...] = (10, 100, 1_000, 10_000)) -> None:
     """(e) What a call costs as the scene grows; targets: the mutating call at 10 000 objects
     within 10x of the call at 10, and the model-facing scene text under a fixed budget."""
-    from agents.context import compact_scene
+    from agents.loop.context import compact_scene
 
     pool = WorkerPool(size=1)
     rows = []

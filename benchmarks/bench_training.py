@@ -111,8 +111,8 @@ def load_policy_model(model: Path, adapter: Path | None):
 def rollout_rates(model: Path, adapter: Path | None, groups: int) -> list[dict]:
     """Episodes/min for the same rollouts: sequential, then the scheduler with 1 and 2 slots,
     each with every turn generated alone and with each group's first turns as one batch."""
+    from agents.loop.scheduler import Scheduler
     from agents.policies.hf_policy import HFPolicy
-    from agents.scheduler import Scheduler
     from tools import ToolSession
     from training.eval.harness import run_spec, task_spec
     from training.rl.curriculum import Curriculum
@@ -162,7 +162,7 @@ def batched_generate_gain(model: Path, adapter: Path | None, n: int) -> dict:
     one `generate` call."""
     from PIL import Image
 
-    from agents.loop import DEFAULT_SYSTEM, openai_tools
+    from agents.loop.episode_loop import DEFAULT_SYSTEM, openai_tools
     from agents.policies.hf_policy import encode_prompt, shown_tools, to_template_messages
     from tools import catalogue
 
@@ -232,7 +232,7 @@ def sft_collation(model: Path, demos: Path, steps: int, batch: int = 4) -> dict:
 
 
 def _loop_config():
-    from agents.loop import LoopConfig
+    from agents.loop.episode_loop import LoopConfig
 
     return LoopConfig(max_steps=2, render_size=256, record_artifacts=False)
 
@@ -260,7 +260,7 @@ def main() -> None:
         elif args.pipeline_dir:
             model, adapter = args.pipeline_dir / "model", args.pipeline_dir / "sft" / "adapter"
         else:
-            from agents.tinymodel import build_tiny_model
+            from agents.models.tiny import build_tiny_model
 
             model = build_tiny_model(tmp / "model")
             adapter = teach(tmp, model)

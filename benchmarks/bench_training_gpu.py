@@ -56,8 +56,8 @@ def serve_command(model: Path, port: int) -> list[str]:
 
 def rates(url: str, groups: int, spec) -> list[dict]:
     """The same rollouts against the server with 1, 2, 4 and 8 tool workers."""
+    from agents.loop.scheduler import Scheduler
     from agents.policies.openai_policy import OpenAIPolicy, OpenAIPolicyConfig
-    from agents.scheduler import Scheduler
     from training.rl.curriculum import Curriculum
     from training.rl.grpo import loop_config
     from training.rl.rollouts import run_groups

@@ -67,7 +67,7 @@ class KeptSessions:
         return len(self._jobs) - 1
 
     def run(self, progress: Any = None, cancel: Any = None) -> list[Any]:
-        from agents.scheduler import JobOutcome
+        from agents.loop.scheduler import JobOutcome
 
         jobs, self._jobs = self._jobs, []
         out: list[Any] = [None] * len(jobs)

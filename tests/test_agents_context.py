@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from agents import events as ev
-from agents.context import (
+from agents.loop import events as ev
+from agents.loop.context import (
     RECALL_TOOL,
     SCENE_DEFAULTS,
     SCENE_PREFIX,

@@ -11,7 +11,7 @@ from PIL import Image
 
 from agents.policies import make_policy
 from agents.policies.hf_policy import HFPolicy, completion_logprobs, to_template_messages
-from agents.policy import PolicyError
+from agents.policies.protocol import PolicyError
 
 TOOLS = [
     {

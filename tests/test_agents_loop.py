@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from agents import events as ev
-from agents.context import SCENE_DEFAULTS, ContextConfig
-from agents.loop import LoopConfig, run_episode
+from agents.loop import events as ev
+from agents.loop.context import SCENE_DEFAULTS, ContextConfig
+from agents.loop.episode_loop import LoopConfig, run_episode
 from agents.policies import make_policy
+from agents.policies.protocol import PolicyError, PolicyReply, ToolCall
 from agents.policies.simple import PlanPolicy, calls_from_plan
-from agents.policy import PolicyError, PolicyReply, ToolCall
 
 CUBE = {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}
 # Renders cost ~1 s each on a loaded CPU: tests that do not look at images skip them.

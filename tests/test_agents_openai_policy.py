@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from agents.context import RECALL_SPEC, ContextConfig, observation
-from agents.loop import DEFAULT_SYSTEM, LoopConfig, openai_tools, run_episode
+from agents.loop.context import RECALL_SPEC, ContextConfig, observation
+from agents.loop.episode_loop import DEFAULT_SYSTEM, LoopConfig, openai_tools, run_episode
 from agents.policies import make_policy
-from agents.policy import PolicyError
+from agents.policies.protocol import PolicyError
 from agents.tinymodel_teach import Lesson, teach_replies
 
 TOOLS = ("add_primitive", "get_scene")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from agents.loop import LoopConfig, run_episode
+from agents.loop.episode_loop import LoopConfig, run_episode
+from agents.loop.scheduler import Scheduler
+from agents.policies.protocol import PolicyError
 from agents.policies.simple import PlanPolicy, calls_from_plan
-from agents.policy import PolicyError
-from agents.scheduler import Scheduler
 from tools import ToolSession
 
 BLIND = LoopConfig(observe="never")

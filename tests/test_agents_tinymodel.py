@@ -7,7 +7,7 @@ import json
 from PIL import Image
 from typer.testing import CliRunner
 
-from agents.tinymodel import TOOL_TAGS, chat_template, train_tokenizer
+from agents.models.tiny import TOOL_TAGS, chat_template, train_tokenizer
 
 TOOLS = [
     {
@@ -89,7 +89,7 @@ def test_cli_builds_a_model_that_loads_and_generates(tmp_path):
 def test_chat_template_renders_tools_calls_and_image_tool_results():
     from transformers import AutoProcessor  # noqa: F401  (the processor class registry)
 
-    from agents.tinymodel import build_processor
+    from agents.models.tiny import build_processor
 
     processor = build_processor(train_tokenizer(0))
     text = processor.apply_chat_template(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.toolcall_parser import parse_tool_calls
+from agents.policies.toolcall_parser import parse_tool_calls
 
 KNOWN = ["add_primitive", "transform", "set_material", "render", "get_scene", "cad_box"]
 

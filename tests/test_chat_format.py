@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from agents import chat_format
+from agents.policies import chat_format
 
 TOOLS = [
     {"type": "function", "function": {
@@ -69,7 +69,7 @@ def test_hermes_messages_carry_tools_calls_and_results_as_text():
 
 
 def test_a_written_call_parses_back_to_the_recorded_one():
-    from agents.toolcall_parser import parse_tool_calls
+    from agents.policies.toolcall_parser import parse_tool_calls
 
     text = chat_format.hermes_messages(CONVERSATION, TOOLS, text_only=True)[2]["content"]
     parsed = parse_tool_calls(text, known_tools=["add_primitive", "delete"])

@@ -92,7 +92,7 @@ def bad(tmp_path_factory) -> dict[str, str]:
     }
     for name, text in configs.items():
         (root / f"{name}.yaml").write_text(text)
-    from agents.tinymodel import build_tiny_model
+    from agents.models.tiny import build_tiny_model
 
     build_tiny_model(root / "tiny", seed=0)
     return {"root": str(root), "store": str(store), "port": str(_closed_port())}

@@ -23,8 +23,8 @@ def store(tmp_path):
 
 def _human_episode(store, session, task) -> str:
     """The oracle's calls made by a person: through HumanTurns, as the studio records them."""
-    from agents.start_state import StartState, build_start_state
-    from agents.turns import HumanTurns
+    from agents.loop.start_state import StartState, build_start_state
+    from agents.loop.turns import HumanTurns
 
     start = build_start_state(session, task.setup)
 
@@ -76,7 +76,7 @@ def test_a_persons_episode_exports_the_rows_of_the_oracle_episode(store, session
 def test_an_episode_kept_from_the_current_scene_replays_from_its_recorded_start(store, session):
     """Continue from here, headless: the loop starts from the scene as it is (no reset),
     records the calls that built it, and replay rebuilds it with every hash matching."""
-    from agents.loop import EpisodeLoop, StartState
+    from agents.loop.episode_loop import EpisodeLoop, StartState
     from agents.policies.simple import PlanPolicy, calls_from_plan
     from agents.store.replay import replay_episode
 

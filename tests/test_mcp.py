@@ -88,7 +88,7 @@ def test_mcp_client_lists_tools_and_calls_them(tmp_path):
 
 
 def test_a_runtime_that_cannot_start_gives_an_error_result_not_a_protocol_error(tmp_path):
-    from agents.mcp_server import McpSettings, ToolBridge
+    from agents.serving.mcp_server import McpSettings, ToolBridge
 
     not_a_folder = tmp_path / "file.txt"
     not_a_folder.write_text("x")

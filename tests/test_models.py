@@ -1,4 +1,4 @@
-"""Models by name (agents/models.py, `modelwright models ...`): the packaged base built from the
+"""Models by name (agents/models/registry.py, `modelwright models ...`): the packaged base built from the
 real wheel and refused when its GGUF is not the pinned file, a missing wheel said in one line,
 folders registered by reference, and adapters listed under the base they were trained on."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.models import (
+from agents.models.registry import (
     BASE_NAME,
     BASE_SHA256,
     BaseModelMissing,
@@ -66,7 +66,7 @@ def test_the_base_builds_from_the_wheel_and_every_model_name_reaches_it(base_dat
                                                                          monkeypatch):
     from transformers import AutoConfig
 
-    from agents.model_source import resolve_model
+    from agents.models.source import resolve_model
 
     folder = base_data_dir / "models" / BASE_NAME
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -118,7 +118,7 @@ def test_add_a_folder_then_list_show_and_remove_it(tiny_model_dir, base_data_dir
 
 
 def test_a_registered_name_is_what_resolve_model_returns(tiny_model_dir, tmp_path, monkeypatch):
-    from agents.model_source import resolve_model
+    from agents.models.source import resolve_model
 
     data = tmp_path / "data"
     assert models("add", str(tiny_model_dir), "--name", "tiny", "--data-dir", str(data)).exit_code == 0
@@ -184,7 +184,7 @@ def test_adapters_are_listed_under_the_base_they_were_trained_on(tiny_model_dir,
 
 
 def test_a_runs_adapter_is_remembered_once_under_a_free_name(tmp_path):
-    from agents.models import remember_adapter
+    from agents.models.registry import remember_adapter
 
     data = tmp_path / "data"
     first = _adapter(tmp_path / "a" / "sft" / "adapter", BASE_NAME)
@@ -241,8 +241,8 @@ def _tiny_gguf(out: Path, seed: int = 0) -> Path:
 def test_a_persons_gguf_is_converted_once_with_its_hash_recorded(tmp_path, monkeypatch):
     from transformers import AutoConfig, AutoTokenizer
 
-    from agents.model_convert import sha256_of
-    from agents.model_source import resolve_model
+    from agents.models.convert import sha256_of
+    from agents.models.source import resolve_model
 
     gguf_file = _tiny_gguf(tmp_path / "My-Model.Q8.gguf")
     data = tmp_path / "data"

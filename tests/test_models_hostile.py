@@ -1,4 +1,4 @@
-"""Model files someone else made (agents/model_files.py): a malformed GGUF, safetensors file
+"""Model files someone else made (agents/models/files.py): a malformed GGUF, safetensors file
 or adapter gets one line and exit 2 from `models add` and `models show`, never a traceback,
 and leaves the models folder exactly as it was."""
 
@@ -93,8 +93,8 @@ def test_a_malformed_gguf_is_one_line_and_leaves_nothing(case, data_dir, tmp_pat
 
 
 def test_a_truncated_real_gguf_is_refused_and_the_whole_one_is_not(data_dir, tmp_path):
-    from agents.model_files import check_gguf
-    from agents.models import packaged_gguf
+    from agents.models.files import check_gguf
+    from agents.models.registry import packaged_gguf
 
     check_gguf(packaged_gguf())  # the real file passes the walk
     whole = packaged_gguf().read_bytes()

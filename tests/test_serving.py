@@ -26,7 +26,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agents.serving import (
+from agents.serving.adapters import AdapterLoadError, AdapterRegistry, load_adapter
+from agents.serving.server import (
     INSTALL_HINT,
     RUNTIME_LORA_ENV,
     ServeConfig,
@@ -34,7 +35,6 @@ from agents.serving import (
     VllmServer,
     build_command,
 )
-from agents.serving_adapters import AdapterLoadError, AdapterRegistry, load_adapter
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -353,8 +353,8 @@ def test_outliner_show_hide_and_viewport_wireframe(fresh, qtbot):
 
 def test_the_agent_dock_lists_registered_models_with_their_adapters(studio, tmp_path):
     """The packaged base is the hf policy's default; a registered adapter sits under its base
-    and choosing it fills the policy, the model and the adapter (agents/models.py)."""
-    from agents.models import BASE_NAME, add
+    and choosing it fills the policy, the model and the adapter (agents/models/registry.py)."""
+    from agents.models.registry import BASE_NAME, add
 
     dock = studio.agent
     dock.policy.setCurrentText("hf")

@@ -278,7 +278,7 @@ def test_run_and_send_never_keep_the_focus_and_the_default_policy_is_the_local_m
         fresh, qtbot, tmp_path):
     from PySide6.QtCore import QSettings, Qt
 
-    from agents.models import BASE_NAME
+    from agents.models.registry import BASE_NAME
     from studio.agent.dock import AgentDock
 
     w = fresh

@@ -40,7 +40,7 @@ def launch_and_wait(qtbot, dock, timeout_ms=600_000) -> int:
 def with_base(data_dir: Path, base_data_dir: Path) -> None:
     """`data_dir` holding the packaged base as if built there (a link to the session's copy:
     the conversion is ~20-35 s of a loaded CPU)."""
-    from agents.models import BASE_NAME
+    from agents.models.registry import BASE_NAME
 
     link = data_dir / "models" / BASE_NAME
     if not link.exists():
@@ -50,7 +50,7 @@ def with_base(data_dir: Path, base_data_dir: Path) -> None:
 
 def test_demonstrations_to_an_adapter_that_drives_the_agent(studio, qtbot, tmp_path, base_data_dir,
                                                            monkeypatch, one_torch_thread):
-    from agents.models import BASE_NAME
+    from agents.models.registry import BASE_NAME
 
     w, c, dock = studio, studio.controller, studio.training
     with_base(Path(c.data_dir), base_data_dir)
@@ -136,10 +136,10 @@ def test_the_shipped_studio_config_loads_offline_in_a_fresh_folder(tmp_path, wor
     are what `modelwright train sft --config assets/configs/sft-studio-demos.yaml` would read,
     and its model resolves to the packaged base. (Training itself on a copy of this file, as the
     studio writes it, is the test above: one real SFT run of the base covers both.)"""
-    from agents.start_state import StartState
+    from agents.loop.start_state import StartState
+    from agents.loop.turns import HumanTurns
     from agents.store import Store
     from agents.store.export import export_parquet
-    from agents.turns import HumanTurns
     from training.cli.train import _load
     from training.sft.data import load_conversations
 

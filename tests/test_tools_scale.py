@@ -9,7 +9,7 @@ import random
 import pytest
 from PIL import Image
 
-from agents.context import compact_scene
+from agents.loop.context import compact_scene
 from tools.fuzz import write_cubes
 
 OBJECT_NAMES = [f"obj{i}" for i in range(8)]

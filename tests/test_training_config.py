@@ -180,7 +180,7 @@ def test_model_path_is_a_hub_id_or_a_folder_by_the_one_rule_resolve_model_uses(
         tmp_path, monkeypatch):
     """`org/name` is a hub id (nothing asked of the network while parsing); `runs/model`
     under an existing `runs/` is a missing folder, in the config as when the model loads."""
-    from agents.model_source import ModelNotFound, resolve_model
+    from agents.models.source import ModelNotFound, resolve_model
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()

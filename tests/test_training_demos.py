@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
+from agents.policies.protocol import ToolCall
 from agents.policies.simple import PlanPolicy
-from agents.policy import ToolCall
 from training.sft.demos import CapturingPolicy, conversation_row
 
 TOOLS = [

@@ -116,7 +116,7 @@ def test_server_mode_rollouts_are_shown_only_the_configs_tools(tmp_path):
     in the SFT rows (a real loopback server records the request the policy sent)."""
     from test_agents_openai_policy import Scripted, first_prompt
 
-    from agents.loop import openai_tools
+    from agents.loop.episode_loop import openai_tools
     from tools import catalogue
 
     with _scripted_sync(tmp_path, [_token_answer([5, 6])]) as sync:
@@ -135,7 +135,7 @@ def test_server_mode_turns_carry_the_pixels_of_the_prompt_the_server_was_sent(
     from test_agents_openai_policy import first_prompt
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from agents.loop import openai_tools
+    from agents.loop.episode_loop import openai_tools
     from agents.policies.hf_policy import encode_prompt, shown_tools
     from tools import catalogue
     from training.rl.grpo import image_token_id
@@ -190,7 +190,7 @@ def test_a_ray_nodes_server_turn_gets_its_pixels_on_the_trainers_side(tmp_path, 
     from test_agents_openai_policy import Scripted, first_prompt
     from transformers import AutoProcessor
 
-    from agents.loop import openai_tools
+    from agents.loop.episode_loop import openai_tools
     from agents.policies import make_policy
     from agents.policies.hf_policy import encode_prompt, shown_tools
     from tools import catalogue
@@ -254,7 +254,7 @@ def test_rows_are_blocks_of_one_turn_per_rollout_with_masked_padding():
     rollout; a rollout that ended sooner gives a no-loss row that keeps its episode reward."""
     from types import SimpleNamespace
 
-    from agents.policy import TurnTokens
+    from agents.policies.protocol import TurnTokens
     from training.rl.rollouts import Rollout, training_rows
 
     def rollout(reward, *turns):
@@ -292,8 +292,8 @@ def _oracle_call(task):
 def _prompts(task, session, config, turns: int) -> list:
     """The (messages, tools) the loop shows at each of `turns` turns of a policy that always
     sends the task's first oracle call (the second time, the name is taken: it fails)."""
-    from agents.loop import EpisodeLoop
-    from agents.policy import PolicyReply, ToolCall
+    from agents.loop.episode_loop import EpisodeLoop
+    from agents.policies.protocol import PolicyReply, ToolCall
 
     seen: list = []
 
@@ -357,7 +357,7 @@ def _task():
 @pytest.fixture(scope="module")
 def taught(tmp_path_factory, tiny_model_dir, worker_pool):
     """The tiny model taught the first call of a task on the loop's first prompt."""
-    from agents.loop import LoopConfig
+    from agents.loop.episode_loop import LoopConfig
 
     task = _task()
     session = ToolSession(worker_pool, deadline_s=300)
@@ -376,8 +376,8 @@ STUCK_LOOP = {"max_steps": 4, "render_size": 128, "record_artifacts": False,
 
 
 def _stuck_loop():
-    from agents.context import ContextConfig
-    from agents.loop import LoopConfig
+    from agents.loop.context import ContextConfig
+    from agents.loop.episode_loop import LoopConfig
 
     return LoopConfig(**STUCK_LOOP, context=ContextConfig(token_budget=600))
 

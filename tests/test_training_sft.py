@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from agents.policy import PolicyReply
+from agents.policies.protocol import PolicyReply
 from training.sft.demos import conversation_row, write_rows
 
 TOOLS = [

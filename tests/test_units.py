@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from agents.loop import DEFAULT_SYSTEM
+from agents.loop.episode_loop import DEFAULT_SYSTEM
 from tools.specs import TOOLS, field_unit, length_unit
 from training.tasks import FAMILIES, get_task
 

@@ -215,7 +215,7 @@ def _hot_load(serve_url: str, name: str, ckpt: Path) -> None:
     """Load the new adapter into a running server; a down server must not stop training."""
     import logging
 
-    from agents.serving_adapters import load_adapter
+    from agents.serving.adapters import load_adapter
 
     try:
         loaded = load_adapter(serve_url, name, ckpt, unload_previous=True)

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from agents.model_source import EXAMPLE_HUB_ID, is_hub_id
+from agents.models.source import EXAMPLE_HUB_ID, is_hub_id
 
 
 class ConfigError(ValueError):

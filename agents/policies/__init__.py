@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from agents.policy import Policy
+from agents.policies.protocol import Policy
 
 PolicyFactory = Callable[..., Policy]
 

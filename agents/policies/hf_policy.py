@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.chat_format import tokenizer_of
-from agents.policy import PolicyError, PolicyReply, TurnTokens
-from agents.toolcall_parser import parse_tool_calls
+from agents.policies.chat_format import tokenizer_of
+from agents.policies.protocol import PolicyError, PolicyReply, TurnTokens
+from agents.policies.toolcall_parser import parse_tool_calls
 from tools import images
 
 # One generation at a time per process: rollouts of a batch run on several threads, and the
@@ -469,7 +469,7 @@ def encode_prompt(
     processor: Any, messages: list[dict], tools: list[dict] | None, device: Any = None
 ):
     """Tokenised prompt (with the assistant header) and pixel values for `messages`."""
-    from agents import chat_format
+    from agents.policies import chat_format
 
     if chat_format.uses_hermes(processor):  # a template without tools: one format for all
         text = chat_format.render(processor, messages, tools)
@@ -518,7 +518,7 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     """Load processor and model (plus LoRA adapter) from local folders; nothing is downloaded."""
     import torch
 
-    from agents.model_source import resolve_model
+    from agents.models.registry.source import resolve_model
     from tools.exits import Unavailable, UserError
 
     # A registered name (the packaged base is built from its wheel on first use) or a folder.

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.policies.hf_policy import shown_tools  # torch loads inside its functions only
-from agents.policy import PolicyError, PolicyReply, ToolCall, TurnTokens
-from agents.toolcall_parser import parse_tool_calls
+from agents.policies.protocol import PolicyError, PolicyReply, ToolCall, TurnTokens
+from agents.policies.toolcall_parser import parse_tool_calls
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 

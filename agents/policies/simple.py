@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from agents.policy import PolicyReply, ToolCall
+from agents.policies.protocol import PolicyReply, ToolCall
 
 
 class NonePolicy:

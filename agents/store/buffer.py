@@ -31,7 +31,7 @@ class BufferedEpisode:
     abort_reason: str | None = None
     closed: bool = False
 
-    # -- the recorder's interface (agents/loop.py, agents/turns.py record_turn) ---------------
+    # -- the recorder's interface (agents/loop/episode_loop.py, agents/loop/turns.py record_turn) ---------------
     @property
     def n_steps(self) -> int:
         return len(self.steps)

@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from agents.models import BASE_NAME
+from agents.models.registry import BASE_NAME
 from studio.agent.runner import AgentRequest, AgentRunner, refusal
 from studio.foreign import plain_label, png_image
 from tools.exits import UserError
@@ -246,7 +246,7 @@ class AgentDock(QWidget):
 
     def fill_local(self) -> None:
         """The registered models, each followed by its adapters."""
-        from agents.models import list_adapters, list_models
+        from agents.models.registry import list_adapters, list_models
 
         self.local.clear()
         self.local.addItem("registered models and adapters...", None)

@@ -1,4 +1,4 @@
-"""Runs THE episode loop (agents.loop) in a QThread and re-posts its events as Qt signals.
+"""Runs THE episode loop (agents.loop.episode_loop) in a QThread and re-posts its events as Qt signals.
 
 The loop is the same code the CLI and RL rollouts run; the studio only gives it a session
 proxy (calls go through the studio's session thread), a cancel flag (Stop) and an approval
@@ -86,7 +86,7 @@ class NotedPolicy:
 
 
 class AgentRunner(QThread):
-    sig_event = Signal(str, object)  # (kind, data) from agents.events
+    sig_event = Signal(str, object)  # (kind, data) from agents.loop.events
     sig_approval = Signal(object)  # ApprovalRequest: answer it with .answer(bool)
     sig_finished = Signal(object)  # the episode summary dict
     sig_error = Signal(str)
@@ -175,7 +175,7 @@ def local_model(policy: str, data_dir: str | None) -> str:
     name, _, arg = policy.partition(":")
     if name != "hf" or not data_dir:
         return policy
-    from agents.models import BASE_NAME, resolve
+    from agents.models.registry import BASE_NAME, resolve
     from tools.exits import UserError
 
     arg = arg or BASE_NAME  # `hf` alone: the packaged base, as the hf policy takes it

@@ -6,7 +6,7 @@ so far is its start state (`setup`), so replay, export and eval rebuild the same
 The episode begins at the first call of either actor and stays open while they take turns
 (the person can stop the agent, edit by hand and let it go on); it ends at Finish, a new
 scene, another task or when the studio closes. A person's calls are recorded through
-`agents.turns.HumanTurns`, as the turns the agent would have had; the agent's through the
+`agents.loop.turns.HumanTurns`, as the turns the agent would have had; the agent's through the
 episode loop itself (`EpisodeLoop(recorder=...)`). Each step says who made it.
 """
 
@@ -48,7 +48,7 @@ class Demonstration:
 
     def __init__(self, store_factory) -> None:
         self._store_factory = store_factory  # () -> agents.store.Store (opened on first use)
-        self.turns: Any = None  # agents.turns.HumanTurns over the open recorder
+        self.turns: Any = None  # agents.loop.turns.HumanTurns over the open recorder
         self.episode_id: str | None = None
         self.task_id: str | None = None
         self.task_params: dict | None = None

@@ -293,7 +293,7 @@ class TrainingDock(QWidget):
             self.controller.sig_error.emit(
                 "No finished adapter in the run folder yet: launch a run and let it finish.")
             return False
-        from agents.models import remember_adapter
+        from agents.models.registry import remember_adapter
         from tools.exits import UserError
 
         try:  # listed under its base in the Agent dock and `modelwright models list`
@@ -336,7 +336,7 @@ class TrainingDock(QWidget):
 
         def work() -> None:
             try:
-                from agents.serving_adapters import load_adapter
+                from agents.serving.adapters import load_adapter
 
                 loaded = load_adapter(base_url, name, str(path))
                 self.sig_adapter.emit(f"Loaded {path} into {base_url} as {getattr(loaded, 'name', loaded)}")

@@ -37,11 +37,11 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("agents/store/export.py", "*", "write_text"): "a dataset export's temp dir, then os.replace",
     ("agents/tinymodel_teach.py", "*", "shutil.copytree"): "a tiny model folder the trainer made",
     # the model registry under DATA/models: no worker ever wrote there
-    ("agents/model_convert.py", "convert_gguf", "write_text"): "a converted model's manifest, "
+    ("agents/models/convert.py", "convert_gguf", "write_text"): "a converted model's manifest, "
     "in its own mkdtemp build folder before the rename",
-    ("agents/model_convert.py", "locked", "open"): "a conversion or registry lock file under "
+    ("agents/models/convert.py", "locked", "open"): "a conversion or registry lock file under "
     "DATA/models",
-    ("agents/models.py", "_registry", "write_text"): "the registry's temp file under DATA/models, "
+    ("agents/models/registry.py", "_registry", "write_text"): "the registry's temp file under DATA/models, "
     "then os.replace",
     # training run folders: the trusted side's own figures and checkpoints, no worker's file
     ("training/runs.py", "*", "*"): "a training run folder (config, metrics, checkpoints)",

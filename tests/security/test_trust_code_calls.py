@@ -205,7 +205,7 @@ def test_a_harmless_call_is_as_idle_as_no_call_and_below_a_failing_try(worker_po
 def test_recall_step_neither_fails_nor_counts(worker_pool):
     """`recall_step` is answered by the loop from the episode's own history: with it or
     without it, an episode scores the same."""
-    from agents.loop_config import LoopConfig
+    from agents.loop.config import LoopConfig
     from agents.policies.simple import PlanPolicy, calls_from_plan
     from training.eval.harness import run_spec, task_spec
 

@@ -19,7 +19,7 @@ import zlib
 import pytest
 from typer.testing import CliRunner
 
-from agents.loop_config import LoopConfig
+from agents.loop.config import LoopConfig
 from agents.policies.simple import PlanPolicy, calls_from_plan
 from tools import ToolSession, WorkerPool, images
 from tools.errors import ErrorKind

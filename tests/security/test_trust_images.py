@@ -43,7 +43,7 @@ def small() -> bytes:
 
 def test_a_header_over_the_cap_is_refused_by_every_loader():
     from agents.policies.hf_policy import decode_image
-    from agents.policy import PolicyError
+    from agents.policies.protocol import PolicyError
     from training.sft.data import DatasetError, to_pil
 
     claim = png(50_000, 50_000)

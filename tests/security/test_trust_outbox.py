@@ -179,7 +179,7 @@ CUBE_STL = "solid c\n" + "".join(
 
 
 def test_mcp_workspace_is_copied_in_and_out_never_bound(tmp_path):
-    from agents.mcp_server import McpSettings, ToolBridge
+    from agents.serving.mcp_server import McpSettings, ToolBridge
 
     out, victim = setup_folders(tmp_path)
     (out / "in").mkdir()

@@ -16,7 +16,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from agents.loop_config import LoopConfig
+from agents.loop.config import LoopConfig
 from agents.policies.simple import PlanPolicy, calls_from_plan
 from tools import ToolSession, confined
 from training.eval.harness import episode_scheduler, run_spec, task_spec

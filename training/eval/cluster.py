@@ -286,7 +286,7 @@ class EpisodeNode:
         """Run `request`; the record (without `_result`), the EpisodeResult, the buffered
         episode for the head's store, or the error. An infrastructure failure (the worker
         died while building the start state, no session) is retried here on a fresh worker."""
-        from agents.loop import InfrastructureError
+        from agents.loop.episode_loop import InfrastructureError
         from agents.store.buffer import BufferSink
         from tools import ToolSession
 

@@ -131,7 +131,7 @@ def episode_scheduler(workers: int, session_factory: Callable[[], Any] | None = 
     With `scored`, the verifier keeps as many clean workers warm: each episode's checker
     scores in one when it ends, and episodes that end together must not queue on cold
     starts. `options` go to `agents.Scheduler` (seed, deadline_s). Every episode gets a fresh worker
-    (one worker, one episode: agents/scheduler.py)."""
+    (one worker, one episode: agents/loop/scheduler.py)."""
     from agents import Scheduler
 
     if scored:

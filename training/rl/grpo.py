@@ -152,7 +152,7 @@ def rollout_store(spec: GRPOSpec, out_dir: Path) -> Any:
 
 def loop_config(spec: GRPOSpec, runtime: RLRuntime | None = None) -> Any:
     """The rollouts' loop settings: the runtime's own, or the spec's turns and render size."""
-    from agents.loop import LoopConfig
+    from agents.loop.episode_loop import LoopConfig
 
     if runtime is not None and runtime.loop is not None:
         return runtime.loop

@@ -114,7 +114,7 @@ class ServerSync:
 
     def sync(self, model: Any, step: int) -> None:
         """Save the adapter of `step` and hot-load it; a failure is logged and counted."""
-        from agents.serving_adapters import load_adapter
+        from agents.serving.adapters import load_adapter
 
         folder = self.out_dir / "sync" / f"step-{step}"
         try:

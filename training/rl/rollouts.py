@@ -1,4 +1,4 @@
-"""GRPO rollouts are episodes of THE loop (`agents/loop.py`), run on the eval scheduler's pool.
+"""GRPO rollouts are episodes of THE loop (`agents/loop/episode_loop.py`), run on the eval scheduler's pool.
 
 `run_groups` runs `group_size` episodes per task, each one an `EpisodeLoop` episode with a
 policy that generates from the model being trained, exactly as `run`/`eval` run them
@@ -36,7 +36,7 @@ class Rollout:
 
     task_id: str
     seed: int
-    result: Any  # agents.episode.EpisodeResult
+    result: Any  # agents.loop.episode.EpisodeResult
     record: dict = field(default_factory=dict)  # run_spec's summary
     version: str | None = None  # the weights or adapter that generated it (meta "adapter")
     node: str = "local"  # where it ran (a Ray node's id on the ray backend)

@@ -176,7 +176,7 @@ class ConversationCollator:
     def __init__(
         self, processor: Any, max_length: int | None = None, cache_bytes: int = 1 << 30
     ) -> None:
-        from agents import chat_format
+        from agents.policies import chat_format
 
         self.processor = processor
         self.max_length = max_length
@@ -214,7 +214,7 @@ class ConversationCollator:
     def encode_row(self, row: dict) -> dict:
         """input_ids, attention_mask, labels (assistant-only) and vision tensors for one row."""
         if self.hermes:  # tools in the system message, calls as <tool_call> text
-            from agents import chat_format
+            from agents.policies import chat_format
 
             if chat_format.is_text_only(self.processor):  # the row keeps its frames
                 messages = template_messages(_without_images(row["messages"]), [])
@@ -253,7 +253,7 @@ class ConversationCollator:
 
         encoded = [self.encode(r) for r in rows]
         width = max(e["input_ids"].shape[1] for e in encoded)
-        from agents.chat_format import tokenizer_of
+        from agents.policies.chat_format import tokenizer_of
 
         pad_id = tokenizer_of(self.processor).pad_token_id
         pads = {"input_ids": pad_id, "attention_mask": 0, "labels": -100, "mm_token_type_ids": 0}

@@ -45,7 +45,7 @@ def base_model_path(spec: ModelSpec, run_dir: Path, path: str | Path | None = No
         return spec.path
     folder = Path(spec.path).expanduser() if spec.path else Path(run_dir) / "base-model"
     if not (folder / "config.json").is_file():
-        from agents.tinymodel import build_tiny_model
+        from agents.models.tiny import build_tiny_model
 
         build_tiny_model(folder, seed=0, size=spec.tiny_size)
     return str(folder)
@@ -55,7 +55,7 @@ def load_model(spec: ModelSpec, run_dir: Path, path: str | Path | None = None):
     """(model, processor) a run in `run_dir` trains, from the model `base_model_path` picks
     (the one decision of where a run's model comes from, for SFT, GRPO and the pipeline)."""
     from agents import resolve_model
-    from agents.model_source import loading
+    from agents.models.source import loading
 
     # before torch: a typo fails at once
     source = resolve_model(base_model_path(spec, run_dir, path))
@@ -224,7 +224,7 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
     data = load_conversations(spec.data, where)
     id_column = next((c for c in ("episode_id", "id") if c in data.column_names), None)
     model, processor = load_model(config.model, out_dir, model_path)
-    from agents.chat_format import is_text_only, uses_hermes
+    from agents.policies.chat_format import is_text_only, uses_hermes
 
     if is_text_only(processor) and "images" in data.column_names:
         # A text-only model trains on the rows' text; the frames stay in the store.

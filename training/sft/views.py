@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 from typing import Any, get_args
 
-from agents.context import SCENE_PREFIX
+from agents.loop.context import SCENE_PREFIX
 from training.train_config import PromptView
 
 VIEWS: tuple[str, ...] = get_args(PromptView)  # what `sft.prompt_curriculum` validates

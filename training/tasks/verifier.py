@@ -102,7 +102,7 @@ def established(calls: list[dict[str, Any]], entries: list[Any], valid: dict[int
     `changed` by whether the call changed the rebuilt scene. A look the loop answered itself
     (`recall_step`: it reads the episode's own history, never the scene) is left out: it
     neither fails nor counts toward validity."""
-    from agents.context import RECALL_TOOL
+    from agents.loop.context import RECALL_TOOL
 
     tools_by_seq = {e.seq: e.tool for e in entries}
     out = []

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agents.episode import CallOutcome, StepRecord
-from agents.loop_config import LoopConfig
-from agents.policy import ToolCall
-from agents.start_state import StartState
+from agents.loop.config import LoopConfig
+from agents.loop.episode import CallOutcome, StepRecord
+from agents.loop.start_state import StartState
+from agents.policies.protocol import ToolCall
 from tools import Session
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from agents.serving import RUNTIME_LORA_ENV, ServingError, adapter_rank
+from agents.serving.server import RUNTIME_LORA_ENV, ServingError, adapter_rank
 
 REGISTRY_ENV = "MODELWRIGHT_ADAPTER_REGISTRY"
 

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agents.policy import ToolCall
+from agents.policies.protocol import ToolCall
 
 RECALL_TOOL = "recall_step"
 SCENE_PREFIX = "Scene: "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agents.context import ContextConfig
+from agents.loop.context import ContextConfig
 
 DEFAULT_SYSTEM = (
     "You build 3D models by calling tools that drive Blender and CadQuery. The scene is in "

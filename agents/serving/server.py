@@ -6,7 +6,7 @@ profile's speed/accuracy trade-offs) without needing vLLM installed, so `--dry-r
 everywhere. `VllmServer` starts that command in its own process group, waits for
 `GET /health`, and stops the whole group: SIGTERM first so vLLM frees the GPU cleanly,
 SIGKILL after a grace period for what does not listen. Hot-loading adapters into a
-running server lives in `agents.serving_adapters`.
+running server lives in `agents.serving.adapters`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from agents.serving_profiles import (
+from agents.serving.profiles import (
     PROFILES,
     ModelFamily,
     ProfileName,

@@ -1,4 +1,4 @@
-"""Where a model comes from: a registered name (`agents/models.py`: the packaged base, added
+"""Where a model comes from: a registered name (`agents/models/registry.py`: the packaged base, added
 GGUFs and folders), a local folder, or a hub id the user named on purpose.
 
 `transformers` treats any string it cannot find on disk as a hub id and goes to the network,
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.models import resolve as registered
+from agents.models.registry import resolve as registered
 from tools.exits import ExitCode, Unavailable, UserError, one_line
 
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -50,7 +50,7 @@ def is_hub_id(name: str) -> bool:
 
 def resolve_model(name: str | os.PathLike[str] | None, what: str = "model",
                   probe: bool = True) -> ModelSource:
-    """A registered model (`modelwright models list`, `agents/models.py`), a local model
+    """A registered model (`modelwright models list`, `agents/models/registry.py`), a local model
     folder or a hub id; `ModelNotFound` (one line, what to do) otherwise.
     `probe` asks the hub once (no retries) whether a hub id is there: the hub client would
     retry a dead network for ~30 s per file. Without an answer a cached copy is used."""

@@ -25,8 +25,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agents import events as ev
-from agents.context import (
+from agents.loop import events as ev
+from agents.loop.config import DEFAULT_SYSTEM, LoopConfig
+from agents.loop.context import (
     RECALL_SPEC,
     RECALL_TOOL,
     ContextWindow,
@@ -35,11 +36,10 @@ from agents.context import (
     openai_tools,
     wire_call,
 )
-from agents.episode import CallOutcome, EpisodeResult, StepRecord, Verdict
-from agents.loop_config import DEFAULT_SYSTEM, LoopConfig
-from agents.policy import Policy, PolicyError, PolicyReply, ToolCall
-from agents.start_state import InfrastructureError, StartState, build_start_state
-from agents.turns import episode_meta, observe_frame, record_turn
+from agents.loop.episode import CallOutcome, EpisodeResult, StepRecord, Verdict
+from agents.loop.start_state import InfrastructureError, StartState, build_start_state
+from agents.loop.turns import episode_meta, observe_frame, record_turn
+from agents.policies.protocol import Policy, PolicyError, PolicyReply, ToolCall
 from tools import Session
 
 __all__ = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agents.policy import ToolCall
+from agents.policies.protocol import ToolCall
 
 
 class Verdict(Protocol):
@@ -88,7 +88,7 @@ class StepRecord:
     overhead_ms: float = 0.0  # the loop's own time: step wall minus policy, tools, observe
     frame: bytes | None = None
     policy_error: str | None = None  # the reply could not be used (e.g. the server failed)
-    tokens: Any = None  # agents.policy.TurnTokens of this turn, when the policy gave them (RL)
+    tokens: Any = None  # agents.policies.protocol.TurnTokens of this turn, when the policy gave them (RL)
 
     @property
     def tool_errors(self) -> int:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.loop import InfrastructureError
+from agents.loop.episode_loop import InfrastructureError
 from tools import Session
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """`modelwright models list|add|show|remove`: the models and adapters a policy can be named by.
 
 Every command takes `--data-dir` (else MODELWRIGHT_DATA_DIR, else the platform default): the
-registry lives in DATA/models (`agents/models.py`). Errors are one line (`tools/exits.py`):
+registry lives in DATA/models (`agents/models/registry.py`). Errors are one line (`tools/exits.py`):
 2 for a name, file or folder the user got wrong, 3 when the packaged base's wheel is missing
 or its file is not the pinned one.
 """
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     @models.command("list")
     def list_cmd(data_dir: DataDir = None, as_json: AsJson = False) -> None:
         """Models (name, kind, size on disk, source) and each one's adapters."""
-        from agents.models import list_adapters, list_models
+        from agents.models.registry import list_adapters, list_models
 
         entries, adapters = list_models(data_dir), list_adapters(data_dir)
         if as_json:
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Register a model or adapter. A GGUF is converted once into the data dir; folders
         and hub-cache ids are registered by reference. Nothing is downloaded."""
-        from agents.models import add
+        from agents.models.registry import add
 
         entry = add(source, name=name, data_dir=data_dir, adapter=adapter)
         _echo(f"{entry.name}  {entry.path}")
@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
     def show_cmd(name: str = typer.Argument(..., help="A name from `models list`."),
                  data_dir: DataDir = None, as_json: AsJson = False) -> None:
         """Everything known about one model or adapter."""
-        from agents.models import show
+        from agents.models.registry import show
 
         info = show(name, data_dir)
         if as_json:
@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
                    data_dir: DataDir = None) -> None:
         """Forget a model or adapter: a converted copy is deleted, a referenced folder only
         forgotten (its files stay)."""
-        from agents.models import remove
+        from agents.models.registry import remove
 
         _echo(remove(name, data_dir))
 

@@ -7,7 +7,7 @@ reference, and the LoRA adapters that belong to each.
     DATA/runs/*/adapter/           adapters of runs under the data dir, listed with their base
 
 The packaged base (`smollm2-135m-instruct`) is listed before it exists and built from the
-wheel's GGUF on first use (`agents/model_convert.py`: the pinned hash, the conversion). Light
+wheel's GGUF on first use (`agents/models/convert.py`: the pinned hash, the conversion). Light
 at import: transformers and torch only inside the conversion.
 """
 
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from agents.model_convert import (
+from agents.models.convert import (
     BASE_DIST,
     BASE_NAME,
     BASE_SHA256,
@@ -36,7 +36,7 @@ from agents.model_convert import (
     now,
     packaged_gguf,
 )
-from agents.model_files import check_adapter, check_gguf, check_model_folder
+from agents.models.files import check_adapter, check_gguf, check_model_folder
 
 __all__ = ["BASE_NAME", "BASE_SHA256", "AdapterEntry", "BaseModelMissing", "HashMismatch",
            "ModelEntry", "ModelError", "add", "ensure_base", "list_adapters", "list_models",
@@ -116,7 +116,7 @@ def list_models(data_dir: str | os.PathLike[str] | None = None) -> list[ModelEnt
 
 def show(name: str, data_dir: str | os.PathLike[str] | None = None) -> dict:
     """One model with its adapters, or one adapter; ModelError (one line) when its files are
-    malformed (`agents/model_files.py`)."""
+    malformed (`agents/models/files.py`)."""
     for entry in list_models(data_dir):
         if entry.name == name:
             if entry.path and (Path(entry.path) / "config.json").is_file():

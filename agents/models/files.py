@@ -18,7 +18,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from agents.model_convert import ModelError
+from agents.models.convert import ModelError
 
 GGUF_MAGIC = b"GGUF"
 MAX_JSON_BYTES = 1 << 20  # adapter_config.json, config.json: a few KB in practice

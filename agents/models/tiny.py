@@ -141,8 +141,8 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
 
 def catalogue_corpus(repeat: int = 20) -> list[str]:
     """The real tool schemas and system prompt, so that the tool block a model reads is short."""
-    from agents.context import RECALL_SPEC
-    from agents.loop import DEFAULT_SYSTEM, openai_tools
+    from agents.loop.context import RECALL_SPEC
+    from agents.loop.episode_loop import DEFAULT_SYSTEM, openai_tools
     from tools import catalogue
 
     tools = openai_tools(catalogue()) + [RECALL_SPEC]

@@ -75,8 +75,8 @@ def register(app: typer.Typer) -> None:
             return
         if not model:
             fail("--model PATH_OR_ID is required")
-        from agents.model_source import resolve_model
-        from agents.serving import ServeConfig, build_command, vllm_launcher
+        from agents.models.source import resolve_model
+        from agents.serving.server import ServeConfig, build_command, vllm_launcher
 
         if profile not in ("full", "fast"):
             fail(f"--profile {profile!r}: choose full or fast")
@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
         api_key_env: str = typer.Option("VLLM_API_KEY", help="Env var holding the server's key."),
     ) -> None:
         """Hot-load a LoRA adapter into a running server under a fresh versioned name."""
-        from agents.serving_adapters import load_adapter
+        from agents.serving.adapters import load_adapter
 
         if check_path:
             _adapter_folder(path)
@@ -154,7 +154,7 @@ def register(app: typer.Typer) -> None:
         data_dir: Path = typer.Option(None, help="Trajectory store (default: the app's)."),
     ) -> None:
         """Serve the tool runtime over MCP (stdio): sandboxed, undoable, recorded."""
-        from agents.mcp_server import McpSettings, run_stdio
+        from agents.serving.mcp_server import McpSettings, run_stdio
 
         run_stdio(
             McpSettings(
@@ -165,7 +165,7 @@ def register(app: typer.Typer) -> None:
 
 def _run_server(command, health_timeout: float) -> None:  # noqa: ANN001 - ServeCommand
     """Run vLLM until it exits or the user stops it; stop it with its whole process group."""
-    from agents.serving import ServingError, VllmServer
+    from agents.serving.server import ServingError, VllmServer
 
     server = VllmServer(command)
     # SIGTERM to us (a supervisor, the studio) stops the server like Ctrl-C does. SIGINT is

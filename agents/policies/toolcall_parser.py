@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agents.policy import ToolCall
+from agents.policies.protocol import ToolCall
 
 NAME_KEYS = ("name", "tool", "tool_name", "function_name", "function")
 ARGS_KEYS = ("arguments", "args", "parameters", "input", "params", "kwargs")
