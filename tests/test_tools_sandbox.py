@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from tools import ErrorKind, sandbox
+from tools import ErrorKind
+from tools.sandbox import jail
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def listener():
 
 
 def test_jail_refuses_network_and_foreign_paths(session, listener, tmp_path):
-    assert sandbox.mode() == "bwrap"  # make test installs bubblewrap; the full jail is what we test
+    assert jail.mode() == "bwrap"  # make test installs bubblewrap; the full jail is what we test
     here = os.path.dirname(os.path.abspath(__file__))
     out = session._probe(connect=list(listener), read=["/etc/passwd", os.path.expanduser("~/.bashrc")],
                          write=[str(tmp_path / "escape"), os.path.join(here, "escape"),

@@ -50,7 +50,7 @@ def test_a_spare_preloads_cadquery(worker_pool):
 
 def test_the_shader_cache_seed_is_taken_once_through_checked_names_and_copied_per_worker(
         tmp_path, monkeypatch):
-    from tools import shader_cache
+    from tools.sandbox import shader_cache
 
     monkeypatch.setenv(shader_cache.ENV, str(tmp_path / "seed"))
     worker = tmp_path / "w1"  # what a worker left in its cache folder at `ready`
@@ -75,7 +75,7 @@ def test_the_shader_cache_seed_is_taken_once_through_checked_names_and_copied_pe
 
 
 def test_a_worker_starts_from_its_own_copy_of_the_seed(tmp_path, monkeypatch):
-    from tools import shader_cache
+    from tools.sandbox import shader_cache
 
     monkeypatch.setenv(shader_cache.ENV, str(tmp_path / "seed"))
     pool = WorkerPool(size=0, test_hooks=True)

@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 
-from tools import sandbox
+from tools.sandbox import jail
 
 
 def _status(pid: int) -> dict[str, list[str]]:
@@ -42,11 +42,11 @@ def measure() -> dict:
     from tools.supervisor import WorkerProcess
 
     root = tempfile.mkdtemp(prefix="modelwright-doctor-")
-    sandbox.traversable(root)
-    out: dict = {"jailed": sandbox.jailed(), "app_uid": os.geteuid(),
-                 "unjailed_allowed": sandbox.unjailed_allowed()}
-    if not sandbox.jailed():
-        out["problem"] = sandbox.why_unjailed() or "disabled by MODELWRIGHT_SANDBOX=none"
+    jail.traversable(root)
+    out: dict = {"jailed": jail.jailed(), "app_uid": os.geteuid(),
+                 "unjailed_allowed": jail.unjailed_allowed()}
+    if not jail.jailed():
+        out["problem"] = jail.why_unjailed() or "disabled by MODELWRIGHT_SANDBOX=none"
     w = WorkerProcess(os.path.join(root, "w"))
     try:
         reply, _ = w.request({"op": "confinement"}, 60)

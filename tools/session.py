@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from tools import ledger as ledger_mod
-from tools import sandbox
 from tools.errors import ErrorKind, ToolError
 from tools.results import ToolResult, WorkerDied, WorkerTimedOut, commit_number
+from tools.sandbox import jail
 from tools.specs import validate_call
 from tools.supervisor import WorkerPool, WorkerProcess, default_pool
 
@@ -105,7 +105,7 @@ class ToolSession:
         try:
             spec, norm = validate_call(tool, args)
             if self.untrusted or spec.name in UNTRUSTED_INPUT_TOOLS:
-                sandbox.require_jail(spec.name)
+                jail.require_jail(spec.name)
         except ToolError as e:
             seq = self.ledger.note(str(tool)[:64], {}, False, "refused")
             return ToolResult(str(tool)[:64], shown_args, False, error=e,

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from tools import confined, diskwatch, identity, memwatch, replies, sandbox, scratch, shader_cache
+from tools import confined, replies
 from tools.errors import ErrorKind, ToolError
 from tools.protocol import (
     HEADER,
@@ -33,6 +33,7 @@ from tools.protocol import (
     write_message,
 )
 from tools.results import WorkerDied, WorkerTimedOut, commit_number
+from tools.sandbox import diskwatch, identity, jail, memwatch, scratch, shader_cache
 from tools.text import printable
 
 log = logging.getLogger("modelwright.tools")
@@ -44,9 +45,9 @@ _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefi
 
 class WorkerProcess:
     """One jailed worker holding Blender and CadQuery, with its own scratch dir and, as root,
-    its own host uid (tools/identity.py) for as long as it lives; its memory is watched
-    (tools/memwatch.py) from its start to its kill, and its scratch is capped (a file system of
-    its own as root, else watched: tools/diskwatch.py)."""
+    its own host uid (tools/sandbox/identity.py) for as long as it lives; its memory is watched
+    (tools/sandbox/memwatch.py) from its start to its kill, and its scratch is capped (a file system of
+    its own as root, else watched: tools/sandbox/diskwatch.py)."""
 
     def __init__(self, scratch: str, *args, **kwargs):
         self.identity = identity.lease()
@@ -69,9 +70,9 @@ class WorkerProcess:
         # (a command delivers files out of here through tools/outbox.py)
         self.workspace = os.path.join(scratch, "workspace")
         # -s -P: no user site and no cwd on sys.path, for scratch is the session's to write into
-        limits = sandbox.Limits()
+        limits = jail.Limits()
         self.memory_cap_mb = limits.memory_mb  # RLIMIT_DATA inside, and the watch's cap
-        self.disk_cap_mb = limits.disk_mb  # what the scratch may hold (tools/diskwatch.py)
+        self.disk_cap_mb = limits.disk_mb  # what the scratch may hold (tools/sandbox/diskwatch.py)
         self._disk_at = 0.0  # when the disk watch last walked this scratch
         self.disk_full = False  # stopped for its disk (then `stopped_for` says so)
         os.makedirs(scratch, exist_ok=True)
@@ -101,15 +102,15 @@ class WorkerProcess:
         if restore:  # the dead worker's files, and its uid is another worker's from now on
             identity.hand_tree(scratch, uid)
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
-            sandbox.give_to_jail(d, uid)
+            jail.give_to_jail(d, uid)
         if not restore:  # a restored worker keeps the cache its session's worker had
             shader_cache.give(scratch, uid)
         # never through a link or a FIFO: a restored worker's scratch was the dead worker's to
         # write, and what it planted there must neither aim nor block the supervisor's writes
         self._log = confined.open_append(scratch, "worker.log")
-        env = dict(sandbox.worker_env(scratch), MESA_SHADER_CACHE_DIR=shader_cache.worker_dir(scratch))
-        fd = sandbox.seccomp_fd()
-        cmd = sandbox.wrap(argv, scratch, [], fd, uid)
+        env = dict(jail.worker_env(scratch), MESA_SHADER_CACHE_DIR=shader_cache.worker_dir(scratch))
+        fd = jail.seccomp_fd()
+        cmd = jail.wrap(argv, scratch, [], fd, uid)
         try:
             self.proc: subprocess.Popen = _KEEPER.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
@@ -131,7 +132,7 @@ class WorkerProcess:
         self.versions = ready.get("versions", {})
         self.startup_s = ready.get("startup_s", 0.0)
         self.ready_commit = commit_number(ready.get("commit"))  # a restored one's: the one it kept
-        if warm_render and not restore:  # it has run no session's input yet (tools/shader_cache.py)
+        if warm_render and not restore:  # it has run no session's input yet (tools/sandbox/shader_cache.py)
             shader_cache.take_seed(scratch)
 
     @property
@@ -172,7 +173,7 @@ class WorkerProcess:
         return reply, blobs
 
     def check_disk(self, every_s: float = 0.0) -> int | None:
-        """Stop the worker if its scratch is full (tools/diskwatch.py); the bytes it holds, or
+        """Stop the worker if its scratch is full (tools/sandbox/diskwatch.py); the bytes it holds, or
         None when not read now (a watched, unmounted scratch is walked at most every `every_s`)."""
         if not self.alive or self.stopped_for:
             return None
@@ -243,7 +244,7 @@ class WorkerProcess:
         memwatch.WATCH.discard(self)
         pids = self.host_pids() if self.alive else []
         handles = _pidfds(pids)  # names its process for good, unlike a pid
-        # and those a watch stopped (tools/memwatch.py): the wrapper may be gone before them
+        # and those a watch stopped (tools/sandbox/memwatch.py): the wrapper may be gone before them
         handles += self.stop_handles
         self.stop_handles = []
         for pid in reversed(pids):
@@ -307,7 +308,7 @@ class WorkerPool:
             scratch.sweep_dead()
             root, self._root_lock = scratch.new_root()
         self.root = root
-        sandbox.traversable(self.root)
+        jail.traversable(self.root)
         self.test_hooks = os.environ.get("MODELWRIGHT_TEST_HOOKS") == "1" if test_hooks is None else test_hooks
         self._idle: list[WorkerProcess] = []
         self._lock = threading.Lock()

@@ -24,8 +24,9 @@ from studio.outliner.units_menu import set_units
 from studio.project import archive, contents
 from studio.project.archive import Project, ProjectError
 from studio.project.recovery import RecoveryBanner
-from tools import ToolError, sandbox
+from tools import ToolError
 from tools.outbox import Outbox
+from tools.sandbox import jail
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +265,7 @@ class ProjectManager(QObject):
         try:
             project = archive.read_project(path)
             # its Blender files are someone else's input, like an import: only into a jail
-            sandbox.require_jail(f"opening {path.name}")
+            jail.require_jail(f"opening {path.name}")
         except ToolError as e:
             self._failed(path, e.message)
             return False

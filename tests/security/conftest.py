@@ -182,15 +182,15 @@ def _linked_copy(src: str, dest: str) -> None:
 def _readable_code(user: OrdinaryUser, root: str) -> tuple[str, list[str]]:
     """(checkout root, site-packages dirs) that the user can read: the real ones where it can
     (a checkout under /work), else linked copies under /tmp (CI may clone under /root)."""
-    from tools import sandbox
+    from tools.sandbox import jail
 
-    code = sandbox.PROJECT_ROOT
+    code = jail.PROJECT_ROOT
     site = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
-    needed = [os.path.join(sandbox.PROJECT_ROOT, "tools", "__init__.py"),
+    needed = [os.path.join(jail.PROJECT_ROOT, "tools", "__init__.py"),
               os.path.join(SECURITY_DIR, "conftest.py")]
     if not all(user.can_read(p) for p in needed):
         code = os.path.join(root, "checkout")
-        _linked_copy(sandbox.PACKAGE_DIR, os.path.join(code, "tools"))
+        _linked_copy(jail.PACKAGE_DIR, os.path.join(code, "tools"))
         _linked_copy(SECURITY_DIR, os.path.join(code, "tests", "security"))
     readable = []
     for i, p in enumerate(site):

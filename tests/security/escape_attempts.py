@@ -11,8 +11,9 @@ import socket
 import sys
 import tempfile
 
-from tools import ToolSession, seccomp
-from tools.sandbox import PROJECT_ROOT
+from tools import ToolSession
+from tools.sandbox import seccomp
+from tools.sandbox.jail import PROJECT_ROOT
 
 from .conftest import run_probe
 

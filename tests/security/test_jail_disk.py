@@ -1,4 +1,4 @@
-"""A worker's disk is capped (tools/diskwatch.py): its scratch holds at most the cap.
+"""A worker's disk is capped (tools/sandbox/diskwatch.py): its scratch holds at most the cap.
 
 As root each scratch is an ext4 image of exactly the cap, loop-mounted; as an ordinary user
 the supervisor walks it. Each attack writes far past the cap from a `cadquery_script` with full
@@ -15,7 +15,8 @@ import threading
 
 import pytest
 
-from tools import ErrorKind, ToolSession, WorkerPool, diskwatch
+from tools import ErrorKind, ToolSession, WorkerPool
+from tools.sandbox import diskwatch
 
 from .conftest import payload
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tools import sandbox
+from tools.sandbox import jail
 
 from .conftest import BYPASSES, run_probe
 from .escape_attempts import run_attempts
@@ -38,11 +38,11 @@ def refused(out: dict, key: str) -> bool:
 
 def test_runs_unprivileged_without_caps_with_seccomp_from_inside(attempts):
     st = attempts["status"]
-    assert st["Uid"].split()[0] != "0" and st["Uid"].split()[0] == str(sandbox.INSIDE_UID)
+    assert st["Uid"].split()[0] != "0" and st["Uid"].split()[0] == str(jail.INSIDE_UID)
     assert int(st["CapEff"], 16) == 0 and int(st["CapBnd"], 16) == 0
     assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2"
     inside, outside_parent, count = attempts["uid_map"][:3]
-    assert inside == str(sandbox.INSIDE_UID) and count == "1"
+    assert inside == str(jail.INSIDE_UID) and count == "1"
 
 
 def test_cannot_write_outside_scratch(attempts):
@@ -139,7 +139,7 @@ def test_each_lint_bypass_reaches_os_but_not_out(session, bypass, tmp_path):
     out = run_probe(session, "attempt('w', lambda: open(PARAMS['t'], 'w').write('x'))\n"
                     "out['uid'] = os.getuid()\n", {"t": str(target)}, bypass=bypass)
     assert refused(out, "w") and not target.exists()
-    assert out["uid"] == sandbox.INSIDE_UID
+    assert out["uid"] == jail.INSIDE_UID
 
 
 def test_str_format_reach_leaks_no_host_environment(session, monkeypatch):

@@ -1,4 +1,4 @@
-"""The memory cap counts the whole jail, shared memory included (tools/memwatch.py).
+"""The memory cap counts the whole jail, shared memory included (tools/sandbox/memwatch.py).
 
 RLIMIT_DATA counts neither MAP_SHARED nor memfd pages and is per process: each attack below
 touches three times the cap that way, and must end in a typed `crash` naming the cap, with
@@ -101,7 +101,7 @@ def test_the_cap_holds_when_the_app_runs_as_an_ordinary_user(ordinary_user):
 
 
 def test_an_honest_session_under_the_cap_is_left_alone(small_cap_pool):
-    from tools import memwatch
+    from tools.sandbox import memwatch
 
     with ToolSession(small_cap_pool, deadline_s=120) as s:
         assert s.call("cadquery_script", {"code": "import cadquery as cq\nresult = cq.Workplane().box(1, 2, 3)\n",

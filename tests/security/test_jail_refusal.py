@@ -7,7 +7,8 @@ import struct
 
 import pytest
 
-from tools import ErrorKind, ToolSession, sandbox, seccomp
+from tools import ErrorKind, ToolSession
+from tools.sandbox import jail, seccomp
 
 SCRIPT = {"code": "import cadquery as cq\nresult = cq.Workplane().box(1, 1, 1)", "name": "p"}
 CUBE = {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}
@@ -17,15 +18,15 @@ CUBE = {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}
 def no_jail(monkeypatch):
     # `jailed`, not `mode`: the pool's spares boot in the background meanwhile and must stay
     # jailed for the tests after this one
-    monkeypatch.setattr(sandbox, "jailed", lambda: False)
-    monkeypatch.delenv(sandbox.ALLOW_UNJAILED_ENV, raising=False)
+    monkeypatch.setattr(jail, "jailed", lambda: False)
+    monkeypatch.delenv(jail.ALLOW_UNJAILED_ENV, raising=False)
 
 
 def test_untrusted_tools_are_refused_without_a_jail(session, no_jail):
     for tool, args in (("cadquery_script", SCRIPT), ("import_file", {"path": "x.glb"})):
         r = session.call(tool, args)
         assert not r.ok and r.error.kind == ErrorKind.SANDBOX
-        assert sandbox.ALLOW_UNJAILED_ENV in r.error.message and "doctor" in r.error.message
+        assert jail.ALLOW_UNJAILED_ENV in r.error.message and "doctor" in r.error.message
     assert session.call("add_primitive", CUBE).ok  # structured calls are not code
 
 
@@ -36,7 +37,7 @@ def test_mcp_sessions_refuse_every_call_without_a_jail(worker_pool, no_jail):
 
 
 def test_the_opt_in_says_what_it_does(session, no_jail, monkeypatch):
-    monkeypatch.setenv(sandbox.ALLOW_UNJAILED_ENV, "1")
+    monkeypatch.setenv(jail.ALLOW_UNJAILED_ENV, "1")
     assert session.call("cadquery_script", SCRIPT).ok
 
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tools import sandbox
+from tools.sandbox import jail
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def doctor_as_user(request):
 def test_ordinary_user_gets_the_same_jail(doctor_as_user):
     r, uid = doctor_as_user
     assert r["jailed"] and r["app_uid"] == uid != 0
-    assert r["uid"] == sandbox.INSIDE_UID and r["host_uid"] == uid  # never root, in or out
+    assert r["uid"] == jail.INSIDE_UID and r["host_uid"] == uid  # never root, in or out
     assert r["outside_uid"] == uid  # the host's truth, not the uid map's intermediate 0
     assert r["scratch_mode"] == "0o700" and r["scratch_uid"] == uid  # private to that user
     assert r["capabilities_dropped"] and r["cap_eff"] == "0000000000000000"

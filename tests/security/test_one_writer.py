@@ -24,9 +24,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tools/confined.py", "*", "*"): "a worker's scratch and the trusted side's own copies of it",
     ("tools/worker/", "*", "*"): "inside the jail: the worker's own scratch",
     # supervisor, verifier and ledger bookkeeping inside their own private roots
-    ("tools/scratch.py", "*", "os.open"): "a pool's lock file in its own mkdtemp root",
-    ("tools/identity.py", "*", "os.open"): "a uid lease lock in the supervisor's lock dir",
-    ("tools/shader_cache.py", "*", "shutil.copytree"): "the shader cache under the pool's root",
+    ("tools/sandbox/scratch.py", "*", "os.open"): "a pool's lock file in its own mkdtemp root",
+    ("tools/sandbox/identity.py", "*", "os.open"): "a uid lease lock in the supervisor's lock dir",
+    ("tools/sandbox/shader_cache.py", "*", "shutil.copytree"): "the shader cache under the pool's root",
     ("tools/ledger.py", "*", "open"): "the ledger's vault of acknowledged commits (0700, its own)",
     ("tools/verifier.py", "*", "*"): "a clean verifier worker's private state folder",
     ("tools/fuzz.py", "*", "write_text"): "a fuzz input in the fuzzer's own temp dir",

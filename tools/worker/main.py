@@ -17,7 +17,7 @@ import traceback
 def _harden(memory_mb: int, max_procs: int, cpu_s: int, disk_mb: int = 8192) -> None:
     caps = {
         resource.RLIMIT_CORE: 0,  # no core dumps of a jailed process
-        # no runaway file, and none bigger than the scratch may hold (tools/diskwatch.py)
+        # no runaway file, and none bigger than the scratch may hold (tools/sandbox/diskwatch.py)
         resource.RLIMIT_FSIZE: min(4 << 30, disk_mb << 20),
         # RLIMIT_DATA, not RLIMIT_AS: bpy, Mesa and OCCT reserve far more address space than
         # they touch, and RLIMIT_AS counts the reservations; DATA counts writable private memory

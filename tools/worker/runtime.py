@@ -139,7 +139,7 @@ class WorkerRuntime:
         self.handlers[tool](args)
 
 
-_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the scratch's cap (tools/diskwatch.py)
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the scratch's cap (tools/sandbox/diskwatch.py)
 
 
 def _short(e: BaseException) -> str:

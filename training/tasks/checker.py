@@ -4,7 +4,7 @@ Loading the policy's part (STEP, GLB), OCCT booleans, IoU and tessellation cost 
 makes them cost: a 576-hole plate took the trusted process to 69.5 s and 1.09 GB. So the
 trusted side computes none of it. `check(task, session, calls)` hands the task and the calls (pickled:
 our own data, trusted -> jail only) to a fresh checker process
-(`training/tasks/checker_main.py`) jailed like a tool worker (tools/sandbox.py: bubblewrap,
+(`training/tasks/checker_main.py`) jailed like a tool worker (tools/sandbox/jail.py: bubblewrap,
 seccomp, its own host uid as root, `training/` and `tools/` read-only, its scratch the only
 writable place), which runs the checkers (`checks.evaluate_here`) on a stand-in session. Each
 query of that session (`get_scene`, `export`, `mesh_check`, ...) comes back here over a pipe
@@ -18,7 +18,7 @@ Caps (read at each check):
   episode's checks; the time the clean worker spends answering its queries is not counted
   (that worker has its own deadline).
 - `MODELWRIGHT_CHECKER_MEMORY_MB` (default 4096): RLIMIT_DATA in the checker and the cap of
-  the memory watch over its jail (tools/memwatch.py).
+  the memory watch over its jail (tools/sandbox/memwatch.py).
 Past either, or if the checker dies or answers out of shape, `CheckerError` (a
 `ConfinedPathError`): the verifier scores the episode invalid (`INVALID_TOTAL`) with the
 reason in `details["verifier"]`.
@@ -44,9 +44,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tools import confined, identity, memwatch, sandbox, scratch
+from tools import confined
 from tools.confined import ConfinedPathError
 from tools.protocol import HEADER, ProtocolError, decode_payload, json_length, write_message
+from tools.sandbox import identity, jail, memwatch, scratch
 from tools.specs import TOOLS
 from tools.text import printable
 from training.rewards import RewardBreakdown
@@ -107,7 +108,7 @@ def needs_cad(task: Any) -> bool:
 
 class CheckerProcess:
     """One jailed checker, booted and waiting for its one job. Quacks as a worker for
-    tools/memwatch.py (alive, stopped_for, memory_cap_mb, host_pids, scratch)."""
+    tools/sandbox/memwatch.py (alive, stopped_for, memory_cap_mb, host_pids, scratch)."""
 
     def __init__(self, root: str, name: str, preload_cad: bool):
         self.scratch = os.path.join(root, name)
@@ -131,7 +132,7 @@ class CheckerProcess:
             os.makedirs(d, exist_ok=True)
         os.chmod(self.scratch, 0o700)
         for d in (self.scratch, self.workspace, os.path.join(self.scratch, "tmp")):
-            sandbox.give_to_jail(d, uid)  # inputs/ stays ours: the checker only reads it
+            jail.give_to_jail(d, uid)  # inputs/ stays ours: the checker only reads it
         # the checker's own CPU cap is a backstop behind the deadline counted here
         cpu_s = int(deadline_s() * 2 + 120)
         argv = [sys.executable, "-s", "-P", "-m", "training.tasks.checker_main",
@@ -139,9 +140,9 @@ class CheckerProcess:
         if preload_cad:
             argv.append("--preload-cad")
         self._log = confined.open_append(self.scratch, "checker.log")
-        env = sandbox.worker_env(self.scratch)
-        fd = sandbox.seccomp_fd()
-        cmd = sandbox.wrap(argv, self.scratch, [], fd, uid, readonly=(TRAINING_DIR,))
+        env = jail.worker_env(self.scratch)
+        fd = jail.seccomp_fd()
+        cmd = jail.wrap(argv, self.scratch, [], fd, uid, readonly=(TRAINING_DIR,))
         try:
             self.proc = _KEEPER.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -288,7 +289,7 @@ class CheckerPool:
         self.preload_cad = False
         scratch.sweep_dead()
         self.root, self._root_lock = scratch.new_root()
-        sandbox.traversable(self.root)
+        jail.traversable(self.root)
         self._idle: list[CheckerProcess] = []
         self._warming = 0
         self._busy = 0

@@ -4,10 +4,10 @@ Everything in a worker is hostile (model code, user scripts, imported files, Ble
 the jail, not the script lint of tools/worker/jail.py, is the boundary. It gives the worker:
 - a user namespace with an unprivileged uid/gid inside, mapped to an unprivileged uid outside
   too: as root, an outer bubblewrap builds the filesystem view and `setpriv` drops to the
-  worker's own host uid (tools/identity.py: one per live worker, from a reserved range) before
+  worker's own host uid (tools/sandbox/identity.py: one per live worker, from a reserved range) before
   the inner bubblewrap unshares the user namespace, because a jail whose uid maps to host root
   may still write /proc/sys and is exempt from RLIMIT_NPROC;
-- no capabilities (bounding set empty), no_new_privs, the seccomp filter of tools/seccomp.py;
+- no capabilities (bounding set empty), no_new_privs, the seccomp filter of tools/sandbox/seccomp.py;
 - no network (an empty network namespace), its own pid/ipc/uts namespaces, no /sys, an empty
   read-only /proc/sys;
 - read-only binds of only the interpreter, its stdlib, site-packages and the project's `tools`
@@ -16,8 +16,8 @@ the jail, not the script lint of tools/worker/jail.py, is the boundary. It gives
 Memory, process and CPU caps are rlimits the worker sets on itself before it runs anything
 (tools/worker/main.py): cgroup v2 delegation is not available on every machine (not here).
 The jail's memory as a whole, shared memory included, is watched from outside
-(tools/memwatch.py); its disk (the scratch) is a capped file system as root, and watched as
-an ordinary user (tools/diskwatch.py).
+(tools/sandbox/memwatch.py); its disk (the scratch) is a capped file system as root, and watched as
+an ordinary user (tools/sandbox/diskwatch.py).
 Where the jail cannot be built, untrusted input is refused (`require_jail`) unless the user
 opts in with MODELWRIGHT_ALLOW_UNJAILED_CODE=1.
 """
@@ -34,11 +34,11 @@ import sysconfig
 import threading
 from dataclasses import dataclass, field
 
-from tools import identity, seccomp
 from tools.errors import ErrorKind, ToolError
+from tools.sandbox import identity, seccomp
 
 log = logging.getLogger("modelwright.sandbox")
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE_DIR = os.path.join(PROJECT_ROOT, "tools")
 SYSTEM_RO = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache",
              "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/fonts", "/etc/alternatives",
@@ -56,11 +56,11 @@ def _env_int(name: str, default: int):
 class Limits:
     """Per-worker caps, read from the environment when a worker starts; a worker serves one
     session, so these are per-session caps. `memory_mb` is RLIMIT_DATA per process inside,
-    and the whole jail's cap, shared memory included, of tools/memwatch.py."""
+    and the whole jail's cap, shared memory included, of tools/sandbox/memwatch.py."""
     memory_mb: int = _env_int("MODELWRIGHT_WORKER_MEMORY_MB", 4096)
     max_procs: int = _env_int("MODELWRIGHT_WORKER_MAX_PROCS", 256)  # RLIMIT_NPROC
     cpu_s: int = _env_int("MODELWRIGHT_WORKER_CPU_S", 4 * 3600)  # RLIMIT_CPU
-    # what the scratch may hold, of tools/diskwatch.py (and RLIMIT_FSIZE, when under 4 GiB)
+    # what the scratch may hold, of tools/sandbox/diskwatch.py (and RLIMIT_FSIZE, when under 4 GiB)
     disk_mb: int = _env_int("MODELWRIGHT_WORKER_DISK_MB", 8192)
 
     def argv(self) -> list[str]:

@@ -23,8 +23,9 @@ import re
 import shutil
 import tempfile
 
-from tools import confined, sandbox
+from tools import confined
 from tools.confined import ConfinedPathError
+from tools.sandbox import jail
 
 log = logging.getLogger("modelwright.tools")
 ENV = "MODELWRIGHT_SHADER_CACHE"
@@ -52,7 +53,7 @@ def give(scratch: str, uid: int) -> None:
     starts, owned by the worker's host uid `uid`."""
     dest = worker_dir(scratch)
     os.makedirs(dest, exist_ok=True)
-    sandbox.give_to_jail(dest, uid)
+    jail.give_to_jail(dest, uid)
     src = os.path.join(seed_dir(), SUB)
     if not os.path.isdir(src):
         return
@@ -63,7 +64,7 @@ def give(scratch: str, uid: int) -> None:
         return
     for root, dirs, files in os.walk(dest):
         for name in dirs + files:
-            sandbox.give_to_jail(os.path.join(root, name), uid)
+            jail.give_to_jail(os.path.join(root, name), uid)
 
 
 def take_seed(scratch: str) -> bool:

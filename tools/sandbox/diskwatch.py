@@ -1,6 +1,6 @@
 """The disk cap of a worker: its scratch, the only place it writes on disk, is bounded.
 
-`MODELWRIGHT_WORKER_DISK_MB` (tools/sandbox.py `Limits.disk_mb`) caps what one worker's
+`MODELWRIGHT_WORKER_DISK_MB` (tools/sandbox/jail.py `Limits.disk_mb`) caps what one worker's
 scratch holds: commits, snapshots and stashes, exports, its temp files, its shader cache and
 its log. Two ways, one behaviour:
 
@@ -12,7 +12,7 @@ its log. Two ways, one behaviour:
   holds open. `discard` gives back to the host what the worker deletes. The mount outlives a
   crash (a restored worker takes the same file system over) and goes with the session.
   Measured: mkfs + mount ~20 ms. A tmpfs was not taken: it is RAM that the memory watch
-  (tools/memwatch.py) does not count while unmapped, so a worker could hold its memory cap
+  (tools/sandbox/memwatch.py) does not count while unmapped, so a worker could hold its memory cap
   and its disk cap in RAM at once.
 - **As an ordinary user (a watch), or where loop devices fail:** an ordinary user cannot mount,
   and a tmpfs made inside the jail (bubblewrap `--size --tmpfs`) dies with the worker, while

@@ -55,7 +55,7 @@ def sweep_dead(parent: str | None = None) -> list[str]:
             continue  # its supervisor is alive
         try:
             if not os.path.islink(root):
-                from tools import diskwatch  # its workers' own file systems (as root) first
+                from tools.sandbox import diskwatch  # its workers' own file systems (as root) first
 
                 diskwatch.unmount_under(root)
                 shutil.rmtree(root, ignore_errors=True)
@@ -67,7 +67,7 @@ def sweep_dead(parent: str | None = None) -> list[str]:
 
 def release(root: str, fd: int | None) -> None:
     """Remove our own root and drop its lock."""
-    from tools import diskwatch  # its workers' own file systems (as root) first
+    from tools.sandbox import diskwatch  # its workers' own file systems (as root) first
 
     diskwatch.unmount_under(root)
     shutil.rmtree(root, ignore_errors=True)

@@ -1,6 +1,6 @@
 """The memory cap of a whole jail, shared memory included: a watch on its processes' counters.
 
-The same thread also checks each worker's disk (WorkerProcess.check_disk, tools/diskwatch.py).
+The same thread also checks each worker's disk (WorkerProcess.check_disk, tools/sandbox/diskwatch.py).
 
 RLIMIT_DATA (tools/worker/main.py) caps one process's private writable memory. It does not
 count MAP_SHARED mappings, memfd or tmpfs pages, and it is per process: 256 processes may each
@@ -42,7 +42,7 @@ import time
 import weakref
 from collections.abc import Iterable
 
-from tools import diskwatch
+from tools.sandbox import diskwatch
 
 log = logging.getLogger("modelwright.tools")
 TICK_S = 0.25
@@ -147,7 +147,7 @@ class _Watch:
             for w in workers:
                 try:
                     self.check(w)
-                    if hasattr(w, "check_disk"):  # its scratch too (tools/diskwatch.py)
+                    if hasattr(w, "check_disk"):  # its scratch too (tools/sandbox/diskwatch.py)
                         w.check_disk(diskwatch.WALK_EVERY_S)
                 except Exception:  # a watch that dies watches nothing: log and go on
                     log.exception("memory watch of %s failed", getattr(w, "scratch", w))
