@@ -1,8 +1,8 @@
 """File → Export… and Import…: the scene to and from any path the person picks.
 
 The worker never sees that path. An export is made in the sandbox workspace and copied out
-by tools.outbox (a fresh name, put in place without following anything planted at the
-chosen one); an import is copied in with tools.confined (the file and the side files it
+by tools.trust.outbox (a fresh name, put in place without following anything planted at the
+chosen one); an import is copied in with tools.trust.confined (the file and the side files it
 names, regular files only, no link inside the folder followed) and then imported as the
 person's own call, so it is one undo step and part of the demonstration. The chooser is
 injectable so tests drive the real flow without a modal dialog.
@@ -21,10 +21,10 @@ from PySide6.QtCore import QObject, QUrl
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog
 
-from tools import confined
 from tools.errors import ToolError
-from tools.outbox import MAX_IMPORT_BYTES, Outbox, export_path
 from tools.text import printable_line
+from tools.trust import confined
+from tools.trust.outbox import MAX_IMPORT_BYTES, Outbox, export_path
 
 # (filter shown in the dialog, export format, suffix); the first is the default
 EXPORT_FORMATS = (

@@ -14,8 +14,8 @@ from PySide6.QtGui import QImage
 from PySide6.QtGui import Qt as GuiQt  # convertFromPlainText lives in QtGui's Qt
 from PySide6.QtWidgets import QLabel
 
-from tools import images
 from tools.text import printable
+from tools.trust import images
 
 
 def plain_label(text: str = "") -> QLabel:

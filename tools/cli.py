@@ -61,9 +61,9 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
     except typer.BadParameter as e:
         fail(str(e))
     from tools.errors import ToolError
-    from tools.outbox import UserFolder
     from tools.session import ToolSession
     from tools.supervisor import WorkerPool
+    from tools.trust.outbox import UserFolder
 
     try:
         folder = UserFolder(out)

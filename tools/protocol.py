@@ -11,7 +11,7 @@ read: JSON at MAX_JSON, each blob at MAX_BLOB, all blobs together at MAX_BLOBS_T
 A reply is data, never a code path: before `json.loads` sees it, a linear scan (strings cut
 out, brackets counted) bounds its nesting depth (no RecursionError), its containers and its
 items (the decoded size: a JSON of tiny containers takes ~30 times its size as Python
-objects). After it, `check_reply` holds the envelope to a schema per op (tools/replies.py).
+objects). After it, `check_reply` holds the envelope to a schema per op (tools/trust/replies.py).
 """
 
 from __future__ import annotations

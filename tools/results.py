@@ -41,7 +41,7 @@ class ToolResult:
     images: list[bytes] = field(default_factory=list)
     duration_ms: float = 0.0
     scene_hash: str | None = None
-    seq: int | None = None  # the call's place in the session's ledger (tools/ledger.py)
+    seq: int | None = None  # the call's place in the session's ledger (tools/trust/ledger.py)
 
     def to_dict(self) -> dict:
         """The JSON record of the call (images left out)."""

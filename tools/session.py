@@ -8,12 +8,12 @@ import threading
 import time
 from pathlib import Path
 
-from tools import ledger as ledger_mod
 from tools.errors import ErrorKind, ToolError
 from tools.results import ToolResult, WorkerDied, WorkerTimedOut, commit_number
 from tools.sandbox import jail
 from tools.specs import validate_call
 from tools.supervisor import WorkerPool, WorkerProcess, default_pool
+from tools.trust import ledger as ledger_mod
 
 DEFAULT_DEADLINE_S = 30.0
 # tools whose input is code or a file someone else made: refused when no jail works here
@@ -24,7 +24,7 @@ class ToolSession:
     """Holds one worker from a pool, working in its private scratch only.
 
     No person's folder is ever bound into the jail: a command that delivers files copies them
-    out after the call through tools.outbox (and an import in, through tools.outbox.UserFolder).
+    out after the call through tools.trust.outbox (and an import in, through tools.trust.outbox.UserFolder).
     The worker is this session's alone and dies with it (see WorkerPool). `untrusted=True`
     marks every call as coming from someone else (MCP clients): without a working jail they
     are all refused, not only UNTRUSTED_INPUT_TOOLS.
@@ -77,7 +77,7 @@ class ToolSession:
     @property
     def scratch(self) -> Path:
         """The worker's scratch folder; its committed scene (state/) is what a verifier reads.
-        Written by the worker: hostile ground, to be read only through tools.confined."""
+        Written by the worker: hostile ground, to be read only through tools.trust.confined."""
         return Path(self._w().scratch)
 
     @property

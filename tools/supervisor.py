@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 
-from tools import confined, replies
 from tools.errors import ErrorKind, ToolError
 from tools.protocol import (
     HEADER,
@@ -35,6 +34,7 @@ from tools.protocol import (
 from tools.results import WorkerDied, WorkerTimedOut, commit_number
 from tools.sandbox import diskwatch, identity, jail, memwatch, scratch, shader_cache
 from tools.text import printable
+from tools.trust import confined, replies
 
 log = logging.getLogger("modelwright.tools")
 STARTUP_DEADLINE_S = 120.0
@@ -67,7 +67,7 @@ class WorkerProcess:
               restore_upto: int | None = None):
         self.scratch = scratch
         # the jail's only writable folder is its scratch: no caller's folder is ever bound in
-        # (a command delivers files out of here through tools/outbox.py)
+        # (a command delivers files out of here through tools/trust/outbox.py)
         self.workspace = os.path.join(scratch, "workspace")
         # -s -P: no user site and no cwd on sys.path, for scratch is the session's to write into
         limits = jail.Limits()

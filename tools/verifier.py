@@ -3,7 +3,7 @@
 The worker a policy drove ran the policy's code, so anything it answers (`ok` flags,
 `get_scene`, exports, `cad_query`, commit numbers, imported names, files in its scratch) is
 only as honest as that code. The verifier believes none of it. It takes the session's ledger
-(tools/ledger.py: what the trusted side itself saw of each call) and rebuilds the episode in
+(tools/trust/ledger.py: what the trusted side itself saw of each call) and rebuilds the episode in
 a worker of a separate pool that never ran policy code: from an empty scene (or the ledger's
 vaulted base), it runs every recorded call itself, so each call's validity is the clean
 worker's verdict, and the final scene is the one those calls make.
@@ -14,7 +14,7 @@ pool (a "code worker", one per call, killed after it), started from the clean re
 state just before the call (and, for an import, given the file as the trusted side copied it
 before the call). So a script that patched its worker reaches no later call, a script that
 raises fails whatever its policy worker answered afterwards, and an import of a file that was
-not there fails. The code worker's commit after the call is copied out (tools.confined, capped)
+not there fails. The code worker's commit after the call is copied out (tools.trust.confined, capped)
 and loaded into the clean worker with scripts off as one undo step; the call counts as valid
 only if the clean worker then finds what it made: a script's part, named as asked, a valid
 solid; an import's objects, new in the scene. Checkers then query the clean session.
@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools import confined
-from tools import ledger as ledger_mod
-from tools.confined import ConfinedPathError
 from tools.errors import ToolError
-from tools.ledger import Entry, VaultedCommit
 from tools.session import ToolSession
 from tools.specs import TOOLS
 from tools.supervisor import WorkerPool
+from tools.trust import confined
+from tools.trust import ledger as ledger_mod
+from tools.trust.confined import ConfinedPathError
+from tools.trust.ledger import Entry, VaultedCommit
 
 # Read-only tools that still leave something a later call reads: always run again.
 STATEFUL_READS = frozenset({"snapshot", "export"})

@@ -432,7 +432,7 @@ class EpisodeLoop:
 
     def _final_artifacts(self) -> dict[str, Any]:
         """The final scene as files (.glb, .blend, and .step when it holds CAD parts)."""
-        from tools import confined
+        from tools.trust import confined
 
         workspace = getattr(self.session, "workspace", None)
         if workspace is None or self.result.status == "fatal":

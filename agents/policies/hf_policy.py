@@ -23,7 +23,7 @@ from typing import Any
 from agents.policies.chat_format import tokenizer_of
 from agents.policies.protocol import PolicyError, PolicyReply, TurnTokens
 from agents.policies.toolcall_parser import parse_tool_calls
-from tools import images
+from tools.trust import images
 
 # One generation at a time per process: rollouts of a batch run on several threads, and the
 # per-turn seed (torch's global generator) must not be drawn by another turn in between.

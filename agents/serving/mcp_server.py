@@ -39,7 +39,7 @@ INSTRUCTIONS = (
 @dataclass
 class McpSettings:
     deadline_s: float = 30.0  # wall-clock limit per tool call
-    # a person's folder for import/export; the worker never sees it (tools/outbox.py): files
+    # a person's folder for import/export; the worker never sees it (tools/trust/outbox.py): files
     # named by import_file are copied in before the call, exports copied out after it
     workspace: Path | None = None
     record: bool = True
@@ -93,7 +93,7 @@ class ToolBridge:
         self._session: Any = None
         self._store: Any = None
         self._recorder: Any = None
-        self._folder: Any = None  # tools.outbox.UserFolder on settings.workspace
+        self._folder: Any = None  # tools.trust.outbox.UserFolder on settings.workspace
 
     def catalogue(self) -> list[dict]:
         from tools import catalogue
@@ -104,7 +104,7 @@ class ToolBridge:
         from tools import ToolSession
 
         if self.settings.workspace is not None:
-            from tools.outbox import UserFolder
+            from tools.trust.outbox import UserFolder
 
             self._folder = UserFolder(self.settings.workspace)
         self._session = ToolSession(  # an MCP client is someone else: refused without a jail

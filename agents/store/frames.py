@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 
 from agents.store.errors import CorruptFrame
-from tools import images
+from tools.trust import images
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -7,7 +7,7 @@ episodes imported from an export have none.
 
 The source is anyone's folder (a download, another user's store), so every file read from
 it is reached one component at a time from the source's folder descriptor without
-following a link, and only once it is proven a regular file (tools.confined): a symlinked
+following a link, and only once it is proven a regular file (tools.trust.confined): a symlinked
 `artifacts/` or `episodes/`, a FIFO in place of a frame, a device, are refused, never read
 or waited on. Every name it gives (episode id, frame path, artifact, tools version) is held
 to the shape the store itself writes before it becomes a path.
@@ -34,8 +34,8 @@ from agents.store.lease import Lease, holder_alive
 from agents.store.models import EPISODE_ID, TOOLS_VERSION
 from agents.store.schema import INDEX_NAME
 from agents.store.store import EPISODES, STEP_COLUMNS, tools_version
-from tools import confined
-from tools.images import MAX_PNG_BYTES
+from tools.trust import confined
+from tools.trust.images import MAX_PNG_BYTES
 
 if TYPE_CHECKING:
     from agents.store.store import Store

@@ -28,8 +28,9 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools import TOOLS, confined
+from tools import TOOLS
 from tools.errors import ErrorKind, ToolError
+from tools.trust import confined
 
 SUFFIX = ".mwproj"
 FORMAT = "modelwright-project"
@@ -88,7 +89,7 @@ class Project:
 # -- out of the worker ---------------------------------------------------------------------------
 def take_state(scratch: str, undo_steps: int) -> tuple[dict[str, bytes], int]:
     """The worker's live commit and up to `undo_steps` before it (back to a checkpoint), read
-    from its scratch with tools.confined (hostile ground: no link followed, sizes capped).
+    from its scratch with tools.trust.confined (hostile ground: no link followed, sizes capped).
     Returns the files by archive name and how many undo steps they hold."""
     with confined.parent_dir(scratch, "state/commits/x") as (dfd, _):
         names = sorted((n for n in os.listdir(dfd) if n.isdigit() and len(n) == 6), key=int)

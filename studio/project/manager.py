@@ -25,8 +25,8 @@ from studio.project import archive, contents
 from studio.project.archive import Project, ProjectError
 from studio.project.recovery import RecoveryBanner
 from tools import ToolError
-from tools.outbox import Outbox
 from tools.sandbox import jail
+from tools.trust.outbox import Outbox
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 """One writer for paths a person names: a static scan of every write in the product.
 
-Only tools/outbox.py may write into a person's folder (`--out`, `--workspace`, `--image`,
+Only tools/trust/outbox.py may write into a person's folder (`--out`, `--workspace`, `--image`,
 `--json-out`): it never follows a link, never writes through anything but a file it made,
 and checks what it writes. Every other place that opens a path for writing is listed below
 with the reason it is not a person's folder. A new write anywhere fails this test until it
-goes through tools.outbox or is added here with its reason.
+goes through tools.trust.outbox or is added here with its reason.
 """
 
 from __future__ import annotations
@@ -20,14 +20,16 @@ _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT")
 # (file, function, what) -> why that write is not into a person's folder
 ALLOWED: dict[tuple[str, str, str], str] = {
     # the one writer itself, and the writer into a worker's own scratch (hostile, not a person's)
-    ("tools/outbox.py", "*", "*"): "the outbox: a fresh O_EXCL|O_NOFOLLOW name, never the final one",
-    ("tools/confined.py", "*", "*"): "a worker's scratch and the trusted side's own copies of it",
+    ("tools/trust/outbox.py", "*", "*"): "the outbox: a fresh O_EXCL|O_NOFOLLOW name, never the final one",
+    ("tools/trust/confined.py", "*", "*"): "a worker's scratch and the trusted side's own copies of it",
     ("tools/worker/", "*", "*"): "inside the jail: the worker's own scratch",
     # supervisor, verifier and ledger bookkeeping inside their own private roots
     ("tools/sandbox/scratch.py", "*", "os.open"): "a pool's lock file in its own mkdtemp root",
     ("tools/sandbox/identity.py", "*", "os.open"): "a uid lease lock in the supervisor's lock dir",
+    ("tools/sandbox/diskwatch.py", "_mount", "os.open"): "a worker's scratch image (ext4, as root) "
+    "beside its scratch in the pool's own root, O_EXCL|O_NOFOLLOW",
     ("tools/sandbox/shader_cache.py", "*", "shutil.copytree"): "the shader cache under the pool's root",
-    ("tools/ledger.py", "*", "open"): "the ledger's vault of acknowledged commits (0700, its own)",
+    ("tools/trust/ledger.py", "*", "open"): "the ledger's vault of acknowledged commits (0700, its own)",
     ("tools/verifier.py", "*", "*"): "a clean verifier worker's private state folder",
     ("tools/fuzz.py", "*", "write_text"): "a fuzz input in the fuzzer's own temp dir",
     # the trajectory store and registries: atomic writers under their own data dir
@@ -51,6 +53,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("training/eval/run_eval.py", "*", "*"): "the run folder's eval reports",
     ("training/eval/cluster.py", "keep", "write_text"): "the local cluster's state file under the "
     "data dir (our own JSON: address, pid), a temp file then os.replace",
+    ("training/eval/cluster.py", "new_token", "os.open"): "the cluster's token file under the data "
+    "dir, 0600, O_EXCL|O_NOFOLLOW",
+    ("training/eval/cluster.py", "_check_token", "os.open"): "/dev/null, where Ray's stderr goes "
+    "while a token is tried",
     ("studio/training/demos.py", "*", "write_text"): "a studio run folder's config",
     ("studio/viewport/capture.py", "*", "open"): "a Qt image file the person chose in a dialog",
 }
@@ -125,7 +131,7 @@ def scan() -> list[str]:
 
 
 def test_no_code_outside_the_outbox_opens_a_path_for_writing():
-    assert scan() == [], ("these write a path without tools.outbox; route a person's folder "
+    assert scan() == [], ("these write a path without tools.trust.outbox; route a person's folder "
                           "through it, or list the write in ALLOWED with its reason")
 
 

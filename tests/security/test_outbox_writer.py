@@ -1,4 +1,4 @@
-"""tools.outbox, the one writer into a person's folder: each rule of its docstring, alone.
+"""tools.trust.outbox, the one writer into a person's folder: each rule of its docstring, alone.
 
 Things are planted in the person's folder (links, FIFOs, folders, dangling links, a linked
 subfolder) and in a worker's scratch; every refusal is one line and leaves both as they were.
@@ -14,8 +14,8 @@ import zlib
 
 import pytest
 
-from tools import confined, images
-from tools.outbox import Outbox, OutboxError, UserFolder, export_path
+from tools.trust import confined, images
+from tools.trust.outbox import Outbox, OutboxError, UserFolder, export_path
 
 
 @pytest.fixture

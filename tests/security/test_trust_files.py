@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from tools import confined
-from tools.confined import ConfinedPathError
+from tools.trust import confined
+from tools.trust.confined import ConfinedPathError
 
 
 def _victim(tmp_path):

@@ -2,7 +2,7 @@
 
 A worker runs the policy's code, so the bytes of its renders are a hostile party's data. The
 supervisor checks every tool call's images where the reply is received
-(`tools.replies.check_images`): the count the call makes, each a PNG of the size it draws, no
+(`tools.trust.replies.check_images`): the count the call makes, each a PNG of the size it draws, no
 larger than such a PNG stored raw, decoding whole. One that fails is a bad reply: the call
 fails with a one-line `crash`, the worker is restored, the ledger records the call as
 crashed. So `tasks try` prints its reward, `eval` and GRPO rollouts score the episode exactly
@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 
 from agents.loop.config import LoopConfig
 from agents.policies.simple import PlanPolicy, calls_from_plan
-from tools import ToolSession, WorkerPool, images
+from tools import ToolSession, WorkerPool
 from tools.errors import ErrorKind
+from tools.trust import images
 from training.eval.harness import episode_scheduler, run_spec, task_spec
 from training.rl.rollouts import run_groups
 from training.tasks import get_task

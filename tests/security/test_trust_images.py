@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 
-from tools import images
+from tools.trust import images
 
 
 def _chunk(tag: bytes, data: bytes) -> bytes:

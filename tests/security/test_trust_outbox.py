@@ -1,5 +1,5 @@
 """A person's folder is never the jail's: `tools run --out`, `tasks try --out` and MCP
-`--workspace` copy in and out through tools/outbox.py, and the worker works in its scratch.
+`--workspace` copy in and out through tools/trust/outbox.py, and the worker works in its scratch.
 
 The hostile script of these tests runs with full Python in the worker (the suite's lint
 bypass), looks for the person's folder and a canary in it, and plants symlinks to a victim

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from agents.loop.config import LoopConfig
 from agents.policies.simple import PlanPolicy, calls_from_plan
-from tools import ToolSession, confined
+from tools import ToolSession
+from tools.trust import confined
 from training.eval.harness import episode_scheduler, run_spec, task_spec
 from training.rl.rollouts import run_groups
 from training.tasks import get_task
@@ -172,7 +173,7 @@ def test_a_long_history_folds_into_a_vaulted_base_and_still_scores_honestly(work
                                                                           monkeypatch):
     """Past the ledger's cap the history so far becomes a base commit, vaulted by the trusted
     side; the rebuild starts there and the reward is the one the whole history earns."""
-    from tools import ledger
+    from tools.trust import ledger
 
     task = get_task(TASK)
     with ToolSession(worker_pool) as s:

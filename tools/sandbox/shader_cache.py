@@ -10,7 +10,7 @@ state (native code) from one session into the next. Hence:
 - the seed is taken once, from the first worker that reaches `ready` with a compiled cache and
   no seed to start from: at that moment it has run only its own start (imports, an empty
   scene, the warm-up render) and no session's input; a restored worker (it loaded a session's
-  commit before `ready`) never seeds. The copy goes through tools/confined: regular files
+  commit before `ready`) never seeds. The copy goes through tools/trust/confined: regular files
   with Mesa's names only, never through a link, size-capped.
 Remove the folder to take a new seed (e.g. after a Mesa upgrade, whose entries Mesa ignores).
 """
@@ -23,9 +23,9 @@ import re
 import shutil
 import tempfile
 
-from tools import confined
-from tools.confined import ConfinedPathError
 from tools.sandbox import jail
+from tools.trust import confined
+from tools.trust.confined import ConfinedPathError
 
 log = logging.getLogger("modelwright.tools")
 ENV = "MODELWRIGHT_SHADER_CACHE"

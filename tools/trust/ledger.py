@@ -29,13 +29,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools import confined
-from tools.confined import ConfinedPathError
+from tools.trust import confined
+from tools.trust.confined import ConfinedPathError
 
 # Calls that run someone else's code or read someone else's file: the verifier runs each
 # again in a fresh worker of its own (never in the clean worker, never in the policy's).
 CODE_TOOLS = frozenset({"cadquery_script", "import_file"})
-MAX_INPUT_BYTES = 512 << 20  # the files one import_file reads, all together (as tools.outbox)
+MAX_INPUT_BYTES = 512 << 20  # the files one import_file reads, all together (as tools.trust.outbox)
 # A studio day; past either cap the history is folded into a base commit (tools/session.py).
 MAX_ENTRIES = 20_000
 MAX_ARGS_BYTES = 64 << 20  # scripts are up to 100 KB each
@@ -144,7 +144,7 @@ class Ledger:
         """Copy the files an `import_file` of `rel` reads out of the workspace into the vault,
         now, before the call; None if there is no such regular file to import (a missing
         file, a link, a FIFO, over the cap): the import then fails in the rebuild."""
-        from tools.outbox import import_names
+        from tools.trust.outbox import import_names
 
         dest = tempfile.mkdtemp(prefix="in-", dir=self.vault)
         try:
@@ -163,7 +163,7 @@ class Ledger:
 
 def copy_inputs(workspace: str, names: list[str], dest: str) -> VaultedFiles:
     """Copy the files `names` from a worker's workspace into the trusted folder `dest`,
-    through tools.confined (no link followed, regular files only, MAX_INPUT_BYTES in all)."""
+    through tools.trust.confined (no link followed, regular files only, MAX_INPUT_BYTES in all)."""
     budget = MAX_INPUT_BYTES
     for name in names:
         target = os.path.join(dest, "files", name)
@@ -210,7 +210,7 @@ def _manifest(raw: bytes) -> dict[str, str]:
 def copy_commit(scratch: str, commit: int, dest: str) -> VaultedCommit:
     """Copy commit `commit` (a checkpoint: its main file, its parts manifest and the B-reps it
     names) from a worker's scratch into the trusted folder `dest`: regular files only, never
-    through a link, names checked, sizes capped (tools/confined.py). Returns it with its digest."""
+    through a link, names checked, sizes capped (tools/trust/confined.py). Returns it with its digest."""
     name = f"{int(commit):06d}"
     return copy_checkpoint(scratch, f"state/commits/{name}", dest, int(commit), name)
 

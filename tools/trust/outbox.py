@@ -1,7 +1,7 @@
 """The one writer into a person's folder (`--out`, `--workspace`, `--image`, eval renders).
 
 No worker ever sees such a folder: it works in its private scratch, and what a command
-delivers is copied out by the trusted side after the call, through here. tools.confined is
+delivers is copied out by the trusted side after the call, through here. tools.trust.confined is
 for folders a worker can write (its scratch), where whatever was planted at a name may be
 replaced; a person's folder has the opposite rule, so this is a module of its own:
 - files are written only to a fresh name made with O_CREAT|O_EXCL|O_NOFOLLOW inside a folder
@@ -30,9 +30,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from tools import confined, images
 from tools.errors import ErrorKind, ToolError
 from tools.results import ToolResult
+from tools.trust import confined, images
 
 MAX_OUT_BYTES = 1 << 30  # one delivered file: 1 GiB
 _TEMP = ".mw-out-"
@@ -211,7 +211,7 @@ class Outbox:
             yield f
 
     def take(self, src_root: str | os.PathLike, src_rel: str, rel: str | None = None) -> Path:
-        """Copy the regular file `src_rel` of a worker's folder (read with tools.confined: no
+        """Copy the regular file `src_rel` of a worker's folder (read with tools.trust.confined: no
         link followed, no FIFO opened) to `rel` here, under the size cap and type check."""
         rel = rel or src_rel
         if rel.lower().endswith(".png"):

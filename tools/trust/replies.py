@@ -83,12 +83,12 @@ def check_reply(op: object, reply: dict, sizes: list[int]) -> None:
 
 def check_images(request: dict, reply: dict, blobs: list[bytes]) -> None:
     """ProtocolError unless a tool call's success carries exactly the images that call makes,
-    each a PNG of the size it draws that decodes whole (`tools.images.check_call_images`).
+    each a PNG of the size it draws that decodes whole (`tools.trust.images.check_call_images`).
     Checked here, where the reply is received, so no caller (the loop's montage, the store,
     a policy, the outbox) ever meets a render that is not what it claims."""
     if request.get("op") != "call" or reply.get("ok") is not True:
         return
-    from tools import images
+    from tools.trust import images
 
     args = request.get("args")
     try:

@@ -58,7 +58,7 @@ def _write_out(out: Path, record: dict, session) -> None:
     """Keep the renders and the final scene of an episode in `out`, through the outbox: the
     frames are a worker's PNGs (re-encoded), the exports files of its scratch (no links)."""
     from tools.errors import ToolError
-    from tools.outbox import Outbox
+    from tools.trust.outbox import Outbox
 
     result = record["_result"]
     box = Outbox(out)
@@ -298,7 +298,7 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     if json_out is None or str(json_out) == "-":
         typer.echo(text)
     else:
-        from tools.outbox import Outbox
+        from tools.trust.outbox import Outbox
 
         Outbox(json_out.parent).save_text(json_out.name, text)
     o = report["overall"]

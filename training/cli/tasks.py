@@ -94,7 +94,7 @@ def show(
         if as_json:
             view["target_image"] = base64.b64encode(png).decode() if png else None
         if image is not None and png:
-            from tools.outbox import Outbox
+            from tools.trust.outbox import Outbox
 
             Outbox(image.parent).write(image.name, png, png=True)  # a worker's render: re-encoded
     if as_json:
@@ -155,7 +155,7 @@ def try_cmd(
 
     from tools import ToolSession, WorkerPool
     from tools.errors import ToolError
-    from tools.outbox import Outbox
+    from tools.trust.outbox import Outbox
     from training.tasks.verifier import boot_for_one_episode
 
     try:  # the worker never sees `out`: what the command delivers is written here, afterwards
@@ -217,9 +217,9 @@ def _trusted(calls: list[dict[str, Any]], verdict: Any) -> list[dict[str, Any]]:
 
 def _deliver(box, session, calls: list[dict], summary: dict) -> None:
     """calls.jsonl, scene.json, reward.json, final.png and every export the calls made, copied
-    out of the worker's scratch through the outbox (tools/outbox.py)."""
+    out of the worker's scratch through the outbox (tools/trust/outbox.py)."""
     from tools.errors import ToolError
-    from tools.outbox import export_path
+    from tools.trust.outbox import export_path
 
     with box.log("calls.jsonl") as f:
         for c in calls:
@@ -306,7 +306,7 @@ def cards(
         typer.echo(body)
         text = doc.read_text() if doc.is_file() else ""
         from tools.errors import ToolError
-        from tools.outbox import Outbox
+        from tools.trust.outbox import Outbox
 
         try:  # the person's file, through the one writer (a planted link is not followed)
             Outbox(doc.parent).save_text(doc.name, registry.update_between_markers(text, body))
@@ -321,7 +321,7 @@ def cards(
         fail("no chosen family has levels 1 and 5 yet")
     from tools import ToolSession
     from tools.errors import ToolError
-    from tools.outbox import Outbox
+    from tools.trust.outbox import Outbox
     from training.tasks import TaskError
 
     try:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools import images
+from tools.trust import images
 
 
 class DatasetError(ValueError):

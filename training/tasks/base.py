@@ -144,12 +144,12 @@ class Task:
 
     def setup(self, session: Session) -> None:
         """Build the start state: write the task's files, then run its start calls."""
-        from tools import confined
+        from tools.trust import confined
 
         workspace = session.workspace
         # The workspace outlives `session.reset()`: a deliverable left by an earlier attempt
         # must not count for this one. The worker may have planted links there: the files
-        # are removed and written by name, never through a link (tools/confined.py).
+        # are removed and written by name, never through a link (tools/trust/confined.py).
         for d in self.spec.deliverables:
             confined.remove_file(workspace, d["path"])
         for rel, data in self.spec.files.items():

@@ -10,7 +10,7 @@ writable place), which runs the checkers (`checks.evaluate_here`) on a stand-in 
 query of that session (`get_scene`, `export`, `mesh_check`, ...) comes back here over a pipe
 as a bounded frame (tools/protocol.py), is run on the clean session, and is answered; an
 export's file is copied from the clean worker's workspace into the checker's own
-(tools/confined.py: no link followed, capped). The verdict comes back the same way, checked
+(tools/trust/confined.py: no link followed, capped). The verdict comes back the same way, checked
 for its shape.
 
 Caps (read at each check):
@@ -44,12 +44,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tools import confined
-from tools.confined import ConfinedPathError
 from tools.protocol import HEADER, ProtocolError, decode_payload, json_length, write_message
 from tools.sandbox import identity, jail, memwatch, scratch
 from tools.specs import TOOLS
 from tools.text import printable
+from tools.trust import confined
+from tools.trust.confined import ConfinedPathError
 from training.rewards import RewardBreakdown
 
 log = logging.getLogger("modelwright.checker")
@@ -60,7 +60,7 @@ DEFAULT_MEMORY_MB = 4096
 STARTUP_DEADLINE_S = 180.0  # a spare's imports on a loaded machine; not the episode's time
 TRAINING_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAD_KINDS = frozenset({"part", "holes", "topology", "placed", "feature"})
-MAX_INPUT_BYTES = 1 << 30  # one file copied into the checker (as tools/confined's cap)
+MAX_INPUT_BYTES = 1 << 30  # one file copied into the checker (as tools/trust/confined's cap)
 # Workers and checkers are started from one long-lived thread: PR_SET_PDEATHSIG
 # (bubblewrap's --die-with-parent) fires when the thread that forked them exits.
 _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-checker-keeper")

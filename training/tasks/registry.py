@@ -157,7 +157,7 @@ def card_png(task_id: str, session: Any, size: tuple[int, int] = CARD_SIZE) -> b
 
     from PIL import Image
 
-    from tools.images import decode_png
+    from tools.trust.images import decode_png
 
     task = get_task(task_id)
     session.reset()

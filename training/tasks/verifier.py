@@ -52,7 +52,7 @@ class Verifier:
         did not run on this session and counts as failed. A history the trusted side refuses
         to rebuild (a vaulted commit that does not load or match its digest, a ledger that
         overflowed) scores as an invalid result, with the reason in `details["verifier"]`."""
-        from tools.confined import ConfinedPathError
+        from tools.trust.confined import ConfinedPathError
         from training.tasks.checks import evaluate_task
 
         t0 = time.perf_counter()
