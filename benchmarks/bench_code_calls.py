@@ -1,7 +1,7 @@
 """What judging a code call from trusted facts costs the verifier, per episode, in one run.
 
 The verifier runs each `cadquery_script` and `import_file` again in a fresh code worker of its
-own (tools/verifier.py), instead of taking the commit the policy's worker made. This measures
+own (tools/runtime/verifier.py), instead of taking the commit the policy's worker made. This measures
 what that adds: the same CAD episodes scored twice, once with a part made by a
 `cadquery_script` and once with the same part made by the typed `cad_box` (which the clean
 worker runs itself); the ratio is the code call's cost. Both rewards must agree. A

@@ -24,7 +24,7 @@ import sys
 import time
 
 CLI = [sys.executable, "-m", "studio.cli"]
-EAGER = ("import typer, tools.session, tools.specs, tools.supervisor, trimesh, scipy.spatial, "
+EAGER = ("import typer, tools.runtime.session, tools.specs, tools.runtime.supervisor, trimesh, scipy.spatial, "
          "training.rewards.geometry, training.tasks")
 TASK = "primitive_placement:1:0"
 

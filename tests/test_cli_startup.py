@@ -30,11 +30,11 @@ def test_tasks_list_imports_no_kernel_no_specs_no_supervisor():
     # family's generator may use trimesh/scipy for its geometry, never a kernel or a model.
     mods = loaded("tasks", "list")
     assert not mods & (set(HEAVY) - {"trimesh", "scipy"}), mods
-    assert "tools.supervisor" not in mods and "tools.specs" not in mods
+    assert "tools.runtime.supervisor" not in mods and "tools.specs" not in mods
 
 
 def test_tools_list_imports_the_specs_but_no_kernel_or_supervisor():
     mods = loaded("tools", "list")
     assert "tools.specs" in mods
     assert not mods & set(HEAVY), mods
-    assert "tools.supervisor" not in mods
+    assert "tools.runtime.supervisor" not in mods

@@ -133,7 +133,7 @@ def test_the_scan_catches_both_forms(tmp_path: Path) -> None:
     """A control: the checker flags `from m import _x` and `m._x`, and not a module's own."""
     probe = ROOT / "tools" / "_probe_private_names.py"
     probe.write_text(
-        "from tools.session import _private\nimport tools.supervisor as sup\n"
+        "from tools.runtime.session import _private\nimport tools.runtime.supervisor as sup\n"
         "from tools import specs\nsup._hidden()\nspecs._other\nspecs.public\n_mine = 1\n"
         "def f(store, other):\n    store._write()\n    other._mine\n    store.ok\n"
     )
@@ -141,8 +141,8 @@ def test_the_scan_catches_both_forms(tmp_path: Path) -> None:
         names = sorted(name for _, name, _ in violations(probe))
     finally:
         probe.unlink()
-    assert names == ["store._write", "tools.session._private", "tools.specs._other",
-                     "tools.supervisor._hidden"]
+    assert names == ["store._write", "tools.runtime.session._private",
+                     "tools.runtime.supervisor._hidden", "tools.specs._other"]
 
 
 def test_allow_list_entries_are_still_needed() -> None:

@@ -29,7 +29,7 @@ def gui_thread_round_trips(monkeypatch):
     """Every worker round trip goes through ToolSession._send: record the ones made on the
     GUI thread (there must be none: the GUI never waits on Blender or CadQuery). A check of
     where the work runs, not of how long anything took, so a busy machine cannot fail it."""
-    from tools.session import ToolSession
+    from tools.runtime.session import ToolSession
 
     seen: list[str] = []
     real = ToolSession._send

@@ -18,14 +18,14 @@ from tools.lazy_face import lazy_face
 if TYPE_CHECKING:
     from tools.interface import Session
     from tools.results import ToolResult
-    from tools.session import ToolSession
+    from tools.runtime.session import ToolSession
+    from tools.runtime.supervisor import WorkerPool, default_pool
     from tools.specs import TOOLS, catalogue, openai_tools, tool_names, validate_call
-    from tools.supervisor import WorkerPool, default_pool
 
-_LAZY = {"ToolSession": "tools.session", "Session": "tools.interface", "TOOLS": "tools.specs",
-         "catalogue": "tools.specs", "openai_tools": "tools.specs", "tool_names": "tools.specs", "validate_call": "tools.specs",
-         "ToolResult": "tools.results", "WorkerPool": "tools.supervisor",
-         "default_pool": "tools.supervisor"}
+_LAZY = {"ToolSession": "tools.runtime.session", "Session": "tools.interface",
+         "TOOLS": "tools.specs", "catalogue": "tools.specs", "openai_tools": "tools.specs",
+         "tool_names": "tools.specs", "validate_call": "tools.specs", "ToolResult": "tools.results",
+         "WorkerPool": "tools.runtime.supervisor", "default_pool": "tools.runtime.supervisor"}
 
 __all__ = ["TOOLS", "ErrorKind", "Session", "ToolError", "ToolResult", "ToolSession", "WorkerPool",
            "catalogue", "default_pool", "openai_tools", "tool_names", "validate_call"]

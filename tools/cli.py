@@ -61,8 +61,8 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
     except typer.BadParameter as e:
         fail(str(e))
     from tools.errors import ToolError
-    from tools.session import ToolSession
-    from tools.supervisor import WorkerPool
+    from tools.runtime.session import ToolSession
+    from tools.runtime.supervisor import WorkerPool
     from tools.trust.outbox import UserFolder
 
     try:

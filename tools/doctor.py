@@ -39,7 +39,7 @@ def _host_ids(pids: list[int], inside_pid: object) -> tuple[int | None, int | No
 
 def measure() -> dict:
     """The jail's properties: the worker's own report plus what the host sees of it."""
-    from tools.supervisor import WorkerProcess
+    from tools.runtime.supervisor import WorkerProcess
 
     root = tempfile.mkdtemp(prefix="modelwright-doctor-")
     jail.traversable(root)

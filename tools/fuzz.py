@@ -86,7 +86,7 @@ def calls(n: int, seed: int = 0):
 
 
 def run_fuzz(n: int, seed: int = 0, progress: bool = False, session=None, reset_every: int = 150) -> dict:
-    from tools.session import ToolSession
+    from tools.runtime.session import ToolSession
 
     own = session is None
     s = session or ToolSession(deadline_s=10)

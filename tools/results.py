@@ -1,6 +1,6 @@
 """The records the supervisor and the session share: a call's result and a worker's failures.
 
-A leaf module (it imports only `tools.errors`), so `tools.supervisor` and `tools.session`
+A leaf module (it imports only `tools.errors`), so `tools.runtime.supervisor` and `tools.runtime.session`
 both use it without importing each other.
 """
 

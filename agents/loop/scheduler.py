@@ -3,7 +3,7 @@
 `workers` threads take jobs from a shared priority queue (higher priority first, then
 submission order). One worker, one episode: every job (every attempt of it) opens its own
 ToolSession, a sandboxed worker process no other job has touched, and closes it when the
-job ends, which kills the worker with its scratch (tools/supervisor.py WorkerPool). Whatever
+job ends, which kills the worker with its scratch (tools/runtime/supervisor.py WorkerPool). Whatever
 an episode's code did to its interpreter (a monkeypatched kernel, a thread, a file) cannot
 move the next episode's reward. The scheduler's own pool keeps `workers` spares booting in
 the background, so a job waits for a start only when jobs end faster than workers boot.

@@ -26,7 +26,7 @@ from typing import Any
 from PySide6.QtCore import QThread, Signal
 
 from tools import Session
-from tools.session import UNTRUSTED_INPUT_TOOLS
+from tools.runtime.session import UNTRUSTED_INPUT_TOOLS
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import subprocess
 import pytest
 
 from tools import ToolSession, WorkerPool
+from tools.runtime.verifier import CleanRoom
 from tools.sandbox import identity
-from tools.verifier import CleanRoom
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="host uids are root's to hand out")
 

@@ -223,7 +223,7 @@ def test_a_lost_index_deletes_no_episode_and_doctor_brings_them_back(tmp_path):
 
 HOLD_POOL = """
 import sys, time
-from tools.supervisor import WorkerPool
+from tools.runtime.supervisor import WorkerPool
 pool = WorkerPool(size=0, prewarm=False)
 print(pool.root, flush=True)
 time.sleep(600)
@@ -242,7 +242,7 @@ def _pool_process(tmp_path):
 def test_scratch_of_a_dead_supervisor_is_swept_and_a_live_one_kept(tmp_path, monkeypatch):
     import tempfile
 
-    from tools.supervisor import WorkerPool
+    from tools.runtime.supervisor import WorkerPool
 
     dead, dead_root = _pool_process(tmp_path)
     live, live_root = _pool_process(tmp_path)

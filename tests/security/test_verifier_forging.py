@@ -244,7 +244,7 @@ def test_clean_workers_import_cadquery_only_while_the_scenes_have_cad_parts(work
     """A clean worker serves one verification, so its start paces the verifier: spares skip
     CadQuery (most of a start) while the scenes verified have no CAD part, and one that lacks
     it still measures a CAD part from its B-reps (it imports CadQuery when the part loads)."""
-    from tools.verifier import CleanRoom
+    from tools.runtime.verifier import CleanRoom
 
     room = CleanRoom(size=1)
     try:

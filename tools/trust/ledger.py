@@ -8,7 +8,7 @@ worker then). For an `import_file` it also keeps the file itself, as it was in t
 just before the call, copied into a vault the jail never sees (with its sha256 digest): the
 verifier imports that copy again, so a file that was not there is an import that failed.
 
-The verifier (tools/verifier.py) rebuilds the episode from this ledger in a clean worker:
+The verifier (tools/runtime/verifier.py) rebuilds the episode from this ledger in a clean worker:
 it runs every recorded call itself and, at a code call (`cadquery_script`, `import_file`),
 runs that one call again in a fresh worker of its own, started from the clean rebuild's
 state. So no reward component reads an `ok` flag, a commit or a file the policy's worker
@@ -36,7 +36,7 @@ from tools.trust.confined import ConfinedPathError
 # again in a fresh worker of its own (never in the clean worker, never in the policy's).
 CODE_TOOLS = frozenset({"cadquery_script", "import_file"})
 MAX_INPUT_BYTES = 512 << 20  # the files one import_file reads, all together (as tools.trust.outbox)
-# A studio day; past either cap the history is folded into a base commit (tools/session.py).
+# A studio day; past either cap the history is folded into a base commit (tools/runtime/session.py).
 MAX_ENTRIES = 20_000
 MAX_ARGS_BYTES = 64 << 20  # scripts are up to 100 KB each
 MAX_STATE_BYTES = 2 << 30  # one committed scene, all files together

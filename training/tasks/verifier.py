@@ -4,7 +4,7 @@
 eval, `run`, replays, the GRPO environment, `tasks try`/`verify` and the studio's live reward
 all go through it). Nothing the policy's worker says is evidence: the episode is rebuilt from
 the session's ledger (the trusted side's own record of each call) in a clean worker
-(tools/verifier.py), every call's validity is what that rebuild established, and the
+(tools/runtime/verifier.py), every call's validity is what that rebuild established, and the
 checkers measure the clean session. A policy that monkeypatches CadQuery, bpy or the tool
 runtime's own handlers, forges its replies' `ok` flags or plants commits in its scratch
 changes nothing the checker reads (docs/SECURITY.md, "Where each reward component comes from").
@@ -39,7 +39,7 @@ class Verifier:
     """Scores tasks in clean sessions; `pool_size` workers are kept warm for it."""
 
     def __init__(self, pool_size: int = 1, pool: Any = None):
-        from tools.verifier import CleanRoom
+        from tools.runtime.verifier import CleanRoom
 
         self.room = CleanRoom(size=pool_size, pool=pool)
         self.stats = VerifierStats()
@@ -47,7 +47,7 @@ class Verifier:
 
     def verify(self, task: Any, session: Session, calls: list[dict[str, Any]]) -> RewardBreakdown:
         """The reward of the episode `calls` belong to, rebuilt from `session`'s ledger in a
-        clean worker (tools/verifier.py). Each call's `ok` is what the rebuild established
+        clean worker (tools/runtime/verifier.py). Each call's `ok` is what the rebuild established
         for the ledger entry its `seq` names; a call without one (or naming another tool)
         did not run on this session and counts as failed. A history the trusted side refuses
         to rebuild (a vaulted commit that does not load or match its digest, a ledger that

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from tools.errors import ErrorKind, ToolError
 from tools.results import ToolResult, WorkerDied, WorkerTimedOut, commit_number
+from tools.runtime.supervisor import WorkerPool, WorkerProcess, default_pool
 from tools.sandbox import jail
 from tools.specs import validate_call
-from tools.supervisor import WorkerPool, WorkerProcess, default_pool
 from tools.trust import ledger as ledger_mod
 
 DEFAULT_DEADLINE_S = 30.0

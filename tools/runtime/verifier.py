@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from tools.errors import ToolError
-from tools.session import ToolSession
+from tools.runtime.session import ToolSession
+from tools.runtime.supervisor import WorkerPool
 from tools.specs import TOOLS
-from tools.supervisor import WorkerPool
 from tools.trust import confined
 from tools.trust import ledger as ledger_mod
 from tools.trust.confined import ConfinedPathError
