@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tools.exits import fail
+from tools.cli.exits import fail
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ import sys
 import time
 
 from tools import ToolSession, WorkerPool
-from tools.fuzz import write_cubes
+from tools.cli.fuzz import write_cubes
 
 COLD_BLENDER = r"""
 import bpy, bmesh

@@ -2,7 +2,7 @@
 
 Each layer owns a module with `register(app)` that adds its commands; this file only
 assembles them, so that `modelwright tools list` never imports Qt, torch or bpy. Every
-command ends by the convention of `tools/exits.py` (0 ok, 1 failed, 2 usage or input,
+command ends by the convention of `tools/cli/exits.py` (0 ok, 1 failed, 2 usage or input,
 3 unavailable): the errors below are a user's to fix and end in one line, never a traceback.
 """
 
@@ -13,7 +13,7 @@ import importlib.util
 
 import typer
 
-from tools.exits import ExitCode, guarded_group
+from tools.cli.exits import ExitCode, guarded_group
 
 # The layers' errors that mean "the user must fix something", by class (subclasses follow).
 USER_ERRORS = {
@@ -33,7 +33,7 @@ USER_ERRORS = {
 }
 
 COMMAND_MODULES = (
-    "tools.cli",  # tools list / run
+    "tools.cli.commands",  # tools list / run
     "training.cli",  # tasks, score, run, eval, train
     "agents.cli",  # serve, mcp, dev
     "agents.store.cli",  # data

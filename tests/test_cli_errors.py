@@ -1,5 +1,5 @@
 """Every `modelwright` command answers a user's mistake like a good Unix tool: one line on
-stderr that names the thing and says what to do, the documented exit code (tools/exits.py:
+stderr that names the thing and says what to do, the documented exit code (tools/cli/exits.py:
 1 the work failed, 2 bad usage or input, 3 unavailable), and never a traceback.
 
 The commands are enumerated from the assembled app, so a new one is covered: each gets an
@@ -22,7 +22,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from studio.cli import build_app
-from tools.exits import ExitCode
+from tools.cli.exits import ExitCode
 
 REPO = Path(__file__).resolve().parents[1]
 FAILED, USAGE, UNAVAILABLE = ExitCode.FAILED, ExitCode.USAGE, ExitCode.UNAVAILABLE

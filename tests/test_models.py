@@ -20,7 +20,7 @@ from agents.models.registry import (
     packaged_gguf,
 )
 from studio.cli import build_app
-from tools.exits import ExitCode
+from tools.cli.exits import ExitCode
 
 
 def models(*args: str):

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from studio.cli import build_app
-from tools.exits import ExitCode
+from tools.cli.exits import ExitCode
 
 
 def models(*args: str):

@@ -193,7 +193,7 @@ def test_without_vllm_serve_says_how_to_install_in_one_line():
         timeout=120,
     )
     if importlib.util.find_spec("vllm") is None:
-        assert proc.returncode == 3  # unavailable (tools/exits.py)
+        assert proc.returncode == 3  # unavailable (tools/cli/exits.py)
         assert proc.stderr.strip().splitlines() == [f"error: {INSTALL_HINT}"]
         assert "pip install -e '.[gpu]'" in proc.stderr and proc.stdout == ""
     else:  # on a machine with the gpu extra the same command gets as far as starting vLLM

@@ -111,7 +111,7 @@ def test_a_lock_held_past_the_timeout_is_one_line_and_loses_nothing(tmp_path):
     fails with StoreLocked (one line, exit code "unavailable" on the command line, not a
     traceback), nothing half-written is left, and the same recorder carries on once it is free."""
     from studio.cli import USER_ERRORS
-    from tools.exits import ExitCode, classify
+    from tools.cli.exits import ExitCode, classify
 
     store = Store(tmp_path, busy_timeout_s=0.2)
     rec = store.begin_episode(task_id="t:1:0", source="agent", prompt="p", tools=TOOLS)

@@ -69,7 +69,7 @@ def test_a_tampered_episode_fails_at_the_right_step_and_the_cli_says_so(recorded
     data_dir = tmp_path / "copy"
     shutil.copytree(recorded[0], data_dir)
     eid = recorded[1]
-    app = build_app()  # its one error handler sets the exit codes (tools/exits.py)
+    app = build_app()  # its one error handler sets the exit codes (tools/cli/exits.py)
     runner = CliRunner()
     ok = runner.invoke(app, ["data", "replay", eid, "--data-dir", str(data_dir)])
     assert ok.exit_code == 0, ok.output

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tools import TOOLS, ErrorKind
-from tools.fuzz import run_fuzz
+from tools.cli.fuzz import run_fuzz
 
 SLOW = {"render", "cadquery_script", "import_file", "export", "modifier", "boolean"}
 FAST_TOOLS = sorted(set(TOOLS) - SLOW)

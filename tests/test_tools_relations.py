@@ -4,7 +4,7 @@ worker knows about parents is read again after every load (undo, restore)."""
 
 import random
 
-from tools.fuzz import write_cubes
+from tools.cli.fuzz import write_cubes
 
 # Test hook code: count the dependency-graph evaluations of the worker's scene from now on.
 COUNT_EVALUATIONS = """

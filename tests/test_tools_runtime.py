@@ -185,7 +185,7 @@ def test_snapshot_and_undo_survive_random_mutations(session, seed):
     import random
 
     from tools import TOOLS
-    from tools.fuzz import value_for
+    from tools.cli.fuzz import value_for
 
     rng = random.Random(seed)
     ok(session.call("add_primitive", {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}))

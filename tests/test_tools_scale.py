@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from agents.loop.context import compact_scene
-from tools.fuzz import write_cubes
+from tools.cli.fuzz import write_cubes
 
 OBJECT_NAMES = [f"obj{i}" for i in range(8)]
 

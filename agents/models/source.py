@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.models.registry import resolve as registered
-from tools.exits import ExitCode, Unavailable, UserError, one_line
+from tools.cli.exits import ExitCode, Unavailable, UserError, one_line
 
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 HUB_TIMEOUT_S = 10  # per request; the hub's default retries a dead network for minutes

@@ -519,7 +519,7 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     import torch
 
     from agents.models.registry.source import resolve_model
-    from tools.exits import Unavailable, UserError
+    from tools.cli.exits import Unavailable, UserError
 
     # A registered name (the packaged base is built from its wheel on first use) or a folder.
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from tools.exits import ExitCode, Unavailable, fail
+from tools.cli.exits import ExitCode, Unavailable, fail
 
 
 def _adapter_folder(path: str) -> None:

@@ -1,7 +1,7 @@
 """`modelwright data ...`: list, show, export, replay, import and delete recorded episodes.
 
 Every command takes `--data-dir` (else MODELWRIGHT_DATA_DIR, else the platform default).
-Exit codes follow `tools/exits.py`: a store error is one actionable line on stderr and exit
+Exit codes follow `tools/cli/exits.py`: a store error is one actionable line on stderr and exit
 2 (3 when another process holds the episode), raised through to the app's one handler; a
 replay that diverges exits 1.
 """
@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from tools.exits import ExitCode
+from tools.cli.exits import ExitCode
 from tools.text import printable
 
 DataDir = Annotated[

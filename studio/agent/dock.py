@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 from agents.models.registry import BASE_NAME
 from studio.agent.runner import AgentRequest, AgentRunner, refusal
 from studio.foreign import plain_label, png_image
-from tools.exits import UserError
+from tools.cli.exits import UserError
 from tools.text import printable
 
 POLICIES = ("oracle", "openai", "hf", "none")

@@ -176,7 +176,7 @@ def local_model(policy: str, data_dir: str | None) -> str:
     if name != "hf" or not data_dir:
         return policy
     from agents.models.registry import BASE_NAME, resolve
-    from tools.exits import UserError
+    from tools.cli.exits import UserError
 
     arg = arg or BASE_NAME  # `hf` alone: the packaged base, as the hf policy takes it
     try:

@@ -294,7 +294,7 @@ class TrainingDock(QWidget):
                 "No finished adapter in the run folder yet: launch a run and let it finish.")
             return False
         from agents.models.registry import remember_adapter
-        from tools.exits import UserError
+        from tools.cli.exits import UserError
 
         try:  # listed under its base in the Agent dock and `modelwright models list`
             remember_adapter(adapter, self.controller.data_dir)

@@ -102,7 +102,7 @@ def test_a_uid_is_held_while_its_worker_lives_and_free_after():
 
 
 def test_doctor_reports_the_true_host_uid():
-    from tools.doctor import measure, verdict
+    from tools.cli.doctor import measure, verdict
 
     r = measure()
     assert r["outside_uid"] == r["host_uid"] != 0

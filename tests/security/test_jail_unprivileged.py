@@ -21,11 +21,11 @@ from tools.sandbox import jail
 @pytest.fixture(scope="module")
 def doctor_as_user(request):
     if os.geteuid() != 0:  # already an ordinary user: the rest of the suite is this case
-        out = subprocess.run([sys.executable, "-m", "tools.doctor", "--json"], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "tools.cli.doctor", "--json"], capture_output=True,
                              text=True, timeout=600)
         return json.loads(out.stdout), os.geteuid()
     user = request.getfixturevalue("ordinary_user")  # conftest: mwtest, readable copies, runuser
-    out = user.python("-m", "tools.doctor", "--json")
+    out = user.python("-m", "tools.cli.doctor", "--json")
     assert out.stdout.strip(), out.stderr[-2000:]
     return json.loads(out.stdout), user.uid
 
@@ -44,7 +44,7 @@ def test_ordinary_user_gets_the_same_jail(doctor_as_user):
 
 
 def test_root_and_ordinary_user_see_the_same_properties(doctor_as_user):
-    from tools.doctor import measure
+    from tools.cli.doctor import measure
 
     as_user, _ = doctor_as_user
     as_me = measure()

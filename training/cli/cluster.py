@@ -15,7 +15,7 @@ import time
 
 import typer
 
-from tools.exits import fail
+from tools.cli.exits import fail
 
 app = typer.Typer(help="A Ray cluster for eval and rollouts: up, status, down.", no_args_is_help=True)
 

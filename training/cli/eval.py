@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from tools.exits import ExitCode, fail, one_line
+from tools.cli.exits import ExitCode, fail, one_line
 
 ORACLE_POLICIES = ("oracle", "reference")
 
@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
         from agents import LoopConfig, PolicyError, make_policy
         from training.eval.harness import task_spec
 
-        spec = task_spec(task)  # a TaskError is the user's (exit 2, see tools/exits.py)
+        spec = task_spec(task)  # a TaskError is the user's (exit 2, see tools/cli/exits.py)
         _check_model(policy, model)
         options = _policy_options(
             base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from tools.exits import ExitCode, fail, one_line
+from tools.cli.exits import ExitCode, fail, one_line
 from tools.text import printable
 
 tasks_app = typer.Typer(
@@ -106,7 +106,7 @@ def show(
 
 
 def _load_calls(path: Path) -> list[dict[str, Any]]:
-    from tools.cli import read_sequence
+    from tools.cli.commands import read_sequence
 
     try:
         return read_sequence(path)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tools.exits import fail
+from tools.cli.exits import fail
 
 
 def _load(config: Path, kind: str, probe: bool = True, quick: bool = False):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tools.exits import ExitCode, fail, one_line
+from tools.cli.exits import ExitCode, fail, one_line
 
 app = typer.Typer(help="The tool runtime: list tools, run call sequences.", no_args_is_help=True)
 
@@ -111,7 +111,7 @@ def run(seq: Path = typer.Argument(..., help="JSONL: one {\"tool\": NAME, \"args
 @app.command("doctor")
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON.")) -> None:
     """Start one worker and print its jail as measured from inside; exit 1 if a property fails."""
-    from tools.doctor import main as doctor_main
+    from tools.cli.doctor import main as doctor_main
 
     raise typer.Exit(doctor_main(["--json"] if as_json else []))
 
@@ -120,7 +120,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print the measure
 def stress(calls: int = typer.Option(10_000, help="How many fuzzed calls."),
            seed: int = typer.Option(0)) -> None:
     """Fuzz the runtime with schema-generated and mutated calls; fails if the supervisor breaks."""
-    from tools.fuzz import run_fuzz
+    from tools.cli.fuzz import run_fuzz
 
     report = run_fuzz(calls, seed=seed, progress=True)
     typer.echo(json.dumps(report, indent=2))

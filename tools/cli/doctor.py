@@ -1,6 +1,6 @@
 """`modelwright tools doctor`: start one worker and report its jail as measured from inside.
 
-Also runnable as `python -m tools.doctor [--json]` (the security tests run it as an
+Also runnable as `python -m tools.cli.doctor [--json]` (the security tests run it as an
 unprivileged user that way).
 """
 
