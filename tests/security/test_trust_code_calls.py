@@ -194,11 +194,16 @@ def test_a_harmless_call_is_as_idle_as_no_call_and_below_a_failing_try(worker_po
     stay = _score(worker_pool, task, [{"tool": "transform", "args": {
         "name": "Bead", "location": bead["location"]}}])
     look = _score(worker_pool, task, [{"tool": "get_scene", "args": {}}])
+    undone = _score(worker_pool, task, [  # two real changes that end where it started
+        {"tool": "add_primitive", "args": {"kind": "cube", "name": "Tmp",
+                                           "dimensions": [1, 1, 1], "location": [3, 3, 0.5]}},
+        {"tool": "delete", "args": {"name": "Tmp"}}])
     failing = _score(worker_pool, task, [{"tool": "set_material", "args": {
         "name": "Nope", "color": "#20A0A0"}}])
     right = _score(worker_pool, task, task.oracle)
     assert stay.components["validity"] == look.components["validity"] == 0.0
-    assert stay.total == look.total == nothing.total
+    assert undone.components["validity"] == 0.0
+    assert stay.total == look.total == undone.total == nothing.total
     assert nothing.total < failing.total < right.total
 
 

@@ -55,6 +55,7 @@ class Rebuilt:
     reruns: int = 0  # code calls run again in a fresh code worker each
     overturned: int = 0  # calls whose reported `ok` the rebuild contradicts
     changed: set[int] = field(default_factory=set)  # seqs whose call changed the clean scene
+    before: dict[int, str] = field(default_factory=dict)  # seq -> the scene hash before it
     scene_hash: str = ""  # the clean scene's, after the last call run again
 
 
@@ -173,6 +174,7 @@ class CleanRoom:
                done: Rebuilt) -> None:
         """Run one ledger call again in the clean session (or take its vaulted commit)."""
         spec = TOOLS.get(e.tool)
+        done.before[e.seq] = done.scene_hash
         if e.outcome != "answered" or spec is None:  # refused, timed out or crashed: no effect
             done.valid[e.seq] = False
             return

@@ -616,9 +616,10 @@ def mark_stand_ins(ctx: EvalContext, results: list[dict[str, Any]]) -> None:
 def is_idle(spec: Any, calls: list[dict[str, Any]]) -> bool:
     """An episode that did nothing toward a task with work to do: no call at all, or, where
     the oracle's plan changes the scene, no call that changed the rebuilt scene (the
-    verifier's `changed` flag). One harmless call (a `get_scene`, a `transform` to where an
-    object already is) re-states the start and is as idle as no call; a call that failed is
-    a try (it keeps its recovery credit, not validity)."""
+    verifier's `changed` flag, cleared when the episode ends on the scene it started from).
+    One harmless call (a `get_scene`, a `transform` to where an object already is) or a thing
+    added and deleted re-states the start and is as idle as no call; a call that failed is a
+    try (it keeps its recovery credit, not validity)."""
     if not spec.oracle:
         return False
     if not calls:

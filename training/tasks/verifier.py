@@ -65,7 +65,7 @@ class Verifier:
             base, entries = ledger.snapshot()
             wanted = {c["seq"] for c in calls if isinstance(c.get("seq"), int)}
             with self.room.rebuild(base, entries, wanted) as (clean, done):
-                trusted = established(calls, entries, done.valid, done.changed)
+                trusted = established(calls, entries, done.valid, _changed(calls, done))
                 verdict = evaluate_task(task, clean, trusted)
                 verdict.details["calls"] = _record(trusted, entries)
                 verdict.details["rebuild"] = {"calls": done.calls, "reruns": done.reruns,
@@ -114,6 +114,15 @@ def established(calls: list[dict[str, Any]], entries: list[Any], valid: dict[int
         out.append(dict(c, ok=bool(ok), reported_ok=bool(c.get("ok")),
                         changed=bool(ok) and seq in changed))
     return out
+
+
+def _changed(calls: list[dict[str, Any]], done: Any) -> set[int]:
+    """The seqs of the episode's calls that changed the rebuilt scene; none when the episode
+    ends on the scene it started from (a thing added, then deleted, re-states the start)."""
+    seqs = [c["seq"] for c in calls if isinstance(c.get("seq"), int) and c["seq"] in done.before]
+    if seqs and done.before[min(seqs)] == done.scene_hash:
+        return set()
+    return set(done.changed)
 
 
 def _record(trusted: list[dict[str, Any]], entries: list[Any]) -> list[dict[str, Any]]:
