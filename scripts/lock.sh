@@ -38,7 +38,10 @@ case "${UPGRADE:-}" in
 esac
 
 say "resolving pyproject.toml [dev] for Python 3.13, linux x86_64${UPGRADE:+ (upgrading: $UPGRADE)}"
-# An existing requirements.lock is read as the preferred versions (uv's default for -o).
+# An existing requirements.lock is read as the preferred versions (uv's default for -o). uv
+# writes a copy, which replaces the lock only if it differs: an unchanged lock keeps its time,
+# so the venv does not re-install for nothing.
+[ -f "$LOCK" ] && cp "$LOCK" "$tmp/$LOCK"
 UV_PYTHON_DOWNLOADS=never "$tmp/venv/bin/uv" pip compile pyproject.toml \
   --extra dev \
   --python-version 3.13 --python-platform x86_64-manylinux_2_34 \
@@ -46,5 +49,11 @@ UV_PYTHON_DOWNLOADS=never "$tmp/venv/bin/uv" pip compile pyproject.toml \
   --custom-compile-command "make lock" \
   --no-progress --quiet \
   "${upgrade[@]}" ${LOCK_ARGS:-} \
-  -o "$LOCK"
-say "wrote $LOCK ($(grep -c '^[A-Za-z0-9]' "$LOCK") packages); install it with: make setup"
+  -o "$tmp/$LOCK"
+n=$(grep -c '^[A-Za-z0-9]' "$tmp/$LOCK")
+if [ -f "$LOCK" ] && cmp -s "$tmp/$LOCK" "$LOCK"; then
+  say "$LOCK is up to date ($n packages)"
+else
+  cp "$tmp/$LOCK" "$LOCK"
+  say "wrote $LOCK ($n packages); install it with: make setup"
+fi
