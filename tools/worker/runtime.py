@@ -26,6 +26,11 @@ class WorkerRuntime:
         self.disk_mb = disk_mb
         self.workspace = workspace
         self.test_hooks = test_hooks
+        self.test_ops: dict[str, Callable[[dict], dict]] = {}
+        if test_hooks:  # fault, probe, exec, hash_check: tests only, never loaded otherwise
+            from tools.worker import test_hooks as hooks
+
+            self.test_ops = hooks.ops(self)
         safety.harden_blender()
         if preload_cad:  # a spare booted off the critical path (see tools/worker/lazy_cq.py)
             lazy_cq.preload()
@@ -80,20 +85,8 @@ class WorkerRuntime:
                 from tools.worker.confinement import report
 
                 return self._ok(report(self.scratch))
-            if op == "fault" and self.test_hooks:
-                _fault(request["kind"])
-            if op == "probe" and self.test_hooks:
-                return self._ok(_probe(request))
-            if op == "exec" and self.test_hooks:  # a hostile policy with full Python (tests)
-                exec(request["code"], {"runtime": self})  # noqa: S102 - test hooks only
-                return self._ok({})
-            if op == "hash_check" and self.test_hooks:  # the incremental hash against a full walk
-                if "journal_from_objects" in request:
-                    self.state.journal_from_objects = int(request["journal_from_objects"])
-                return self._ok({"full": self.state.hasher.full_digest(),
-                                 "full_walks": self.state.hasher.full_walks,
-                                 "journal_entries": self.state.journal_entries(),
-                                 "loads": self.state.loads})
+            if op in self.test_ops:  # tools/worker/test_hooks.py
+                return self._ok(self.test_ops[op](request))
             raise ToolError(ErrorKind.VALIDATION, f"unknown worker op {op!r}")
         except ToolError as e:
             return {"ok": False, "error": e.to_dict(), "scene_hash": self.state.scene_hash(),
@@ -156,52 +149,3 @@ def _rss_mb() -> float:
                 return int(line.split()[1]) / 1024
     return 0.0
 
-
-def _fault(kind: str) -> None:
-    """Test-only ways to break the worker, to prove the supervisor recovers."""
-    import ctypes
-    import sys
-
-    if kind == "abort":
-        os.abort()
-    if kind == "segfault":
-        ctypes.string_at(0)
-    if kind == "exit":
-        sys.exit(3)
-    if kind == "hang":
-        while True:
-            pass
-    if kind == "hang_c":  # deadlock inside C: no Python signal handler can ever run
-        mutex = ctypes.create_string_buffer(64)
-        libc = ctypes.CDLL(None)
-        libc.pthread_mutex_lock(mutex)
-        libc.pthread_mutex_lock(mutex)
-    raise ToolError(ErrorKind.VALIDATION, f"unknown fault {kind!r}")
-
-
-def _probe(request: dict) -> dict:
-    """Test-only: try what the jail must refuse (connect, read, write) and report each outcome."""
-    import socket
-
-    out: dict = {}
-    if request.get("connect"):
-        host, port = request["connect"]
-        try:
-            with socket.create_connection((host, port), timeout=2):
-                out["connect"] = "connected"
-        except OSError as e:
-            out["connect"] = f"refused: {e}"
-    for path in request.get("read", []):
-        try:
-            with open(path, "rb") as f:
-                out[f"read:{path}"] = f"read {len(f.read(64))} bytes"
-        except OSError as e:
-            out[f"read:{path}"] = f"refused: {e.strerror}"
-    for path in request.get("write", []):
-        try:
-            with open(path, "wb") as f:
-                f.write(b"x")
-            out[f"write:{path}"] = "written"
-        except OSError as e:
-            out[f"write:{path}"] = f"refused: {e.strerror}"
-    return out
