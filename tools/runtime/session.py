@@ -49,6 +49,11 @@ class ToolSession:
         # what the trusted side itself knows of every call: the verifier's only evidence
         self.ledger = ledger_mod.Ledger.open()
 
+    @property
+    def acked_commit(self) -> int | None:
+        """The worker's commit the caller was last told of (its `ready`, then each reply's)."""
+        return self._acked_commit
+
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> ToolSession:
         return self

@@ -214,7 +214,7 @@ class CleanRoom:
                     confined.write_file(code.workspace, rel, data)
                 if not code.call(e.tool, dict(e.args)).ok:
                     return False
-                acked = code._acked_commit
+                acked = code.acked_commit
                 if acked is None:
                     return False
                 try:  # its product, as the code worker committed it: hostile ground

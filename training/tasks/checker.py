@@ -44,9 +44,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tools import TOOLS
 from tools.protocol import HEADER, ProtocolError, decode_payload, json_length, write_message
 from tools.sandbox import identity, jail, memwatch, scratch
-from tools.specs import TOOLS
 from tools.text import printable
 from tools.trust import confined
 from tools.trust.confined import ConfinedPathError

@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tools import Session
-from tools.specs import TOOLS
+from tools import TOOLS, Session
 from training import rewards
 from training.tasks.context import EvalContext
 from training.tasks.shapes import evaluate_geometry
