@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from agents.loop.start_state import InfrastructureError, StartState
     from agents.loop.turns import HumanTurns
     from agents.models.source import ModelNotFound, local_model_folder, resolve_model
-    from agents.policies import UnknownPolicyError, make_policy, policy_names, register_policy
+    from agents.policies import UnknownPolicyError, make_policy, policy_names
     from agents.policies.protocol import Policy, PolicyError, PolicyReply, ToolCall
 
 _LAZY = {
@@ -31,7 +31,7 @@ _LAZY = {
     "ModelNotFound": "agents.models.source", "local_model_folder": "agents.models.source",
     "resolve_model": "agents.models.source",
     "UnknownPolicyError": "agents.policies", "make_policy": "agents.policies",
-    "policy_names": "agents.policies", "register_policy": "agents.policies",
+    "policy_names": "agents.policies",
     "Policy": "agents.policies.protocol", "PolicyError": "agents.policies.protocol", "PolicyReply": "agents.policies.protocol",
     "ToolCall": "agents.policies.protocol",
     "JobOutcome": "agents.loop.scheduler", "Scheduler": "agents.loop.scheduler",
@@ -43,7 +43,7 @@ __all__ = [
     "CallOutcome", "DEFAULT_SYSTEM", "EpisodeLoop", "EpisodeResult", "HumanTurns",
     "InfrastructureError", "JobOutcome", "LoopConfig", "ModelNotFound", "Policy", "PolicyError",
     "PolicyReply", "Scheduler", "StartState", "StepRecord", "ToolCall", "UnknownPolicyError",
-    "Verdict", "local_model_folder", "make_policy", "policy_names", "register_policy",
+    "Verdict", "local_model_folder", "make_policy", "policy_names",
     "resolve_model", "run_episode"
 ]
 

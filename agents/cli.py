@@ -1,16 +1,14 @@
-"""Agent-layer commands (serve, mcp, dev, models), assembled from their modules."""
+"""Agent-layer commands (serve, mcp, models), assembled from a literal list of their modules."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-
 import typer
-
-MODULES = ("agents.serving.cli", "agents.cli_dev", "agents.models.cli")
 
 
 def register(app: typer.Typer) -> None:
-    for name in MODULES:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name).register(app)
+    # imported here, not at module level: `modelwright` imports this module to build its app
+    from agents.models import cli as models_cli
+    from agents.serving import cli as serving_cli
+
+    for group in (serving_cli, models_cli):
+        group.register(app)

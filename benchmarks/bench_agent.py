@@ -64,9 +64,8 @@ def loop_overhead(pool, steps: int) -> dict:
 
 
 def oracle_throughput(episodes: int) -> dict:
-    import training.eval.oracle  # noqa: F401
-    from agents.policies import make_policy
     from tools import ToolSession, WorkerPool
+    from training import make_policy
     from training.eval.harness import evaluate, task_spec, without_timing
     from training.tasks import split_ids
 
@@ -141,9 +140,8 @@ def prompt_tokens(tiny_model: Path | None) -> dict:
 
 def episode_tokens(pool) -> dict:
     """Estimated prompt tokens per step over an oracle episode (full catalogue, renders)."""
-    import training.eval.oracle  # noqa: F401
-    from agents.policies import make_policy
     from tools import ToolSession
+    from training import make_policy
     from training.eval.harness import run_spec, task_spec
 
     with ToolSession(pool) as s:
@@ -166,7 +164,7 @@ def main() -> None:
 
     tiny = args.tiny_model
     if tiny is None:
-        from agents.models.tiny import build_tiny_model
+        from training.sft.tiny_model import build_tiny_model
 
         tiny = build_tiny_model(Path(tempfile.mkdtemp(prefix="mw-bench-")) / "tiny")
     report = {"prompt_tokens": prompt_tokens(tiny)}

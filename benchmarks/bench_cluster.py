@@ -34,7 +34,7 @@ def task_ids(n: int) -> list[str]:
 
 
 def run(specs, backend=None, workers: int = 1) -> tuple[float, dict]:
-    from agents.policies import make_policy
+    from training import make_policy
     from training.eval.harness import evaluate
     from training.eval.requests import PolicySpec
 

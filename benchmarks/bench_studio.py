@@ -178,8 +178,8 @@ def run_all() -> None:
     viewport_benchmarks(app, window, controller, results)
 
     # a training run: the tiny model's SFT on the episode just recorded
-    from agents.models.tiny import build_tiny_model
     from agents.store.export import export_parquet
+    from training.sft.tiny_model import build_tiny_model
 
     model = build_tiny_model(Path(tmp) / "tiny", seed=0)
     export_parquet(controller.store(), Path(tmp) / "demos")

@@ -260,7 +260,7 @@ def main() -> None:
         elif args.pipeline_dir:
             model, adapter = args.pipeline_dir / "model", args.pipeline_dir / "sft" / "adapter"
         else:
-            from agents.models.tiny import build_tiny_model
+            from training.sft.tiny_model import build_tiny_model
 
             model = build_tiny_model(tmp / "model")
             adapter = teach(tmp, model)

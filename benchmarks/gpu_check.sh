@@ -38,7 +38,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import GenerationConfig, Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-from agents.models.tiny import build_processor, train_tokenizer
+from training.sft.tiny_model import build_processor, train_tokenizer
 
 work = Path(sys.argv[1])
 tok = train_tokenizer(0)

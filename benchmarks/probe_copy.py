@@ -2,7 +2,7 @@
 
 A diagnostic behind the CPU pipeline's figures (README, "The CPU pipeline, measured"): SFT's
 calls parse but name the wrong object, because the tiny model never learns to copy the goal's
-name into the call. Here a fresh tiny Qwen3-VL (`agents.models.tiny`, seed 0, random weights,
+name into the call. Here a fresh tiny Qwen3-VL (`training.sft.tiny_model`, seed 0, random weights,
 local tokenizer) learns one thing only, on prompts of the pipeline's shape:
 
     <prefix> Goal: make 'Bead' red. Scene: {"objects":[{"name":"Globe"},{"name":"Bead"}]} call:
@@ -64,8 +64,8 @@ def run_one(prefix_tokens: int, steps: int, batch: int, lr: float, rope_theta: f
     import torch
     from transformers import Qwen3VLForConditionalGeneration
 
-    from agents.models.tiny import tiny_config, train_tokenizer
-    from training.tasks.scene_families import COLOURS, NAMES
+    from training.sft.tiny_model import tiny_config, train_tokenizer
+    from training.tasks.recipes.scene import COLOURS, NAMES
 
     torch.manual_seed(0)
     tok = train_tokenizer(0)
@@ -135,7 +135,7 @@ def layout_sampler(tok, layout: str):
     from agents.loop.config import DEFAULT_SYSTEM
     from agents.loop.episode_loop import openai_tools
     from tools import catalogue
-    from training.tasks.scene_families import COLOURS, random_items
+    from training.tasks.recipes.scene import COLOURS, random_items
     from training.train_config import load_config
 
     if layout not in LAYOUTS:
@@ -183,7 +183,7 @@ def run_layout(layout: str, steps: int, batch: int, lr: float, curriculum: list[
     import torch
     from transformers import Qwen3VLForConditionalGeneration
 
-    from agents.models.tiny import tiny_config, train_tokenizer
+    from training.sft.tiny_model import tiny_config, train_tokenizer
 
     torch.manual_seed(0)
     tok = train_tokenizer(0)

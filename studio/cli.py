@@ -1,7 +1,9 @@
 """The `modelwright` command line: a thin shell over each layer's public face.
 
 Each layer owns a module with `register(app)` that adds its commands; this file only
-assembles them, so that `modelwright tools list` never imports Qt, torch or bpy. Every
+assembles them, from the literal list `COMMAND_MODULES`, so that `modelwright tools list`
+never imports Qt, torch or bpy. A module of that list that cannot be imported is an error
+(one line, exit 3), never a command group silently left out. Every
 command ends by the convention of `tools/cli/exits.py` (0 ok, 1 failed, 2 usage or input,
 3 unavailable): the errors below are a user's to fix and end in one line, never a traceback.
 """
@@ -9,7 +11,8 @@ command ends by the convention of `tools/cli/exits.py` (0 ok, 1 failed, 2 usage 
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import sys
+from collections.abc import Sequence
 
 import typer
 
@@ -34,14 +37,18 @@ USER_ERRORS = {
 
 COMMAND_MODULES = (
     "tools.cli.commands",  # tools list / run
-    "training.cli",  # tasks, score, run, eval, train
-    "agents.cli",  # serve, mcp, dev
+    "training.cli",  # tasks, score, run, eval, train, cluster
+    "agents.cli",  # serve, mcp, models
     "agents.store.cli",  # data
     "studio.commands",  # studio (the GUI)
 )
 
 
-def build_app() -> typer.Typer:
+class MissingCommands(RuntimeError):
+    """A module of the command table cannot be imported: the install is incomplete."""
+
+
+def build_app(modules: Sequence[str] = COMMAND_MODULES) -> typer.Typer:
     app = typer.Typer(
         name="modelwright",
         help="Modelwright: build 3D models with a vision-language agent driving Blender and CadQuery.",
@@ -60,15 +67,24 @@ def build_app() -> typer.Typer:
 
             open_studio()
 
-    for name in COMMAND_MODULES:
-        if importlib.util.find_spec(name) is None:
-            continue
-        importlib.import_module(name).register(app)
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            raise MissingCommands(
+                f"the commands of {name} cannot be loaded ({exc}); reinstall with `make setup`"
+            ) from None
+        module.register(app)
     return app
 
 
-def main() -> None:
-    build_app()()
+def main(modules: Sequence[str] = COMMAND_MODULES) -> None:
+    try:
+        app = build_app(modules)
+    except MissingCommands as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.UNAVAILABLE) from None
+    app()
 
 
 if __name__ == "__main__":

@@ -9,11 +9,11 @@ settings.register_profile("modelwright", deadline=None, derandomize=True, print_
 settings.load_profile("modelwright")
 
 
-# --- tiny local vision-language model (agents/models/tiny.py) -------------------------------
+# --- tiny local vision-language model (training/sft/tiny_model.py) -------------------------------
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny random Qwen3-VL built offline once per test session (~6 s); treat it as read-only."""
-    from agents.models.tiny import build_tiny_model
+    from training.sft.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 

@@ -121,7 +121,7 @@ def test_taught_model_emits_a_parsed_tool_call_and_logprobs_agree(policy):
 
 
 def test_missing_model_folder_says_how_to_build_one(tmp_path):
-    with pytest.raises(PolicyError, match="modelwright dev tiny-model"):
+    with pytest.raises(PolicyError, match="modelwright models list"):
         make_policy("hf", model=str(tmp_path / "nowhere"))
 
 

@@ -1,7 +1,7 @@
 """The `openai` policy against real OpenAI-compatible servers on loopback.
 
 Whole episodes run against `transformers serve` serving the tiny local model, taught (in a
-few seconds, see `agents.tinymodel_teach`) to answer certain goals with a valid call,
+few seconds, see `tests/support/tiny_teach.py`) to answer certain goals with a valid call,
 hallucinated and invalid calls, malformed JSON, or a call in a code fence; the episode
 must feed every failure back and end within its budget. Retries, timeouts and a server
 that is down are shown against plain loopback HTTP servers.
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from support.tiny_teach import Lesson, teach_replies
 
 from agents.loop.context import RECALL_SPEC, ContextConfig, observation
 from agents.loop.episode_loop import DEFAULT_SYSTEM, LoopConfig, openai_tools, run_episode
 from agents.policies import make_policy
 from agents.policies.protocol import PolicyError
-from agents.tinymodel_teach import Lesson, teach_replies
 
 TOOLS = ("add_primitive", "get_scene")
 CUBE = {"kind": "cube", "name": "A", "dimensions": [1, 1, 1]}

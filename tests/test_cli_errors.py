@@ -92,7 +92,7 @@ def bad(tmp_path_factory) -> dict[str, str]:
     }
     for name, text in configs.items():
         (root / f"{name}.yaml").write_text(text)
-    from agents.models.tiny import build_tiny_model
+    from training.sft.tiny_model import build_tiny_model
 
     build_tiny_model(root / "tiny", seed=0)
     return {"root": str(root), "store": str(store), "port": str(_closed_port())}
@@ -118,7 +118,7 @@ CASES = [
     (("score",), ["{root}/bad.step", "{root}/bad.step"], USAGE, ["bad.step"]),
     (("run",), ["--task", "nope:1:1"], USAGE, ["'nope'", "known:"]),
     (("run",), ["--task", "primitive_placement:1:0", "--policy", "bogus"], USAGE, ["'bogus'", "choose one of"]),
-    (("run",), ["--task", "primitive_placement:1:0", "--policy", "hf", "--model", "{root}/no-model"], USAGE, ["no-model", "tiny-model"]),
+    (("run",), ["--task", "primitive_placement:1:0", "--policy", "hf", "--model", "{root}/no-model"], USAGE, ["no-model", "models list"]),
     (("run",), ["--task", "primitive_placement:1:0", "--policy", "openai", "--model", "m", "--no-record",
                 "--base-url", "http://127.0.0.1:{port}/v1", "--timeout", "5"], UNAVAILABLE, ["127.0.0.1:{port}", "--base-url"]),
     (("eval",), [], USAGE, ["--policy is required"]),
@@ -127,21 +127,19 @@ CASES = [
     (("eval",), ["--compare", "{root}/bad.json", "{root}/bad.json"], USAGE, ["bad.json", "not an eval report"]),
     (("train", "sft"), ["--config", "{root}/missing.yaml"], USAGE, ["missing.yaml", "does not exist"]),
     (("train", "sft"), ["--config", "{root}/bad.yaml"], USAGE, ["bad.yaml:4:4", "not valid YAML"]),
-    (("train", "sft"), ["--config", "{root}/nomodel.yaml"], USAGE, ["model.path", "no/such/model", "build_tiny", "tiny-model", "hub id"]),
+    (("train", "sft"), ["--config", "{root}/nomodel.yaml"], USAGE, ["model.path", "no/such/model", "build_tiny", "models list", "hub id"]),
     (("train", "sft"), ["--config", "{root}/nodata.yaml", "--out", "{root}/r1"], USAGE, ["episodes.parquet", "modelwright data export --out"]),
     (("train", "sft"), ["--config", "{root}/baddata.yaml", "--out", "{root}/r2"], USAGE, ["bad.parquet", "not a Parquet file"]),
     (("train", "grpo"), ["--config", "{root}/nodata.yaml"], USAGE, ["'sft' config", "modelwright train sft"]),
-    (("train", "grpo"), ["--config", "{root}/grpo_nomodel.yaml"], USAGE, ["model.path", "/no/such/model", "tiny-model"]),
+    (("train", "grpo"), ["--config", "{root}/grpo_nomodel.yaml"], USAGE, ["model.path", "/no/such/model", "models list"]),
     (("train", "grpo"), ["--config", "{root}/grpo_tiny.yaml", "--adapter", "{root}/no-adapter"], USAGE, ["no-adapter", "adapter_config.json"]),
     (("train", "pipeline"), ["--config", "{root}/bad.yaml"], USAGE, ["bad.yaml:4:4"]),
     (("train", "launch"), ["--config", "{root}/bad.yaml"], USAGE, ["bad.yaml:4:4"]),
-    (("serve",), ["--model", "{root}/no-model", "--dry-run"], USAGE, ["no-model", "tiny-model"]),
+    (("serve",), ["--model", "{root}/no-model", "--dry-run"], USAGE, ["no-model", "models list"]),
     (("serve",), ["--model", "{root}/not-a-model", "--dry-run"], USAGE, ["not-a-model", "config.json"]),
     (("serve",), ["--model", "Qwen/Qwen3-8B", "--adapter", "a={root}", "--dry-run"], USAGE, ["adapter_config.json"]),
     (("serve", "load-adapter"), ["a", "{root}/no-adapter"], USAGE, ["no-adapter", "adapter_config.json"]),
     (("serve", "load-adapter"), ["a", "{root}/ad", "--no-check-path", "--base-url", "http://127.0.0.1:{port}"], UNAVAILABLE, ["127.0.0.1:{port}"]),
-    (("dev", "tiny-model"), ["{root}/t2", "--size", "huge"], USAGE, ["huge"]),
-    (("dev", "tiny-model"), ["{root}/bad.yaml"], USAGE, ["bad.yaml"]),
     (("data", "list"), ["--data-dir", "{store}", "--source", "bogus"], USAGE, ["--source", "'bogus'"]),
     (("data", "list"), ["--data-dir", "{root}/no-store"], USAGE, ["no-store", "does not exist", "--data-dir"]),
     (("data", "show"), ["nope", "--data-dir", "{store}"], USAGE, ["'nope'", "data list"]),

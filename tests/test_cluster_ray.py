@@ -12,8 +12,8 @@ import ipaddress
 import pytest
 
 from agents import LoopConfig
-from agents.policies import make_policy
 from agents.store import Store
+from training import make_policy
 from training.eval.harness import evaluate, task_spec
 from training.eval.requests import PolicySpec
 

@@ -47,8 +47,8 @@ def _human_episode(store, session, task) -> str:
 def test_a_persons_episode_exports_the_rows_of_the_oracle_episode(store, session, tmp_path):
     import pyarrow.parquet as pq
 
-    from agents.policies import make_policy
     from agents.store.export import export_parquet
+    from training import make_policy
     from training.eval import oracle  # noqa: F401  (registers the oracle)
     from training.eval.harness import run_spec, task_spec
     from training.tasks import get_task

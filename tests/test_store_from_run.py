@@ -37,8 +37,7 @@ def test_run_records_every_field_and_replays(tmp_path):
 
 
 def test_eval_with_two_workers_records_every_episode(tmp_path):
-    import training.eval.oracle  # noqa: F401  (registers the oracle policy)
-    from agents.policies import make_policy
+    from training import make_policy
     from training.eval.harness import evaluate, task_spec
     from training.tasks import split_ids
 

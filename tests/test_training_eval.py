@@ -8,9 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from agents.policies import make_policy
 from studio.cli import build_app
 from tools import ToolSession
+from training import make_policy
 from training.eval.harness import (
     aggregate,
     compare,

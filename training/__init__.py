@@ -15,6 +15,7 @@ from tools.lazy_face import lazy_face
 
 if TYPE_CHECKING:
     from training.eval.harness import EpisodeSpec, evaluate, run_spec, task_spec
+    from training.eval.policies import make_policy, policy_names
     from training.rewards import RewardBreakdown
     from training.runs import latest_checkpoint
     from training.tasks import Task, TaskError, get_task, list_families, split_ids
@@ -31,12 +32,14 @@ _LAZY = {
     "list_families": "training.tasks", "split_ids": "training.tasks",
     "load_benchmark": "training.tasks.benchmark",
     "verify": "training.tasks.verifier",
+    "make_policy": "training.eval.policies", "policy_names": "training.eval.policies",
     "ConfigError": "training.train_config", "load_config": "training.train_config",
 }
 
 __all__ = [
     "ConfigError", "EpisodeSpec", "RewardBreakdown", "Task", "TaskError", "evaluate", "get_task",
-    "latest_checkpoint", "list_families", "load_benchmark", "load_config", "run_spec",
+    "latest_checkpoint", "list_families", "load_benchmark", "load_config", "make_policy",
+    "policy_names", "run_spec",
     "split_ids", "task_spec", "verify"
 ]
 

@@ -186,9 +186,9 @@ def release_memory() -> dict:
 
 
 def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
-    from agents.models.tiny import build_tiny_model
     from training.rl.grpo import run_grpo
     from training.runs import set_cpu_threads
+    from training.sft.tiny_model import build_tiny_model
     from training.sft.trainer import run_sft
 
     check_shown_tools(config)

@@ -37,7 +37,7 @@ def _is_model_name(text: str) -> bool:
 
 
 class ModelSpec(Strict):
-    build_tiny: bool = False  # build `modelwright dev tiny-model` into the run dir first
+    build_tiny: bool = False  # build the tiny random CPU model (training/sft/tiny_model.py) into the run dir first
     path: str | None = None  # local folder (or hub id on a machine that may download)
     tiny_size: Literal["tiny", "small"] = "tiny"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
@@ -58,8 +58,8 @@ class ModelSpec(Strict):
                 and not Path(path).expanduser().is_dir() and not _is_model_name(path)):
             raise ValueError(
                 f"no model folder at {path!r} (a folder holding config.json; or set "
-                "model.build_tiny: true for the tiny CPU model, or `modelwright dev tiny-model "
-                f"DIR` to build one, or name a hub id such as {EXAMPLE_HUB_ID})"
+                "model.build_tiny: true for the tiny CPU model, `modelwright models list` for "
+                f"the local models, or name a hub id such as {EXAMPLE_HUB_ID})"
             )
         return path
 

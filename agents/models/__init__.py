@@ -2,6 +2,5 @@
 
 `registry` is the catalogue (`modelwright models ...`, `cli`), `source` resolves a name or a
 path to something `from_pretrained` loads, `files` and `convert` read and convert model files
-(they are someone else's: see docs/SECURITY.md), and `tiny` builds the random-weight CPU model
-that `model.build_tiny` in a training config asks for.
+(they are someone else's: see docs/SECURITY.md).
 """

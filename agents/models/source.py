@@ -78,8 +78,8 @@ def resolve_model(name: str | os.PathLike[str] | None, what: str = "model",
             )
         return ModelSource(text, False)
     raise ModelNotFound(
-        f"no {what} folder at {path}; build a tiny one with `modelwright dev tiny-model {path}`, "
-        f"or name a hub id like {EXAMPLE_HUB_ID}"
+        f"no {what} folder at {path}; `modelwright models list` names the local "
+        f"models, or name a hub id like {EXAMPLE_HUB_ID}"
     )
 
 
@@ -87,8 +87,8 @@ def local_model_folder(path: str | os.PathLike[str], what: str = "model") -> Pat
     """`path` as a model folder (it holds config.json), or `ModelNotFound`."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise ModelNotFound(f"no {what} folder at {folder}; build a tiny one with "
-                            f"`modelwright dev tiny-model {folder}` or point at a downloaded one")
+        raise ModelNotFound(f"no {what} folder at {folder}; `modelwright models list` "
+                            "names the local models, or point at a downloaded one")
     if not (folder / "config.json").is_file():
         raise ModelNotFound(f"{folder} is not a {what} folder (no config.json); point at the "
                             "folder a checkpoint was saved to")

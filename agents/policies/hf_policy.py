@@ -518,7 +518,7 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     """Load processor and model (plus LoRA adapter) from local folders; nothing is downloaded."""
     import torch
 
-    from agents.models.registry.source import resolve_model
+    from agents.models.source import resolve_model
     from tools.cli.exits import Unavailable, UserError
 
     # A registered name (the packaged base is built from its wheel on first use) or a folder.
@@ -528,8 +528,8 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
         raise PolicyError(str(exc)) from None
     if not (path / "config.json").is_file():
         raise PolicyError(
-            f"no model at {path} (no config.json); build a tiny one with "
-            f"`modelwright dev tiny-model {path}` or point --model at a downloaded checkpoint"
+            f"no model at {path} (no config.json); `modelwright models list` "
+            "names the local models, or point --model at a downloaded checkpoint"
         )
     device = config.device
     if device == "auto":

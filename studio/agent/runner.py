@@ -124,8 +124,8 @@ class AgentRunner(QThread):
         self.sig_finished.emit(self.summary)
 
     def _run(self) -> dict:
-        import training.eval.oracle  # noqa: F401  (registers the oracle and reference policies)
-        from agents import EpisodeLoop, LoopConfig, StartState, make_policy
+        from agents import EpisodeLoop, LoopConfig, StartState
+        from training import make_policy
 
         r = self.request
         why = refusal(r)

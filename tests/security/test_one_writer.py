@@ -41,7 +41,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("agents/store/journal.py", "*", "os.open"): "the store's journal, O_NOFOLLOW, under its data dir",
     ("agents/store/lease.py", "*", "os.open"): "the store's lease file under its data dir",
     ("agents/store/export.py", "*", "write_text"): "a dataset export's temp dir, then os.replace",
-    ("agents/tinymodel_teach.py", "*", "shutil.copytree"): "a tiny model folder the trainer made",
     # the model registry under DATA/models: no worker ever wrote there
     ("agents/models/convert.py", "convert_gguf", "write_text"): "a converted model's manifest, "
     "in its own mkdtemp build folder before the rename",

@@ -1,4 +1,4 @@
-"""Training-layer commands (tasks, score, run, eval, train), assembled from their modules.
+"""Training-layer commands (tasks, score, run, eval, train, cluster), assembled from their modules.
 
 - `tasks`  `tasks list|show|try` and `score A B`
 - `eval`   `run` (one episode) and `eval` (a policy over a split or a benchmark)
@@ -9,15 +9,12 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-
 import typer
-
-MODULES = ("training.cli.tasks", "training.cli.eval", "training.cli.train", "training.cli.cluster")
 
 
 def register(app: typer.Typer) -> None:
-    for name in MODULES:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name).register(app)
+    # a literal list: a module missing here is an ImportError, not a silently absent group
+    from training.cli import cluster, eval, tasks, train
+
+    for group in (tasks, eval, train, cluster):
+        group.register(app)

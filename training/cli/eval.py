@@ -115,9 +115,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> None:
         """Run one episode of a task with a policy and print its summary."""
-        import training.eval.oracle  # noqa: F401  (registers oracle and reference)
-        from agents import LoopConfig, PolicyError, make_policy
+        from agents import LoopConfig, PolicyError
         from training.eval.harness import task_spec
+        from training.eval.policies import make_policy
 
         spec = task_spec(task)  # a TaskError is the user's (exit 2, see tools/cli/exits.py)
         _check_model(policy, model)
@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
         spec.budget = config.max_steps
         store = _open_store(no_record, data_dir)
         _boot_workers()  # the input is good: they start while the rest is imported
-        import training.tasks.checks  # noqa: F401  (the checker's imports: now, not at the end)
+        import training.tasks.checks.verdict  # noqa: F401  (the checker's imports: now, not at the end)
         from tools import ToolSession
         from training.eval.harness import run_spec
 
@@ -230,9 +230,9 @@ def _cluster_backend(address: str, policy: str, store):
 
 def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
               no_record, data_dir, json_out, seed, cluster=None) -> None:  # fmt: skip
-    import training.eval.oracle  # noqa: F401
-    from agents import LoopConfig, PolicyError, make_policy
+    from agents import LoopConfig, PolicyError
     from training.eval.harness import evaluate, task_spec
+    from training.eval.policies import make_policy
     from training.tasks import split_ids
 
     _check_model(policy, options["model"])

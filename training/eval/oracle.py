@@ -1,5 +1,5 @@
 """Task-aware policies: `oracle` (a task's own plan) and `reference` (a benchmark case's
-reference CadQuery script), registered into the agents policy factory.
+reference CadQuery script), named in the one policy table, `training.eval.policies`.
 
 Both replay a known solution through the ordinary `Policy` interface, so their episodes run
 through the same loop, are recorded the same way and become demonstrations. The plan is
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agents import PolicyError, PolicyReply, register_policy
+from agents import PolicyError, PolicyReply
 from agents.policies.simple import PlanPolicy, calls_from_plan
 
 
@@ -83,6 +83,3 @@ def make_oracle(arg: str | None = None, **_: object) -> OraclePolicy:
 def make_reference(arg: str | None = None, **_: object) -> ReferencePolicy:
     return ReferencePolicy(arg)
 
-
-register_policy("oracle", make_oracle)
-register_policy("reference", make_reference)

@@ -30,8 +30,7 @@ class PolicySpec:
     options: dict = field(default_factory=dict)
 
     def build(self) -> Any:
-        import training.eval.oracle  # noqa: F401  (registers oracle and reference)
-        from agents import make_policy
+        from training.eval.policies import make_policy
 
         return make_policy(self.name, **self.options)
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import training.eval.oracle  # noqa: F401  (registers the oracle and reference policies)
 from agents import LoopConfig, run_episode
 from tools import Session
 

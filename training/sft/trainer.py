@@ -45,7 +45,7 @@ def base_model_path(spec: ModelSpec, run_dir: Path, path: str | Path | None = No
         return spec.path
     folder = Path(spec.path).expanduser() if spec.path else Path(run_dir) / "base-model"
     if not (folder / "config.json").is_file():
-        from agents.models.tiny import build_tiny_model
+        from training.sft.tiny_model import build_tiny_model
 
         build_tiny_model(folder, seed=0, size=spec.tiny_size)
     return str(folder)

@@ -43,14 +43,6 @@ QWEN2_PRETOKENIZE_REGEX = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
-# The stable tool names of docs/CONTRACTS.md, so the corpus teaches the tokenizer their pieces.
-TOOL_NAMES = (
-    "add_primitive", "transform", "set_material", "boolean", "delete", "duplicate", "rename",
-    "parent", "join", "modifier", "add_light", "get_scene", "measure", "render", "export",
-    "import_file", "undo", "snapshot", "restore", "clear_scene", "cadquery_script", "cad_box",
-    "cad_cylinder", "cad_sketch_extrude", "cad_revolve", "cad_hole", "cad_fillet", "cad_chamfer",
-    "cad_shell", "cad_pattern", "cad_query",
-)  # fmt: skip
 
 VOCAB_SIZE = 2048
 # Images are downscaled to at most this many pixels: 128x128 is 8x8 patches of 16 px, merged
@@ -70,6 +62,11 @@ def chat_template() -> str:
 
 def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
     """Text resembling what the model will read and write: prompts, tool calls, results, code."""
+    from tools import tool_names
+
+    # every tool of the one registry, so the tokenizer learns their pieces (a fixed list here
+    # fell behind the catalogue)
+    names = tool_names()
     rng = random.Random(seed)
     shapes = ["cube", "sphere", "cylinder", "cone", "torus", "plane"]
     colours = ["red", "green", "blue", "white", "black", "grey", "orange", "yellow"]
@@ -95,7 +92,7 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
                 "dimensions": [abs(num()) + 0.1 for _ in range(3)],
                 "location": [num(), num(), num()],
             }
-            call = {"name": rng.choice(TOOL_NAMES), "arguments": args}
+            call = {"name": rng.choice(names), "arguments": args}
             out.append("<tool_call>\n" + json.dumps(call) + "\n</tool_call>")
         elif kind == 2:
             obj = {
@@ -117,7 +114,7 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
                 f'.hole({rng.randint(2, 12)}).edges("|Z").fillet({rng.randint(1, 4)})\n'
             )
         elif kind == 4:
-            tool = rng.choice(TOOL_NAMES)
+            tool = rng.choice(names)
             schema = {
                 "type": "function",
                 "function": {
@@ -141,8 +138,9 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
 
 def catalogue_corpus(repeat: int = 20) -> list[str]:
     """The real tool schemas and system prompt, so that the tool block a model reads is short."""
+    from agents import DEFAULT_SYSTEM
     from agents.loop.context import RECALL_SPEC
-    from agents.loop.episode_loop import DEFAULT_SYSTEM, openai_tools
+    from agents.loop.episode_loop import openai_tools
     from tools import catalogue
 
     tools = openai_tools(catalogue()) + [RECALL_SPEC]

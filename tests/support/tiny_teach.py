@@ -1,7 +1,7 @@
 """Teach a tiny model to say given replies: scripted model behaviour for tests and demos.
 
 A random tiny model emits noise and never a tool call, which exercises little of the loop.
-`teach_replies` edits a copy of a tiny model (see `agents.models.tiny`) so that for each
+`teach_replies` edits a copy of a tiny model (see `training.sft.tiny_model`) so that for each
 given conversation it answers, greedily, with the given text (a valid call, a hallucinated
 tool, malformed JSON, a call in a code fence...). Prompts are built exactly as
 `transformers serve` builds them from OpenAI messages, so the served model answers the same.

@@ -1,0 +1,1 @@
+"""Test-only helpers, never installed with the product (tests import them as `support.*`)."""
