@@ -71,11 +71,11 @@ def first_turns(ids: list[str]) -> dict[str, tuple[list[dict], list[dict]]]:
 
 
 def task_ids(families: list[str], levels: list[int] | None, seeds: int) -> list[str]:
-    from training.tasks import FAMILIES, HELD_OUT_FAMILY, SPLITS
+    from training.tasks import FAMILIES, SPLITS
 
     out = []
     for family in families:
-        split = SPLITS["test" if family == HELD_OUT_FAMILY else "train"]
+        split = SPLITS["test" if FAMILIES[family].held_out else "train"]
         for level in levels or FAMILIES[family].levels:
             if level in FAMILIES[family].levels:
                 out += [f"{family}:{level}:{split[k]}" for k in range(seeds)]

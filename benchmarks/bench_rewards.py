@@ -25,7 +25,7 @@ import trimesh  # noqa: E402
 from scipy.spatial import cKDTree  # noqa: E402
 
 from training.rewards import geometry as g  # noqa: E402
-from training.tasks import parts as P  # noqa: E402
+from training.tasks.recipes import parts as P  # noqa: E402
 from training.tasks.shapes import build_reference  # noqa: E402
 
 TARGET_MS = 30.0

@@ -16,7 +16,7 @@ as a ratio to the first variant, measured in this run:
   so the spares skip CadQuery;
 - `fresh_worker_cad`: the same for a run that shows a CAD tool (spares import CadQuery);
 - `inprocess_checker`, `inprocess_checker_cad`: `fresh_worker`(`_cad`) with the task's
-  checkers run in the trusted process (`checks.evaluate_here`), as before the bounded
+  checkers run in the trusted process (`checks.verdict.evaluate_here`), as before the bounded
   geometry checker (issue 45): the product runs them in a jailed checker process per episode
   (training/tasks/checker.py). Each variant also reports the verifier's own time per episode
   (rebuild + checkers, `Verifier.stats`); `--variants inprocess_checker,fresh_worker` gives
@@ -167,7 +167,7 @@ def fresh_worker_cad(workers: int, waits: list[float]) -> Iterator[Any]:
 def checks_in_process() -> Iterator[None]:
     """Benchmark-only: the checkers run in the trusted process, as before issue 45 item 6
     (`checks.evaluate_here`, unbounded), instead of the jailed geometry checker."""
-    from training.tasks import checks
+    from training.tasks.checks import verdict as checks
 
     jailed = checks.evaluate_task
     checks.evaluate_task = checks.evaluate_here

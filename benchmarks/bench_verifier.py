@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tools import ToolSession, WorkerPool
 from tools.trust import ledger  # noqa: E402
 from training.tasks import get_task, list_families  # noqa: E402
-from training.tasks.checks import evaluate_task  # noqa: E402
+from training.tasks.checks.verdict import evaluate_task  # noqa: E402
 from training.tasks.runner import run_calls  # noqa: E402
 from training.tasks.verifier import Verifier  # noqa: E402
 

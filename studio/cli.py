@@ -28,7 +28,7 @@ USER_ERRORS = {
     "agents.policies.protocol.PolicyError": ExitCode.UNAVAILABLE,
     "agents.serving.server.ServingError": ExitCode.UNAVAILABLE,
     "agents.serving.profiles.UnknownModelFamily": ExitCode.USAGE,
-    "training.tasks.base.TaskError": ExitCode.USAGE,
+    "training.tasks.spec.TaskError": ExitCode.USAGE,
     "training.eval.requests.ClusterUnavailable": ExitCode.UNAVAILABLE,
     "training.train_config.ConfigError": ExitCode.USAGE,
     "training.sft.data.DatasetError": ExitCode.USAGE,

@@ -1,4 +1,4 @@
-"""The assembly and edit families of #31 (training/tasks/assembly_edit_families.py): level 1 is
+"""The assembly and edit families of #31 (training/tasks/families/{assemblies,edits}/): level 1 is
 one or two calls, level 5 fifteen or more, plans grow with the level, ids are deterministic,
 the held-out family stays out of training; and on real workers, for one sampled task per
 family, the oracle passes, doing nothing fails and every applicable perturbation is caught."""

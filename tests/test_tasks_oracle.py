@@ -89,7 +89,7 @@ def test_guards_weigh_little_so_leaving_the_scene_alone_earns_little(task_sessio
     # Objects a task leaves alone are guards (weight GUARD_WEIGHT): keeping them earns little,
     # breaking one still fails. Weighed as much as the task's own constraints, they let doing
     # nothing score constraints 0.8 on a material task, above a wrong attempt (GRPO learned it).
-    from training.tasks.scene_families import GUARD_WEIGHT
+    from training.tasks.recipes.scene import GUARD_WEIGHT
 
     task = get_task(task_id)
     weights = [c.get("weight", 1.0) for c in task.spec.constraints]
@@ -167,7 +167,7 @@ def test_a_wrong_name_earns_part_credit_for_what_the_stand_in_got_right(task_ses
     STAND_IN_CREDIT each (success still needs the name), so kind, size and place count. Each
     check that a stand-in meets less lowers the score; with names shuffled across three
     objects, the assignment pairs each goal with the object that matches it."""
-    from training.tasks.checks import STAND_IN_CREDIT
+    from training.tasks.checks.verdict import STAND_IN_CREDIT
 
     def renamed(plan, names):
         return [{**c, "args": {**c["args"], "name": n}} for c, n in zip(plan, names, strict=True)]
@@ -211,7 +211,7 @@ def test_only_the_stand_in_kinds_earn_stand_in_credit(task_session):
     occupancy checks are not stand-in kinds and earn nothing under the wrong name."""
     import json
 
-    from training.tasks.checks import STAND_IN_CREDIT, STAND_IN_KINDS
+    from training.tasks.checks.verdict import STAND_IN_CREDIT, STAND_IN_KINDS
 
     task = get_task("booleans:2:11")
     plan = json.loads(json.dumps(task.oracle).replace('"Fence"', '"Other"'))

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from studio.cli import build_app
 from training.tasks import FAMILIES, get_task, held_out_families
-from training.tasks.base import TaskSpec, call, family
-from training.tasks.config import REWARD_WEIGHTS
+from training.tasks.families import REWARD_WEIGHTS
+from training.tasks.spec import Family, TaskSpec, call
 
 runner = CliRunner()
 
@@ -28,24 +28,30 @@ def cli(*args: str):
 def planted():
     """Throwaway families in this process: one whose checker only counts objects (so a
     moved or resized box passes), one whose generator raises. Removed afterwards."""
-    names = ("zz_loose_checker", "zz_broken_generator")
 
-    @family(names[0], "A box anywhere (a planted weak checker).", levels=(1,), domain="parts",
-            weights={"constraints": 0.8, "validity": 0.2})
     def loose(level: int, rng: random.Random) -> TaskSpec:
         box = call("add_primitive", kind="cube", name="Box", location=[1.0, 0.0, 0.5],
                    dimensions=[1.0, 1.0, 1.0])
         return TaskSpec("Add a cube named Box.", {}, [box], [{"kind": "count", "equal": 1}])
 
-    @family(names[1], "Raises (a family being written).", levels=(1,), domain="parts",
-            weights={"constraints": 1.0})
     def broken(level: int, rng: random.Random) -> TaskSpec:
         raise RuntimeError("not finished")
 
-    yield names
-    for name in names:
-        FAMILIES.pop(name, None)
-        REWARD_WEIGHTS.pop(name, None)
+    planted = [
+        Family("zz_loose_checker", "A box anywhere (a planted weak checker).", domain="parts",
+               levels=(1,), weights={"constraints": 0.8, "validity": 0.2}, held_out=False,
+               toolbox=("add_primitive",), make=loose),
+        Family("zz_broken_generator", "Raises (a family being written).", domain="parts",
+               levels=(1,), weights={"constraints": 1.0}, held_out=False, toolbox=(),
+               make=broken),
+    ]
+    for f in planted:
+        FAMILIES[f.name] = f
+        REWARD_WEIGHTS[f.name] = f.weights
+    yield tuple(f.name for f in planted)
+    for f in planted:
+        FAMILIES.pop(f.name, None)
+        REWARD_WEIGHTS.pop(f.name, None)
 
 
 def test_list_json_has_domain_split_and_measured_calls_sorted_by_domain():

@@ -10,8 +10,8 @@ import pytest
 
 from tools.specs import TOOLS
 from training.tasks import FAMILIES, get_task, split_ids
+from training.tasks.families.repair.mesh_repair import broken_mesh, obj_text
 from training.tasks.perturb import QUERIES, verify_task
-from training.tasks.repair_target_families import broken_mesh, obj_text
 
 MINE = {
     "overlap_repair": "repair",

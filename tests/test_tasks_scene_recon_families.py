@@ -94,7 +94,7 @@ def test_checker_passes_the_oracle_and_catches_perturbations(task_session, task_
 
 
 def test_3mf_check_refuses_metres_overlap_and_a_missing_part(tmp_path):
-    from training.tasks.scene_recon_families import check_print_3mf
+    from training.tasks.checks.deliverables import check_print_3mf
 
     def cube(name, x0, y0, s=10.0):
         v = [(x0 + dx * s, y0 + dy * s, dz * s) for dx in (0, 1) for dy in (0, 1) for dz in (0, 1)]

@@ -9,7 +9,6 @@ import pytest
 from training import rewards
 from training.tasks import (
     FAMILIES,
-    HELD_OUT_FAMILY,
     SPLITS,
     TaskError,
     get_task,
@@ -18,7 +17,8 @@ from training.tasks import (
     split_of,
 )
 from training.tasks.checks import CHECKS
-from training.tasks.config import DOMAINS, REWARD_WEIGHTS
+from training.tasks.config import DOMAINS
+from training.tasks.families import REWARD_WEIGHTS
 
 QUERIES = {"get_scene", "cad_query", "cad_pattern", "measure", "render"}
 
@@ -83,9 +83,12 @@ def test_splits_do_not_overlap_and_hold_out_one_family():
     for split, listed in ids.items():
         for task_id in listed:
             assert get_task(task_id).split == split
-    assert all(not i.startswith(HELD_OUT_FAMILY) for s in ("train", "validation") for i in ids[s])
-    assert any(i.startswith(HELD_OUT_FAMILY) for i in ids["test"])
-    assert split_of(HELD_OUT_FAMILY, 3) == "test"
+    held = [name for name, f in FAMILIES.items() if f.held_out]
+    assert "mesh_reconstruction" in held
+    for name in held:
+        assert all(not i.startswith(f"{name}:") for s in ("train", "validation") for i in ids[s])
+        assert any(i.startswith(f"{name}:") for i in ids["test"])
+        assert split_of(name, 3) == "test"
     assert set(split_ids("heldout", per_family=3)) <= set(split_ids("test", per_family=3))
     assert split_ids("train", per_family=2, families=["materials"]) == [
         "materials:1:0",

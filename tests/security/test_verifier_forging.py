@@ -14,7 +14,7 @@ import pytest
 from tools import ToolSession
 from tools.errors import ToolError
 from training.tasks import get_task
-from training.tasks.checks import evaluate_here, evaluate_task
+from training.tasks.checks.verdict import evaluate_here, evaluate_task
 from training.tasks.runner import run_calls
 from training.tasks.verifier import verify
 

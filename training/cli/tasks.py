@@ -165,7 +165,7 @@ def try_cmd(
     pool = WorkerPool(size=0, prewarm=False)
     pool.boot()  # the policy's and the verifier's workers start now, side by side
     boot_for_one_episode()
-    import training.tasks.checks  # noqa: F401  (the checker's imports, while they start)
+    import training.tasks.checks.verdict  # noqa: F401  (the checker's imports, while they start)
     from training.tasks.runner import attempt
 
     try:

@@ -1,7 +1,8 @@
 """Reward components and their combination into one `RewardBreakdown`.
 
 Every component is a float in a documented range; the total is the weighted mean of the
-components a family weighs (weights live in `training.tasks.config.REWARD_WEIGHTS`). An
+components a family weighs (each family declares its own: `Family.weights`, gathered in
+`training.tasks.families.REWARD_WEIGHTS`). An
 invalid or empty final result is a hard penalty: the total becomes `INVALID_TOTAL` whatever
 the rest says, as in cadrille's `10·IoU if valid else −10` (also reported as `cadrille`).
 

@@ -8,27 +8,16 @@ task.setup(session); ...; task.evaluate(session, calls) -> RewardBreakdown
 from __future__ import annotations
 
 from training.rewards import RewardBreakdown
-from training.tasks import (  # noqa: F401  (importing registers the families)
-    assembly_edit_families,
-    assembly_families,
-    cad_families,
-    part_families,
-    recovery,
-    repair_target_families,
-    scene_families,
-    scene_recon_families,
-)
 from training.tasks.base import (
-    FAMILIES,
     Task,
-    TaskError,
-    TaskSpec,
     get_task,
     held_out_families,
     list_families,
     split_of,
 )
-from training.tasks.config import HELD_OUT_FAMILY, SPLITS
+from training.tasks.config import SPLITS
+from training.tasks.families import FAMILIES
+from training.tasks.spec import Family, TaskError, TaskSpec
 
 
 def split_ids(split: str, per_family: int = 10, families: list[str] | None = None) -> list[str]:
@@ -58,7 +47,7 @@ def split_ids(split: str, per_family: int = 10, families: list[str] | None = Non
 
 __all__ = [
     "FAMILIES",
-    "HELD_OUT_FAMILY",
+    "Family",
     "SPLITS",
     "RewardBreakdown",
     "Task",

@@ -1,91 +1,22 @@
-"""Tasks: what a family generates from (level, seed), and the registry of families.
+"""Tasks: a task id resolved through the families' table (training/tasks/families/).
 
 A task id is `family:level:seed`; the same id always yields the same task. A family's
 generator gets a seeded `random.Random` and returns a `TaskSpec` (prompt, start state,
-oracle plan, constraints, geometry target); `Task` binds it to the id and offers the
-contract's `setup`/`evaluate`/`target_image`.
+oracle plan, constraints, geometry target; training/tasks/spec.py); `Task` binds it to the id
+and offers the contract's `setup`/`evaluate`/`target_image`.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tools import Session
 from training.rewards import RewardBreakdown
-from training.tasks.config import DOMAINS, REWARD_WEIGHTS, seed_split
-
-
-class TaskError(ValueError):
-    """A task id that cannot be resolved, or a start state that could not be built."""
-
-
-@dataclass
-class TaskSpec:
-    """What a family generator returns for one (level, seed)."""
-
-    prompt: str
-    parameters: dict[str, Any]
-    oracle: list[dict[str, Any]]
-    constraints: list[dict[str, Any]]
-    start: list[dict[str, Any]] = field(default_factory=list)  # calls that build the start state
-    # Written into the workspace at setup: bytes, or ("reference_stl", script) made on demand
-    # (so listing or showing a task never pays for CadQuery).
-    files: dict[str, bytes | tuple[str, str]] = field(default_factory=dict)
-    geometry: dict[str, Any] | None = None  # how the geometry component is measured
-    deliverables: list[dict[str, Any]] = field(default_factory=list)
-    geometry_min: float = 0.0  # success needs geometry >= this (when a geometry spec exists)
-    budget: int | None = None
-    has_target_image: bool = False
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    description: str
-    levels: tuple[int, ...]
-    make: Callable[[int, random.Random], TaskSpec]
-    domain: str = "scenes"
-    # Never in train or validation seeds: only the `test`/`heldout` splits, refused by the
-    # curriculum. Chosen to need skills other families teach, in a new combination.
-    held_out: bool = False
-
-
-FAMILIES: dict[str, Family] = {}
-
-
-def family(
-    name: str,
-    description: str,
-    levels: tuple[int, ...] = (1, 2, 3),
-    *,
-    domain: str = "scenes",
-    held_out: bool = False,
-    weights: dict[str, float] | None = None,
-):
-    """Register a generator `make(level, rng) -> TaskSpec` as a task family.
-
-    `domain` is one of `config.DOMAINS`; `weights` are the reward components' weights (a
-    family may instead have an entry in `config.REWARD_WEIGHTS`).
-    """
-    if domain not in DOMAINS:
-        raise ValueError(f"family {name}: domain {domain!r} is not one of {DOMAINS}")
-    if weights is not None:
-        if abs(sum(weights.values()) - 1.0) > 1e-6:
-            raise ValueError(f"family {name}: reward weights must sum to 1, not {weights}")
-        REWARD_WEIGHTS[name] = dict(weights)
-    if name in FAMILIES:
-        raise ValueError(f"task family {name!r} is registered twice")
-
-    def register(make: Callable[[int, random.Random], TaskSpec]):
-        if name not in REWARD_WEIGHTS:
-            raise ValueError(f"family {name}: no reward weights (pass weights=...)")
-        FAMILIES[name] = Family(name, description, levels, make, domain, held_out)
-        return make
-
-    return register
+from training.tasks.config import seed_split
+from training.tasks.families import FAMILIES, REWARD_WEIGHTS
+from training.tasks.spec import TaskError, TaskSpec
 
 
 def split_of(family: str, seed: int) -> str:
@@ -97,11 +28,6 @@ def split_of(family: str, seed: int) -> str:
 def held_out_families() -> list[str]:
     """The families never trained on (only in the test and heldout splits)."""
     return [f.name for f in FAMILIES.values() if f.held_out]
-
-
-def call(tool: str, **args: Any) -> dict[str, Any]:
-    """One step of a plan, in the `tools run` format."""
-    return {"tool": tool, "args": args}
 
 
 @dataclass
@@ -154,7 +80,7 @@ class Task:
             confined.remove_file(workspace, d["path"])
         for rel, data in self.spec.files.items():
             if isinstance(data, tuple):
-                from training.tasks.shapes import FILE_MAKERS
+                from training.tasks.families import FILE_MAKERS
 
                 data = FILE_MAKERS[data[0]](data[1])
             confined.write_file(workspace, rel, data)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from training.tasks.base import Task, TaskError, TaskSpec, call
+from training.tasks.base import Task
+from training.tasks.spec import TaskError, TaskSpec, call
 
 BENCHMARK_FAMILY = "benchmark"
 PART_NAME = "Part"

@@ -124,9 +124,9 @@ def main() -> None:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the frames
 
-    import training.tasks  # noqa: F401 - registers the families (their deliverable checks)
+    import training.tasks.base  # noqa: F401 - a preload: the job's pickled task, before `ready`
     from tools.protocol import read_message, write_message
-    from training.tasks.checks import evaluate_here
+    from training.tasks.checks.verdict import evaluate_here
 
     if args.preload_cad:
         import cadquery  # noqa: F401

@@ -13,8 +13,10 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from training.tasks.base import FAMILIES, Family, TaskError, get_task
+from training.tasks.base import get_task
 from training.tasks.config import SPLITS
+from training.tasks.families import FAMILIES
+from training.tasks.spec import Family, TaskError
 
 MEASURE_SEEDS = 5  # oracle plans per level that `tasks list` measures
 CARD_LEVELS = (1, 5)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from training.tasks.base import FAMILIES, TaskError
 from training.tasks.config import SPLITS
+from training.tasks.families import FAMILIES
+from training.tasks.spec import TaskError
 
 
 class TaskSampler:

@@ -171,35 +171,3 @@ def score_mesh_file(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
         return {"score": 0.0, "iou": 0.0, "valid": False, "error": str(exc)}
     iou = metrics.voxel_iou
     return {"score": round(iou, 6), "iou": round(iou, 6), "valid": True, **metrics.to_dict()}
-
-
-# Further deliverable checks by name (`"check"` in a deliverable): fn(path, d, out) -> out.
-DELIVERABLE_CHECKS: dict[str, Any] = {}
-# Workspace files a task makes on demand at setup, by kind: fn(script) -> bytes.
-FILE_MAKERS: dict[str, Any] = {"reference_stl": reference_stl}
-
-
-def check_deliverable(ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
-    """Does the file exist, reload, and hold the right geometry?"""
-    path = ctx.workspace / d["path"]
-    out: dict[str, Any] = {"path": d["path"], "exists": path.is_file(), "ok": False}
-    if not out["exists"]:
-        return out
-    if d.get("check") in DELIVERABLE_CHECKS:  # a family's own reload-and-compare
-        return DELIVERABLE_CHECKS[d["check"]](path, d, out)
-    try:
-        if d["format"] == "step":
-            solid = geometry.load_solid(path)
-            iou = geometry.brep_iou(filed_reference(d["script"]), solid, align_centres=True)
-            out.update(reloads=True, iou=round(iou, 6), ok=iou >= PART_IOU_MIN)
-        else:
-            from training.tasks.scene_geometry import scene_iou
-
-            meshes = geometry.load_scene_meshes(path)
-            names_ok = all(any(k.startswith(n) for k in meshes) for n in d.get("names", []))
-            iou = scene_iou(meshes.values(), d["items"])
-            out.update(reloads=True, iou=round(iou, 6), names=names_ok)
-            out["ok"] = names_ok and iou >= SCENE_IOU_MIN
-    except geometry.ShapeLoadError as exc:
-        out.update(reloads=False, error=str(exc))
-    return out

@@ -1,11 +1,12 @@
 """Each family's toolbox: the tools a prompt shows for its tasks when no list is configured.
 
-The whole catalogue's signatures cost a small model ~1,900 tokens per prompt; a family's
-toolbox is the scene basics plus every tool its oracle plans use on the first 64 seeds of each
-level, in the catalogue's order. A task shows its level's toolbox (the basics and what that
-level's plans use), so a level-1 prompt stays within a small model's 600 tokens while a
-harder level shows more. The basics are shown everywhere, so choosing among tools is still
-part of every task.
+The whole catalogue's signatures cost a small model ~1,900 tokens per prompt. A family
+declares its toolbox (`Family.toolbox`, in its own module): the scene basics plus every tool its
+oracle plans use on the first 64 seeds of each level, in the catalogue's order
+(`measured_tools` measures it; tests/test_toolbox.py keeps the declaration equal to it). A task
+shows its level's toolbox (the basics and what that level's plans use, measured here), so a
+level-1 prompt stays within a small model's 600 tokens while a harder level shows more. The
+basics are shown everywhere, so choosing among tools is still part of every task.
 """
 
 from __future__ import annotations
@@ -19,11 +20,19 @@ SCENE_BASICS = ("add_primitive", "transform", "set_material", "delete")
 SEEDS = range(64)
 
 
-@cache
 def family_tools(name: str, level: int | None = None) -> tuple[str, ...]:
-    """The family's toolbox; with `level`, that level's (what a task of it shows)."""
+    """The family's declared toolbox; with `level`, that level's (what a task of it shows)."""
+    from training.tasks.families import FAMILIES
+
+    return FAMILIES[name].toolbox if level is None else measured_tools(name, level)
+
+
+@cache
+def measured_tools(name: str, level: int | None = None) -> tuple[str, ...]:
+    """The basics and the tools the family's oracle plans use (with `level`, that level's)."""
     from tools import catalogue
-    from training.tasks.base import FAMILIES, get_task
+    from training.tasks.base import get_task
+    from training.tasks.families import FAMILIES
 
     levels = FAMILIES[name].levels if level is None else [level]
     used = set(SCENE_BASICS)

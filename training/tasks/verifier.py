@@ -53,7 +53,7 @@ class Verifier:
         to rebuild (a vaulted commit that does not load or match its digest, a ledger that
         overflowed) scores as an invalid result, with the reason in `details["verifier"]`."""
         from tools.trust.confined import ConfinedPathError
-        from training.tasks.checks import evaluate_task
+        from training.tasks.checks.verdict import evaluate_task
 
         t0 = time.perf_counter()
         ledger = getattr(session, "ledger", None)

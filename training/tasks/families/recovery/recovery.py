@@ -1,11 +1,5 @@
-"""Recovery: start states or requests in which the obvious call fails.
-
-Level 1 names an object by its plain name while the scene holds it with a suffix; level 2
-asks for a fillet radius the part cannot take, with a stated fallback rule; level 3 repeats
-the naming trap over several objects and materials; level 4 puts the naming trap and the
-fillet in one session; level 5 adds a delete and a radius that must be halved twice. Oracles make the failing call once,
-look, and recover, so demonstrations show recovery and not clairvoyance (level 2 also checks the
-part it made).
+"""The `recovery` family (domain recovery): Recover from a failing first call: suffixed names, an
+impossible fillet radius.
 """
 
 from __future__ import annotations
@@ -14,8 +8,8 @@ import math
 import random
 from typing import Any
 
-from training.tasks.base import TaskSpec, call, family
-from training.tasks.scene_families import COLOURS, add_call, fmt, placed, random_items
+from training.tasks.recipes.scene import COLOURS, add_call, fmt, placed, random_items
+from training.tasks.spec import Family, TaskSpec, call
 
 
 def _suffixed(rng: random.Random, n: int) -> list[dict[str, Any]]:
@@ -164,13 +158,29 @@ def _naming_and_fillet(rng: random.Random, level: int) -> TaskSpec:
     )
 
 
-@family(
-    "recovery",
-    "Recover from a failing first call: suffixed names, an impossible fillet radius.",
-    levels=(1, 2, 3, 4, 5),
-    domain="recovery",
-)
 def recovery(level: int, rng: random.Random) -> TaskSpec:
     if level >= 4:
         return _naming_and_fillet(rng, level)
     return _fillet(rng) if level == 2 else _naming(rng, level)
+
+
+FAMILY = Family(
+    name="recovery",
+    description="Recover from a failing first call: suffixed names, an impossible fillet radius.",
+    domain="recovery",
+    levels=(1, 2, 3, 4, 5),
+    weights={
+        "constraints": 0.5,
+        "recovery": 0.3,
+        "validity": 0.1,
+        "efficiency": 0.1,
+    },
+    held_out=False,
+    # The tools its prompts show: the scene basics and every tool its oracle plans use
+    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
+    toolbox=(
+        "add_primitive", "transform", "set_material", "delete", "get_scene", "cad_fillet",
+        "cad_query",
+    ),
+    make=recovery,
+)

@@ -1,18 +1,16 @@
 """Constraint kinds for assemblies and edits: a part through a hole, faces flush, the gaps
 of a part in a cavity, and a CAD part that is exactly a reference part where it should be.
 
-Registered into `checks.CHECKS` on import (additively: a kind never replaces another's).
+Listed in `checks.CHECKS` (training/tasks/checks/__init__.py) with the other kinds.
 Everything is measured from the verifier's clean session: world boxes from `get_scene`,
 exact solids from STEP exports (millimetres).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from training.tasks.checks import CHECKS, Measured, centre, missing_object
+from training.tasks.checks.measure import Measured, centre, missing_object
 from training.tasks.context import EvalContext
 
 AXES = "xyz"
@@ -97,14 +95,3 @@ def c_part_at(
     iou = brep_iou(ref, solid)
     return iou >= iou_min, round(iou, 6)
 
-
-NEW_KINDS: dict[str, Any] = {
-    "in_hole": c_in_hole,
-    "flush": c_flush,
-    "cavity_gap": c_cavity_gap,
-    "part_at": c_part_at,
-}
-for _kind, _fn in NEW_KINDS.items():
-    if CHECKS.get(_kind, _fn) is not _fn:
-        raise ValueError(f"constraint kind {_kind!r} is registered twice")
-    CHECKS[_kind] = _fn

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from training.tasks.base import call
+from training.tasks.spec import call
 
 FACE_WP = 'workplane(centerOption="ProjectedOrigin", origin=(0, 0, 0))'
 

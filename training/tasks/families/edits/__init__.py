@@ -1,0 +1,1 @@
+"""The edits families, one a file (the table that registers them: training/tasks/families/__init__.py)."""

@@ -1,0 +1,61 @@
+"""The `cad_parts` family (domain parts): Model dimensioned CadQuery parts: plates with hole
+patterns, shafts, flanges, brackets, trays.
+"""
+
+from __future__ import annotations
+
+import random
+
+from training.tasks.config import CAD_WEIGHTS
+from training.tasks.recipes.catalogue import (
+    PART_IOU_MIN,
+    _part_geometry,
+    _part_plan,
+    _pick,
+    _pick_pair,
+    _topology,
+)
+from training.tasks.spec import Family, TaskSpec
+
+
+def cad_parts(level: int, rng: random.Random) -> TaskSpec:
+    if level == 5:
+        housing, ring = _pick_pair(rng)
+        lead = rng.choice(("Model two parts:", "Create two CAD parts:", "Build, as exact CAD solids,"))
+        return TaskSpec(
+            prompt=f"{lead} {housing.text}; and {ring.text}.",
+            parameters={"parts": [housing.kind, ring.kind], "sizes": [housing.size, ring.size]},
+            oracle=housing.plan + ring.plan,
+            constraints=housing.constraints() + _topology(housing, level)
+            + ring.constraints() + _topology(ring, level),
+            geometry=_part_geometry(housing, ring),
+            geometry_min=PART_IOU_MIN,
+        )
+    part = _pick(level, rng)
+    lead = rng.choice(("Model", "Create a CAD part:", "Build, as an exact CAD solid,"))
+    return TaskSpec(
+        prompt=f"{lead} {part.text}.",
+        parameters={"part": part.kind, "size": part.size, "volume": part.volume},
+        oracle=_part_plan(part, rng, level),
+        constraints=part.constraints() + _topology(part, level),
+        geometry=_part_geometry(part),
+        geometry_min=PART_IOU_MIN,
+    )
+
+
+FAMILY = Family(
+    name="cad_parts",
+    description="Model dimensioned CadQuery parts: plates with hole patterns, shafts, flanges, brackets, trays.",
+    domain="parts",
+    levels=(1, 2, 3, 4, 5),
+    weights=CAD_WEIGHTS,
+    held_out=False,
+    # The tools its prompts show: the scene basics and every tool its oracle plans use
+    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
+    toolbox=(
+        "add_primitive", "transform", "set_material", "delete", "cadquery_script", "cad_box",
+        "cad_cylinder", "cad_sketch_extrude", "cad_revolve", "cad_hole", "cad_fillet",
+        "cad_chamfer", "cad_shell", "cad_pattern",
+    ),
+    make=cad_parts,
+)

@@ -1,0 +1,88 @@
+"""The `mesh_reconstruction` family (domain reconstruction): Rebuild a CAD part from a target mesh
+file and its overall size.
+"""
+
+from __future__ import annotations
+
+import random
+
+from training.tasks.config import CAD_WEIGHTS
+from training.tasks.recipes.catalogue import (
+    PART_IOU_MIN,
+    _part_geometry,
+    _part_plan,
+    _pick,
+    _pick_pair,
+    _topology,
+)
+from training.tasks.spec import Family, TaskSpec
+
+
+def _mesh_pair(rng: random.Random) -> TaskSpec:
+    """Level 5: two target meshes, a padded housing and the ring that fits its boss."""
+    housing, ring = _pick_pair(rng)
+    parts = (housing, ring)
+    targets = [f"target/{p.name.lower()}.stl" for p in parts]
+    boxes = "; ".join(
+        f"'{p.name}' ({t}) {' x '.join(f'{v:g}' for v in p.size)} mm" for p, t in zip(parts, targets, strict=True)
+    )
+    prompt = (
+        f"The workspace holds triangle meshes (millimetres) of two parts: {boxes} (bounding "
+        "boxes). Rebuild each as an exact CAD part of that name in the same place. Hole "
+        "diameters are whole millimetres; the ring's bore fits the housing's boss."
+    )
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"parts": [p.kind for p in parts], "target_meshes": targets},
+        oracle=housing.plan + ring.plan,
+        constraints=[c for p in parts for c in p.constraints(with_volume=False) + _topology(p, 5)],
+        files={t: ("reference_stl", p.script) for p, t in zip(parts, targets, strict=True)},
+        geometry=_part_geometry(*parts),
+        geometry_min=PART_IOU_MIN,
+    )
+
+
+def mesh_reconstruction(level: int, rng: random.Random) -> TaskSpec:
+    if level == 5:
+        return _mesh_pair(rng)
+    part = _pick(level, rng)
+    target = f"target/{part.name.lower()}.stl"
+    bb = " x ".join(f"{v:g}" for v in part.size)
+    lead = rng.choice(
+        (
+            f"The workspace file {target} is a triangle mesh of a part (millimetres).",
+            f"Here is a scanned part as a mesh: {target} in the workspace (units: mm).",
+            f"Reverse-engineer the mesh {target} (in the workspace, millimetres).",
+        )
+    )
+    prompt = (
+        f"{lead} Rebuild it as an exact CAD part named '{part.name}' in the same place. Its "
+        f"bounding box is {bb} mm; hole diameters are whole or half millimetres."
+    )
+    return TaskSpec(
+        prompt=prompt,
+        parameters={"part": part.kind, "size": part.size, "target_mesh": target},
+        oracle=_part_plan(part, rng, level),
+        constraints=part.constraints(with_volume=False) + _topology(part, level),
+        files={target: ("reference_stl", part.script)},
+        geometry=_part_geometry(part),
+        geometry_min=PART_IOU_MIN,  # the mesh is fine enough to read every dimension exactly
+    )
+
+
+FAMILY = Family(
+    name="mesh_reconstruction",
+    description="Rebuild a CAD part from a target mesh file and its overall size.",
+    domain="reconstruction",
+    levels=(1, 2, 3, 4, 5),
+    weights=CAD_WEIGHTS,
+    held_out=True,
+    # The tools its prompts show: the scene basics and every tool its oracle plans use
+    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
+    toolbox=(
+        "add_primitive", "transform", "set_material", "delete", "cadquery_script", "cad_box",
+        "cad_cylinder", "cad_sketch_extrude", "cad_revolve", "cad_hole", "cad_fillet",
+        "cad_chamfer", "cad_shell", "cad_pattern",
+    ),
+    make=mesh_reconstruction,
+)
