@@ -11,15 +11,15 @@ import numpy as np
 
 from training.tasks.checks.measure import (
     Measured,
-    _rot,
     missing_object,
+    rotation_of,
 )
 from training.tasks.context import EvalContext
 
 
 def _forward(o: dict) -> np.ndarray:
     """Where a light or camera points: its local -Z in world space."""
-    return _rot(o["rotation_deg"]) @ np.array([0.0, 0.0, -1.0])
+    return rotation_of(o["rotation_deg"]) @ np.array([0.0, 0.0, -1.0])
 
 
 def c_light(
@@ -62,7 +62,7 @@ def c_framed(
         return False, f"no camera {camera}"
     if any(o is None for o in found):
         return False, "missing objects"
-    r = _rot(cam["rotation_deg"])
+    r = rotation_of(cam["rotation_deg"])
     right, up, fwd = r[:, 0], r[:, 1], -r[:, 2]
     half = cam["camera"]["sensor_mm"] / 2 / cam["camera"]["lens_mm"]  # tan of the half view
     pos = np.asarray(cam["location"], float)

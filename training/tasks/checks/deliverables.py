@@ -13,7 +13,7 @@ from xml.etree import ElementTree
 import numpy as np
 
 from training.rewards import geometry
-from training.tasks.recipes.boxes import _r, _v
+from training.tasks.recipes.boxes import rounded, rounded_all
 from training.tasks.shapes import PART_IOU_MIN, SCENE_IOU_MIN, filed_reference
 
 
@@ -76,14 +76,14 @@ def _part_ok(facts: dict[str, Any], want: dict[str, Any], scale: float = 1.0) ->
     ok = bool(np.all(np.abs(facts["size"] - size) <= 0.01 * size + 0.2 * scale))
     vol = want["volume"] * scale**3
     ok &= abs(facts["volume"] - vol) <= 0.02 * vol
-    seen: dict[str, Any] = {"size": _v(facts["size"]), "volume": _r(facts["volume"], 6)}
+    seen: dict[str, Any] = {"size": rounded_all(facts["size"]), "volume": rounded(facts["volume"], 6)}
     if want.get("centre") is not None:
         c = (facts["lo"][:2] + facts["hi"][:2]) / 2
         ok &= bool(np.all(np.abs(c - np.asarray(want["centre"], float) * scale) <= 1.0 * scale))
-        seen["centre"] = _v(c)
+        seen["centre"] = rounded_all(c)
     if want.get("z0") is not None:
         ok &= abs(float(facts["lo"][2]) - want["z0"] * scale) <= 0.05 * scale
-        seen["z_min"] = _r(facts["lo"][2], 4)
+        seen["z_min"] = rounded(facts["lo"][2], 4)
     return ok, seen
 
 
@@ -140,7 +140,7 @@ def check_mesh_file(path, d: dict[str, Any], out: dict[str, Any]) -> dict[str, A
     else:
         vol = sum(p["volume"] for p in d["parts"]) * scale**3
         ok = abs(whole["volume"] - vol) <= 0.02 * vol and len(pieces) >= len(d["parts"])
-        out["volume"] = _r(whole["volume"], 6)
+        out["volume"] = rounded(whole["volume"], 6)
     if d.get("plate"):
         placed, out["plate"] = _on_plate([whole], d["plate"], 0.0)
         ok &= placed
@@ -162,7 +162,7 @@ def check_step_parts(path, d: dict[str, Any], out: dict[str, Any]) -> dict[str, 
     size = np.asarray(d["size"], float)
     ok = n == d["solids"] and abs(vol - d["volume"]) <= 0.01 * d["volume"]
     ok &= bool(np.all(np.abs((hi - lo) - size) <= 0.01 * size + 0.1))
-    return out | {"reloads": True, "solids": n, "volume": _r(vol), "size": _v(hi - lo),
+    return out | {"reloads": True, "solids": n, "volume": rounded(vol), "size": rounded_all(hi - lo),
                   "ok": bool(ok)}
 
 
@@ -185,7 +185,7 @@ def check_glb_named(path, d: dict[str, Any], out: dict[str, Any]) -> dict[str, A
         lo, hi = m.bounds
         good = bool(np.all(np.abs((hi - lo) - np.asarray(o["size"])) <= 0.01 * np.asarray(o["size"]) + 2e-4))
         good &= bool(np.all(np.abs((lo + hi) / 2 - np.asarray(o["centre"])) <= 0.002))
-        seen[o["name"]] = {"size": _v(hi - lo), "centre": _v((lo + hi) / 2), "ok": good}
+        seen[o["name"]] = {"size": rounded_all(hi - lo), "centre": rounded_all((lo + hi) / 2), "ok": good}
         ok &= good
     ok &= len(meshes) >= len(d["objects"])
     return out | {"reloads": True, "objects": seen, "ok": bool(ok)}

@@ -16,7 +16,7 @@ def centre(o: dict) -> np.ndarray:
     return (np.asarray(o["bbox_min"], float) + np.asarray(o["bbox_max"], float)) / 2
 
 
-def _rot(deg) -> np.ndarray:
+def rotation_of(deg) -> np.ndarray:
     rx, ry, rz = (math.radians(v) for v in deg)
     cx, sx, cy, sy, cz, sz = (
         math.cos(rx),
@@ -33,11 +33,11 @@ def _rot(deg) -> np.ndarray:
 
 
 def rotation_error_deg(a, b) -> float:
-    r = _rot(a).T @ _rot(b)
+    r = rotation_of(a).T @ rotation_of(b)
     return math.degrees(math.acos(max(-1.0, min(1.0, (np.trace(r) - 1) / 2))))
 
 
-def _hex(c: str) -> np.ndarray:
+def hex_of(c: str) -> np.ndarray:
     c = c.lstrip("#")
     return np.array([int(c[i : i + 2], 16) for i in (0, 2, 4)], float)
 

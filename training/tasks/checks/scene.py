@@ -9,8 +9,8 @@ import numpy as np
 
 from training.tasks.checks.measure import (
     Measured,
-    _hex,
     centre,
+    hex_of,
     missing_object,
     rotation_error_deg,
 )
@@ -64,7 +64,7 @@ def c_material(
     m = o.get("material")
     if not m:
         return False, None
-    ok = bool(np.max(np.abs(_hex(m["color"]) - _hex(color))) <= tol)
+    ok = bool(np.max(np.abs(hex_of(m["color"]) - hex_of(color))) <= tol)
     if metallic is not None:
         ok &= abs(float(m.get("metallic", 0)) - metallic) <= 0.05
     if roughness is not None:

@@ -71,7 +71,7 @@ def m(x: float) -> str:
 # ================================================================== fasteners
 
 
-def _circle(cx: float, cy: float, radius: float, n: int, start: float = 0.0) -> list[list[float]]:
+def circle_points(cx: float, cy: float, radius: float, n: int, start: float = 0.0) -> list[list[float]]:
     return [
         [r4(cx + radius * math.cos(math.radians(start + 360 * k / n))),
          r4(cy + radius * math.sin(math.radians(start + 360 * k / n)))]

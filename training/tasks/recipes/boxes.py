@@ -14,16 +14,16 @@ POS_TOL = 0.05
 SIZE_TOL = 0.05
 
 
-def _r(x: float, nd: int = 3) -> float:
+def rounded(x: float, nd: int = 3) -> float:
     return round(float(x), nd) + 0.0
 
 
-def _v(v, nd: int = 3) -> list[float]:
-    return [_r(x, nd) for x in v]
+def rounded_all(v, nd: int = 3) -> list[float]:
+    return [rounded(x, nd) for x in v]
 
 
 def box(name: str, dims, loc, kind: str = "cube") -> dict[str, Any]:
-    return {"name": name, "kind": kind, "dimensions": _v(dims), "location": _v(loc),
+    return {"name": name, "kind": kind, "dimensions": rounded_all(dims), "location": rounded_all(loc),
             "rotation_deg": [0.0, 0.0, 0.0]}
 
 

@@ -54,17 +54,17 @@ def cad_script(plan: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _grid(count_x: int, count_y: int, sx: float, sy: float) -> list[list[float]]:
+def grid_points(count_x: int, count_y: int, sx: float, sy: float) -> list[list[float]]:
     return [[round((i - (count_x - 1) / 2) * sx, 9) + 0.0, round((j - (count_y - 1) / 2) * sy, 9) + 0.0]
             for j in range(count_y) for i in range(count_x)]
 
 
-def _bolt_circle(n: int, radius: float) -> list[list[float]]:
+def bolt_circle(n: int, radius: float) -> list[list[float]]:
     return [[round(radius * math.cos(2 * math.pi * k / n), 9) + 0.0,
              round(radius * math.sin(2 * math.pi * k / n), 9) + 0.0] for k in range(n)]
 
 
-def _where(pts) -> str:
+def placement_of(pts) -> str:
     return ", ".join(f"({x:g}, {y:g})" for x, y in pts) + " mm"
 
 
@@ -81,27 +81,27 @@ class CadPart:
         p, n = self.p, self.name
         if self.kind == "plate":
             return [call("cad_box", name=n, length=p["L"], width=p["W"], height=p["T"]),
-                    call("cad_hole", name=n, diameter=p["d"], positions=_grid(2, 2, p["sx"], p["sy"]))]
+                    call("cad_hole", name=n, diameter=p["d"], positions=grid_points(2, 2, p["sx"], p["sy"]))]
         if self.kind == "block":
             return [call("cad_box", name=n, length=p["L"], width=p["W"], height=p["T"]),
                     call("cad_fillet", name=n, edges="|Z", radius=p["r"]),
-                    call("cad_hole", name=n, diameter=p["d"], positions=_grid(p["nx"], 1, p["sx"], 1))]
+                    call("cad_hole", name=n, diameter=p["d"], positions=grid_points(p["nx"], 1, p["sx"], 1))]
         if self.kind == "flange":
             return [call("cad_cylinder", name=n, radius=p["D"] / 2, height=p["T"]),
                     call("cad_hole", name=n, diameter=p["bore"], positions=[[0.0, 0.0]]),
                     call("cad_pattern", kind="circle", count=p["n"], radius=p["R"]),
-                    call("cad_hole", name=n, diameter=p["db"], positions=_bolt_circle(p["n"], p["R"]))]
+                    call("cad_hole", name=n, diameter=p["db"], positions=bolt_circle(p["n"], p["R"]))]
         if self.kind == "mount":
             return [call("cad_box", name=n, length=p["L"], width=p["W"], height=p["T"]),
                     call("cad_fillet", name=n, edges="|Z", radius=p["r"]),
                     call("cad_chamfer", name=n, edges=">Z", length=1),
                     call("cad_pattern", kind="grid", count_x=2, count_y=2,
                          spacing_x=p["L"] - 20, spacing_y=p["W"] - 20),
-                    call("cad_hole", name=n, diameter=p["d"], positions=_grid(2, 2, p["L"] - 20, p["W"] - 20)),
+                    call("cad_hole", name=n, diameter=p["d"], positions=grid_points(2, 2, p["L"] - 20, p["W"] - 20)),
                     call("cad_hole", name=n, diameter=p["bore"], positions=[[0.0, 0.0]],
                          counterbore_diameter=p["cb"], counterbore_depth=p["cbd"]),
                     call("cad_pattern", kind="circle", count=p["n"], radius=p["R"]),
-                    call("cad_hole", name=n, diameter=p["db"], positions=_bolt_circle(p["n"], p["R"]))]
+                    call("cad_hole", name=n, diameter=p["db"], positions=bolt_circle(p["n"], p["R"]))]
         raise ValueError(self.kind)
 
     def text(self) -> str:
@@ -112,7 +112,7 @@ class CadPart:
         if self.kind == "block":
             return (f"'{n}': a block {p['L']:g} x {p['W']:g} x {p['T']:g} mm (centred in XY, bottom on "
                     f"Z=0), vertical edges filleted r={p['r']:g} mm, {p['nx']} through holes "
-                    f"{p['d']:g} mm across at {_where(_grid(p['nx'], 1, p['sx'], 1))}")
+                    f"{p['d']:g} mm across at {placement_of(grid_points(p['nx'], 1, p['sx'], 1))}")
         if self.kind == "flange":
             return (f"'{n}': a round flange {p['D']:g} mm across and {p['T']:g} mm thick (on the Z axis, "
                     f"bottom on Z=0) with a {p['bore']:g} mm centre bore and {p['n']} holes {p['db']:g} mm "
@@ -133,5 +133,5 @@ class CadPart:
                 "mount": [(p.get("d"), 4), (p.get("bore"), 1), (p.get("db"), p.get("n"))]}[self.kind]
 
 
-def _place(name: str, loc) -> list[dict[str, Any]]:
+def place_at(name: str, loc) -> list[dict[str, Any]]:
     return [call("transform", name=name, location=list(loc))] if any(loc) else []

@@ -242,5 +242,5 @@ def lead(rng: random.Random) -> str:
     return rng.choice(("Model", "Build", "Make", "Create"))
 
 
-def _join(words: list[str]) -> str:
+def join_parts(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

@@ -15,7 +15,7 @@ PART_IOU_MIN = (
 )
 
 
-def _pick(level: int, rng: random.Random) -> P.Part:
+def pick(level: int, rng: random.Random) -> P.Part:
     if level == 1:
         return rng.choice(P.SIMPLE)(rng)
     if level == 2:
@@ -25,13 +25,13 @@ def _pick(level: int, rng: random.Random) -> P.Part:
     return P.mounting_plate(rng)
 
 
-def _pick_pair(rng: random.Random) -> tuple[P.Part, P.Part]:
+def pick_pair(rng: random.Random) -> tuple[P.Part, P.Part]:
     """Level 5: a padded housing (thirteen steps) and a ring whose bore fits its boss (four)."""
     housing = P.bossed_plate(rng, pad=True)
     return housing, P.cap(rng, fits=housing.params["boss_diameter"])
 
 
-def _part_plan(part: P.Part, rng: random.Random, level: int) -> list[dict[str, Any]]:
+def part_plan(part: P.Part, rng: random.Random, level: int) -> list[dict[str, Any]]:
     # Levels 3+ exist to need many steps: always the structured plan. Otherwise either form
     # (cadquery_script is the form the strongest CAD-RL results use).
     if part.plan is not None and (level >= 3 or rng.random() < 0.5):
@@ -39,12 +39,12 @@ def _part_plan(part: P.Part, rng: random.Random, level: int) -> list[dict[str, A
     return part.script_plan()
 
 
-def _topology(part: P.Part, level: int) -> list[dict[str, Any]]:
+def topology_check(part: P.Part, level: int) -> list[dict[str, Any]]:
     # The many-feature part: every feature must be there, however small its volume.
     if level < 3:
         return []
     return [{"kind": "topology", "object": part.name, "script": part.script}]
 
 
-def _part_geometry(*parts: P.Part) -> dict[str, Any]:
+def part_geometry(*parts: P.Part) -> dict[str, Any]:
     return {"kind": "parts", "parts": [{"name": p.name, "script": p.script} for p in parts]}

@@ -12,20 +12,20 @@ from training.tasks.spec import call
 REPAIR_WEIGHTS = RELATION_WEIGHTS
 
 
-def _r(x: float, nd: int = 4) -> float:
+def rounded(x: float, nd: int = 4) -> float:
     return round(float(x), nd) + 0.0
 
 
-def _cm(x: float) -> float:
+def to_cm(x: float) -> float:
     return round(round(x * 100) / 100, 2)
 
 
-def _item(name: str, kind: str, dims, loc) -> dict[str, Any]:
-    return {"name": name, "kind": kind, "dimensions": [_r(d) for d in dims],
-            "location": [_r(v) for v in loc], "rotation_deg": [0.0, 0.0, 0.0]}
+def box_item(name: str, kind: str, dims, loc) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "dimensions": [rounded(d) for d in dims],
+            "location": [rounded(v) for v in loc], "rotation_deg": [0.0, 0.0, 0.0]}
 
 
-def _add(it: dict[str, Any], loc=None) -> dict[str, Any]:
+def add_box(it: dict[str, Any], loc=None) -> dict[str, Any]:
     return call("add_primitive", kind=it["kind"], name=it["name"], dimensions=it["dimensions"],
                 location=list(loc if loc is not None else it["location"]))
 

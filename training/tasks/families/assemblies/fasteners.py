@@ -10,8 +10,8 @@ from typing import Any
 from training.tasks.recipes.assembly import (
     ASSEMBLY_WEIGHTS,
     GUARD,
-    _circle,
     add,
+    circle_points,
     item,
     m,
     placed,
@@ -49,7 +49,7 @@ def _joint(rng: random.Random, tag: str, n_plates: int, x0: float, pattern: str,
         names = [tag or "Plate"]
     if pattern == "circle":
         radius = r2(min(length, width) * rng.uniform(0.25, 0.32))
-        holes = _circle(x0, cy, radius, n_holes, 0.0)
+        holes = circle_points(x0, cy, radius, n_holes, 0.0)
         where = (f"{n_holes} holes on a {m(radius)} radius circle around ({x0:g}, {cy:g}) m, "
                  "the first on +x")
     else:

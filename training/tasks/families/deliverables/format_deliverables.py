@@ -12,10 +12,10 @@ import numpy as np
 from training.tasks.recipes import parts as P
 from training.tasks.recipes.boxes import (
     DELIVERABLE_WEIGHTS,
-    _r,
-    _v,
     add,
     box,
+    rounded,
+    rounded_all,
     where,
 )
 from training.tasks.recipes.scene import COLOURS, fmt
@@ -24,8 +24,8 @@ from training.tasks.spec import Family, TaskSpec, call
 
 def _glb_object(p: P.Part, offset) -> dict[str, Any]:
     """A part centred in XY with its bottom on its origin, placed at `offset` (mm), in metres."""
-    return {"name": p.name, "size": _v(np.asarray(p.size) / 1000, 6),
-            "centre": _v((np.asarray(offset, float) + [0, 0, p.size[2] / 2]) / 1000, 6)}
+    return {"name": p.name, "size": rounded_all(np.asarray(p.size) / 1000, 6),
+            "centre": rounded_all((np.asarray(offset, float) + [0, 0, p.size[2] / 2]) / 1000, 6)}
 
 
 def format_deliverables(level: int, rng: random.Random) -> TaskSpec:
@@ -66,8 +66,8 @@ def format_deliverables(level: int, rng: random.Random) -> TaskSpec:
         hi = np.max([np.asarray(o) + [p.size[0] / 2, p.size[1] / 2, p.size[2]]
                      for p, o in zip(parts, offsets, strict=True)], 0)
         deliver.append({"path": step_path, "format": "step", "check": "step_parts",
-                        "solids": len(parts), "volume": _r(sum(p.volume for p in parts)),
-                        "size": _v(hi - lo)})
+                        "solids": len(parts), "volume": rounded(sum(p.volume for p in parts)),
+                        "size": rounded_all(hi - lo)})
         texts.append(f"one STEP file of all {len(parts)} parts at {step_path}")
     step_call = call("export", format="step", path=step_path, objects=[p.name for p in parts])
     props: list[dict[str, Any]] = []

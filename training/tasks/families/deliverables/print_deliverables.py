@@ -11,7 +11,7 @@ from typing import Any
 
 from training.tasks.recipes.boxes import (
     DELIVERABLE_WEIGHTS,
-    _r,
+    rounded,
 )
 from training.tasks.spec import Family, TaskSpec, call
 
@@ -36,13 +36,13 @@ def _printable(rng: random.Random, name: str) -> dict[str, Any]:
         text = (f"a block '{name}' {ln} x {w} x {h} mm with {n} through hole"
                 f"{'s' if n > 1 else ''} {d} mm across {where_}")
         return {"name": name, "size": [ln, w, h], "plan": plan, "text": text,
-                "volume": _r(ln * w * h - n * math.pi * (d / 2) ** 2 * h, 3)}
+                "volume": rounded(ln * w * h - n * math.pi * (d / 2) ** 2 * h, 3)}
     od, h, bore = rng.choice((16, 20, 24, 30)), rng.choice((5, 8, 10, 12)), rng.choice((5, 6, 8))
     plan = [call("cad_cylinder", name=name, radius=od / 2, height=h),
             call("cad_hole", name=name, diameter=bore, positions=[[0, 0]])]
     text = f"a spacer ring '{name}' {od} mm across, {h} mm tall, with a {bore} mm bore"
     return {"name": name, "size": [od, od, h], "plan": plan, "text": text,
-            "volume": _r(math.pi * ((od / 2) ** 2 - (bore / 2) ** 2) * h, 3)}
+            "volume": rounded(math.pi * ((od / 2) ** 2 - (bore / 2) ** 2) * h, 3)}
 
 
 def _arrange(parts: list[dict[str, Any]], plate, gap: float = 10.0) -> None:
@@ -53,14 +53,14 @@ def _arrange(parts: list[dict[str, Any]], plate, gap: float = 10.0) -> None:
         ln, w = p["size"][0], p["size"][1]
         if x + ln + gap > plate[0]:
             x, y, row = gap, y + row + gap, 0.0
-        p["centre"] = [_r(x + ln / 2), _r(y + w / 2)]
+        p["centre"] = [rounded(x + ln / 2), rounded(y + w / 2)]
         x += ln + gap
         row = max(row, w)
 
 
 def _moved(p: dict[str, Any], z: float = 0.0) -> dict[str, Any]:
     return call("transform", name=p["name"],
-                location=[_r(p["centre"][0] / 1000, 6), _r(p["centre"][1] / 1000, 6), z])
+                location=[rounded(p["centre"][0] / 1000, 6), rounded(p["centre"][1] / 1000, 6), z])
 
 
 def print_deliverables(level: int, rng: random.Random) -> TaskSpec:

@@ -13,8 +13,8 @@ from training.tasks.recipes.assembly import (
 )
 from training.tasks.recipes.cad_edit import (
     CadPart,
-    _place,
     cad_script,
+    place_at,
 )
 from training.tasks.recipes.scene import fmt
 from training.tasks.spec import Family, TaskSpec
@@ -140,7 +140,7 @@ def dimension_edits(level: int, rng: random.Random) -> TaskSpec:
     for i, kind in enumerate(kinds):
         part = random_part(shapes.get(kind, kind), names[kind], rng)
         loc = spots[i] if len(kinds) > 1 else (0.0, 0.0, 0.0)
-        start += part.plan() + _place(part.name, loc)
+        start += part.plan() + place_at(part.name, loc)
         where = f" (placed at {fmt(loc)})" if any(loc) else ""
         listing.append(part.text() + where)
         if i < len(jobs):

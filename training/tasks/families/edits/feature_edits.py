@@ -12,11 +12,11 @@ from training.tasks.recipes.assembly import (
 )
 from training.tasks.recipes.cad_edit import (
     CadPart,
-    _bolt_circle,
-    _grid,
-    _place,
-    _where,
+    bolt_circle,
     cad_script,
+    grid_points,
+    place_at,
+    placement_of,
 )
 from training.tasks.recipes.scene import fmt
 from training.tasks.spec import Family, TaskSpec, call
@@ -37,7 +37,7 @@ def _features(base: CadPart, level: int, rng: random.Random):
             d = rng.choice((5, 6, 8))
             pts = [[rng.choice((-1, 1)) * sx / 2, rng.choice((-1, 1)) * sy / 2]]
             calls.append(call("cad_hole", name=n, diameter=d, positions=pts))
-            texts.append(f"drill a {d} mm through hole at {_where(pts)}")
+            texts.append(f"drill a {d} mm through hole at {placement_of(pts)}")
             holes.append((d, 1))
         elif which == "fillet":
             r = rng.choice((5, 6, 8))
@@ -69,7 +69,7 @@ def _features(base: CadPart, level: int, rng: random.Random):
         if level >= 5:
             nb, rr, db = rng.choice((4, 6)), rb + 8, rng.choice((4, 5))
             calls += [call("cad_pattern", kind="circle", count=nb, radius=rr),
-                      call("cad_hole", name=n, diameter=db, positions=_bolt_circle(nb, rr))]
+                      call("cad_hole", name=n, diameter=db, positions=bolt_circle(nb, rr))]
             texts.append(f"drill {nb} through holes {db} mm across on a {2 * rr} mm circle around "
                          "the boss, the first on +X")
             holes.append((db, nb))
@@ -81,7 +81,7 @@ def _features(base: CadPart, level: int, rng: random.Random):
     else:
         calls += [call("cad_pattern", kind="grid", count_x=2, count_y=2, spacing_x=sx,
                        spacing_y=sy),
-                  call("cad_hole", name=n, diameter=d, positions=_grid(2, 2, sx, sy))]
+                  call("cad_hole", name=n, diameter=d, positions=grid_points(2, 2, sx, sy))]
         texts.append(f"drill four {d} mm through holes at (±{sx / 2:g}, ±{sy / 2:g}) mm")
         holes.append((d, 4))
     if level == 3:
@@ -104,7 +104,7 @@ def feature_edits(level: int, rng: random.Random) -> TaskSpec:
                       height=base.p["T"])]
         listing.append(f"'{name}', a plain block {base.p['L']} x {base.p['W']} x {base.p['T']} mm "
                        "(centred in XY, bottom on Z=0)" + (f" placed at {fmt(loc)}" if any(loc) else ""))
-        start += first + _place(name, loc)
+        start += first + place_at(name, loc)
         calls, words, holes = _features(base, level, rng)
         oracle += calls
         texts.append((f"on '{name}': " if len(names) > 1 else "") + ", then ".join(words))

@@ -10,8 +10,8 @@ from training.tasks.recipes.assembly import (
     ASSEMBLY_WEIGHTS,
     POS_TOL,
     SIZE_TOL,
-    _circle,
     add,
+    circle_points,
     item,
     m,
     placed,
@@ -73,7 +73,7 @@ def _circle_pattern(rng: random.Random, n: int, turn: bool, tag: str = "Post"):
     else:
         d = r2(rng.uniform(0.1, 0.2))
         dims, kind = (d, d, r2(rng.uniform(0.3, 0.6))), "cylinder"
-    pts = _circle(cx, cy, radius, n)
+    pts = circle_points(cx, cy, radius, n)
     items = [item(f"{tag}{k + 1}", kind, dims, (x, y, dims[2] / 2),
                   (0, 0, r4(360 * k / n)) if turn else (0, 0, 0))
              for k, (x, y) in enumerate(pts)]

@@ -9,9 +9,9 @@ from typing import Any
 
 from training.tasks.config import CAD_WEIGHTS
 from training.tasks.recipes.cad_plan import (
-    _join,
     distance_from,
     fmt,
+    join_parts,
     lead,
     pts_text,
     spec,
@@ -117,7 +117,7 @@ def brackets(level: int, rng: random.Random) -> TaskSpec:
         kind = rng.choice(("L", "U", "Z"))
         name = rng.choice(("Bracket", "Angle", "Clip"))
         plan, words, holes, _ = _bracket(kind, level, rng, name)
-        prompt = f"{lead(rng)} {_join(words)}."
+        prompt = f"{lead(rng)} {join_parts(words)}."
         return spec(prompt, plan, [name], {"bracket": kind, "level": level}, holes={name: holes})
     kinds = rng.sample(("L", "U", "Z"), 3)
     plan, texts, holes, names, end = [], [], {}, [], 0.0
@@ -127,7 +127,7 @@ def brackets(level: int, rng: random.Random) -> TaskSpec:
         plan += p
         holes[name] = h
         names.append(name)
-        text = _join(words)
+        text = join_parts(words)
         shift = 0.0
         if i > 1:
             shift = distance_from(numbers(plan), end + 10)

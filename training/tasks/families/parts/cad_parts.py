@@ -9,36 +9,36 @@ import random
 from training.tasks.config import CAD_WEIGHTS
 from training.tasks.recipes.catalogue import (
     PART_IOU_MIN,
-    _part_geometry,
-    _part_plan,
-    _pick,
-    _pick_pair,
-    _topology,
+    part_geometry,
+    part_plan,
+    pick,
+    pick_pair,
+    topology_check,
 )
 from training.tasks.spec import Family, TaskSpec
 
 
 def cad_parts(level: int, rng: random.Random) -> TaskSpec:
     if level == 5:
-        housing, ring = _pick_pair(rng)
+        housing, ring = pick_pair(rng)
         lead = rng.choice(("Model two parts:", "Create two CAD parts:", "Build, as exact CAD solids,"))
         return TaskSpec(
             prompt=f"{lead} {housing.text}; and {ring.text}.",
             parameters={"parts": [housing.kind, ring.kind], "sizes": [housing.size, ring.size]},
             oracle=housing.plan + ring.plan,
-            constraints=housing.constraints() + _topology(housing, level)
-            + ring.constraints() + _topology(ring, level),
-            geometry=_part_geometry(housing, ring),
+            constraints=housing.constraints() + topology_check(housing, level)
+            + ring.constraints() + topology_check(ring, level),
+            geometry=part_geometry(housing, ring),
             geometry_min=PART_IOU_MIN,
         )
-    part = _pick(level, rng)
+    part = pick(level, rng)
     lead = rng.choice(("Model", "Create a CAD part:", "Build, as an exact CAD solid,"))
     return TaskSpec(
         prompt=f"{lead} {part.text}.",
         parameters={"part": part.kind, "size": part.size, "volume": part.volume},
-        oracle=_part_plan(part, rng, level),
-        constraints=part.constraints() + _topology(part, level),
-        geometry=_part_geometry(part),
+        oracle=part_plan(part, rng, level),
+        constraints=part.constraints() + topology_check(part, level),
+        geometry=part_geometry(part),
         geometry_min=PART_IOU_MIN,
     )
 

@@ -8,8 +8,8 @@ import random
 
 from training.tasks.config import CAD_WEIGHTS
 from training.tasks.recipes.cad_plan import (
-    _join,
     fmt,
+    join_parts,
     lead,
     pts_text,
     spec,
@@ -77,7 +77,7 @@ def enclosures(level: int, rng: random.Random) -> TaskSpec:
                    f"{sv} mm apart")
             holes[lid].append((dv, nv))
         words.append(lw)
-    prompt = f"{lead(rng)} {_join(words)}."
+    prompt = f"{lead(rng)} {join_parts(words)}."
     return spec(prompt, plan, names, {"level": level, "size": [ln, wd, ht]}, holes=holes)
 
 

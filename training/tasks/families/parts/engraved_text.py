@@ -8,8 +8,8 @@ import random
 
 from training.tasks.config import CAD_WEIGHTS
 from training.tasks.recipes.cad_plan import (
-    _join,
     fmt,
+    join_parts,
     lead,
     reference,
     spec,
@@ -72,7 +72,7 @@ def engraved_text(level: int, rng: random.Random) -> TaskSpec:
                          position=[x, -y]))
         words.append(f"then a second line '{word2}' {verb} the same depth, as tall, centred at "
                      f"({x}, {fmt(-y)}) mm")
-    prompt = f"{lead(rng)} {_join(words)}."
+    prompt = f"{lead(rng)} {join_parts(words)}."
     return _text_task(plan, [name], name, prompt, {"level": level, "mode": mode,
                                                    "size": [ln, wd, t]})
 

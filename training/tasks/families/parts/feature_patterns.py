@@ -9,8 +9,8 @@ import random
 
 from training.tasks.config import CAD_WEIGHTS
 from training.tasks.recipes.cad_plan import (
-    _join,
     fmt,
+    join_parts,
     lead,
     spec,
 )
@@ -74,11 +74,11 @@ def feature_patterns(level: int, rng: random.Random) -> TaskSpec:
     if level in (1, 3):
         name = rng.choice(("Plate", "Panel", "Base"))
         plan, words, holes = _plate(rng, name, level)
-        return spec(f"{lead(rng)} {_join(words)}.", plan, [name], {"level": level}, holes=holes)
+        return spec(f"{lead(rng)} {join_parts(words)}.", plan, [name], {"level": level}, holes=holes)
     if level in (2, 4):
         name = rng.choice(("Flange", "Hub", "Disc"))
         plan, words, holes, _ = _flange(rng, name, hub=level == 4)
-        return spec(f"{lead(rng)} {_join(words)}.", plan, [name], {"level": level}, holes=holes)
+        return spec(f"{lead(rng)} {join_parts(words)}.", plan, [name], {"level": level}, holes=holes)
     plate, fl = "Plate", "Flange"
     ln, wd, t = rng.choice((120, 140)), rng.choice((90, 100)), rng.choice((8, 10))
     rf, dc, cb, cbd = rng.choice((8, 10)), 5, 22, 3
@@ -111,7 +111,7 @@ def feature_patterns(level: int, rng: random.Random) -> TaskSpec:
         f"a {fmt(2 * rb)} mm bolt circle (the first on +X), and at each end a column of "
         f"{ds} mm holes ({nside} of them) {ss} mm apart, one at X=-{fmt(ln // 2 - 10)} mm and one at X={fmt(ln // 2 - 10)} mm, "
         "centred on Y=0. And "
-        f"{_join(fwords)}, with its bolt holes matching the plate's; then move '{fl}' up to "
+        f"{join_parts(fwords)}, with its bolt holes matching the plate's; then move '{fl}' up to "
         f"sit on the plate (its bottom at Z={t} mm) with the holes lined up."
     )
     holes = {plate: [(dc, 4), (db, n), (ds, 2 * nside)], **fholes}

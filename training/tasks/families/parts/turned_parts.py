@@ -9,9 +9,9 @@ from typing import Any
 
 from training.tasks.config import CAD_WEIGHTS
 from training.tasks.recipes.cad_plan import (
-    _join,
     distance_from,
     fmt,
+    join_parts,
     lead,
     spec,
 )
@@ -98,7 +98,7 @@ def turned_parts(level: int, rng: random.Random) -> TaskSpec:
     if level < 5:
         name = rng.choice(("Pin", "Knob", "Shaft", "Spindle", "Part"))
         plan, words, holes, prof = _turned(level, rng, name)
-        prompt = f"{lead(rng)} {_join(words)}."
+        prompt = f"{lead(rng)} {join_parts(words)}."
         return spec(prompt, plan, [name], {"part": prof["kind"], "level": level},
                     holes={name: holes})
     kinds = rng.sample(("pin", "knob", "bottle", "shaft"), 2)
@@ -108,7 +108,7 @@ def turned_parts(level: int, rng: random.Random) -> TaskSpec:
     pool = [v for p in prof_a["points"] + prof_b["points"] for v in p]
     dx = distance_from(pool, prof_a["rmax"] + prof_b["rmax"] + 10)
     plan = plan_a + plan_b + [call("transform", name=b, location=[dx / 1000, 0.0, 0.0])]
-    prompt = (f"Turn two parts (mm). First {_join(words_a)}. Second {_join(words_b)}. Then move "
+    prompt = (f"Turn two parts (mm). First {join_parts(words_a)}. Second {join_parts(words_b)}. Then move "
               f"'{b}' so its axis is at X={fmt(dx)} mm, Y=0.")
     return spec(prompt, plan, [a, b], {"parts": kinds, "level": level},
                 holes={a: holes_a, b: holes_b})

@@ -9,18 +9,18 @@ import random
 from training.tasks.config import CAD_WEIGHTS
 from training.tasks.recipes.catalogue import (
     PART_IOU_MIN,
-    _part_geometry,
-    _part_plan,
-    _pick,
-    _pick_pair,
-    _topology,
+    part_geometry,
+    part_plan,
+    pick,
+    pick_pair,
+    topology_check,
 )
 from training.tasks.spec import Family, TaskSpec
 
 
 def _mesh_pair(rng: random.Random) -> TaskSpec:
     """Level 5: two target meshes, a padded housing and the ring that fits its boss."""
-    housing, ring = _pick_pair(rng)
+    housing, ring = pick_pair(rng)
     parts = (housing, ring)
     targets = [f"target/{p.name.lower()}.stl" for p in parts]
     boxes = "; ".join(
@@ -35,9 +35,9 @@ def _mesh_pair(rng: random.Random) -> TaskSpec:
         prompt=prompt,
         parameters={"parts": [p.kind for p in parts], "target_meshes": targets},
         oracle=housing.plan + ring.plan,
-        constraints=[c for p in parts for c in p.constraints(with_volume=False) + _topology(p, 5)],
+        constraints=[c for p in parts for c in p.constraints(with_volume=False) + topology_check(p, 5)],
         files={t: ("reference_stl", p.script) for p, t in zip(parts, targets, strict=True)},
-        geometry=_part_geometry(*parts),
+        geometry=part_geometry(*parts),
         geometry_min=PART_IOU_MIN,
     )
 
@@ -45,7 +45,7 @@ def _mesh_pair(rng: random.Random) -> TaskSpec:
 def mesh_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     if level == 5:
         return _mesh_pair(rng)
-    part = _pick(level, rng)
+    part = pick(level, rng)
     target = f"target/{part.name.lower()}.stl"
     bb = " x ".join(f"{v:g}" for v in part.size)
     lead = rng.choice(
@@ -62,10 +62,10 @@ def mesh_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     return TaskSpec(
         prompt=prompt,
         parameters={"part": part.kind, "size": part.size, "target_mesh": target},
-        oracle=_part_plan(part, rng, level),
-        constraints=part.constraints(with_volume=False) + _topology(part, level),
+        oracle=part_plan(part, rng, level),
+        constraints=part.constraints(with_volume=False) + topology_check(part, level),
         files={target: ("reference_stl", part.script)},
-        geometry=_part_geometry(part),
+        geometry=part_geometry(part),
         geometry_min=PART_IOU_MIN,  # the mesh is fine enough to read every dimension exactly
     )
 

@@ -8,7 +8,7 @@ import math
 import random
 from typing import Any
 
-from training.tasks.recipes.repair import REPAIR_WEIGHTS, _r
+from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded
 from training.tasks.recipes.scene import counted
 from training.tasks.spec import Family, TaskSpec, call
 
@@ -39,8 +39,8 @@ def boolean_repair(level: int, rng: random.Random) -> TaskSpec:
     W = pitch * max(rows, 2) + 20 + 20
     T = rng.choice((6, 8, 10, 12))
     d = rng.choice((5, 6, 8))
-    cells = [(_r(-pitch * (cols - 1) / 2 + pitch * (k % cols)),
-              _r(-pitch * (max(rows, 2) - 1) / 2 + pitch * (k // cols))) for k in range(n)]
+    cells = [(rounded(-pitch * (cols - 1) / 2 + pitch * (k % cols)),
+              rounded(-pitch * (max(rows, 2) - 1) / 2 + pitch * (k // cols))) for k in range(n)]
     rng.shuffle(faults)
     name = rng.choice(("Plate", "Bracket", "Flange", "Cover", "Base"))
     start = [call("cad_box", name=name, length=L, width=W, height=T)]
@@ -54,10 +54,10 @@ def boolean_repair(level: int, rng: random.Random) -> TaskSpec:
 
         def cylinder(cname: str, at) -> list[dict[str, Any]]:
             return [call("cad_cylinder", name=cname, radius=d / 2, height=T + 2),
-                    call("transform", name=cname, location=[_r(v, 6) for v in at])]
+                    call("transform", name=cname, location=[rounded(v, 6) for v in at])]
 
         if fault == "short":
-            start.append(call("cad_hole", name=name, diameter=d, depth=_r(T * 0.4),
+            start.append(call("cad_hole", name=name, diameter=d, depth=rounded(T * 0.4),
                               positions=[[x, y]]))
             oracle.append(call("cad_hole", name=name, diameter=d, positions=[[x, y]]))
             texts.append(f"the hole at ({x:g}, {y:g}) mm does not go through")
@@ -66,7 +66,7 @@ def boolean_repair(level: int, rng: random.Random) -> TaskSpec:
             wrong = [(x + dx) / 1000, y / 1000, -0.001]
             start += cylinder(cut, wrong)
             filled.append([(x + dx * 1.5) / 1000, y / 1000, T / 2000])
-            oracle += [call("transform", name=cut, location=[_r(v, 6) for v in here]),
+            oracle += [call("transform", name=cut, location=[rounded(v, 6) for v in here]),
                        call("boolean", target=name, cutter=cut, operation="difference")]
             cutters.append(cut)
             texts.append(f"the cutter '{cut}' sits at {_at_m(wrong)}, off its hole at "
@@ -93,7 +93,7 @@ def boolean_repair(level: int, rng: random.Random) -> TaskSpec:
     volume = L * W * T - n * hole_area * T
     empty = [[x / 1000, y / 1000, T * f / 1000] for x, y in cells for f in (0.2, 0.8)]
     constraints = [
-        {"kind": "part", "object": name, "size": [L, W, T], "volume": _r(volume, 3),
+        {"kind": "part", "object": name, "size": [L, W, T], "volume": rounded(volume, 3),
          "tol_rel": 0.002},
         {"kind": "holes", "object": name, "diameter": d, "count": n},
         {"kind": "occupancy", "object": name, "empty": empty, "filled": filled},
@@ -117,7 +117,7 @@ def boolean_repair(level: int, rng: random.Random) -> TaskSpec:
 
 def _at_m(loc) -> str:
     """A cutter's XY place in the scene, in metres, as the transform tool takes it."""
-    x, y = (_r(v, 6) for v in loc[:2])
+    x, y = (rounded(v, 6) for v in loc[:2])
     return f"({x:g}, {y:g}) m"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 
-from training.tasks.recipes.repair import REPAIR_WEIGHTS, _cm, _r
+from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded, to_cm
 from training.tasks.recipes.scene import placed
 from training.tasks.spec import Family, TaskSpec, call
 
@@ -39,8 +39,8 @@ MESH_NAMES = ("Scan", "Bracket", "Housing", "Knob", "Figure", "Pillar", "Casting
 def _prism(rng: random.Random) -> tuple[list[tuple[float, float]], float, str]:
     """A closed outline (counter-clockwise, metres) and a height: a box, an n-gon or an L."""
     shape = rng.choice(("box", "ngon", "ell"))
-    a, b = _cm(rng.uniform(0.3, 0.8)), _cm(rng.uniform(0.3, 0.8))
-    h = _cm(rng.uniform(0.2, 0.6))
+    a, b = to_cm(rng.uniform(0.3, 0.8)), to_cm(rng.uniform(0.3, 0.8))
+    h = to_cm(rng.uniform(0.2, 0.6))
     if shape == "box":
         pts = [(-a / 2, -b / 2), (a / 2, -b / 2), (a / 2, b / 2), (-a / 2, b / 2)]
     elif shape == "ngon":
@@ -48,10 +48,10 @@ def _prism(rng: random.Random) -> tuple[list[tuple[float, float]], float, str]:
         pts = [(a / 2 * math.cos(2 * math.pi * k / n), a / 2 * math.sin(2 * math.pi * k / n))
                for k in range(n)]
     else:
-        c = _cm(min(a, b) * 0.5)
+        c = to_cm(min(a, b) * 0.5)
         pts = [(-a / 2, -b / 2), (a / 2, -b / 2), (a / 2, -b / 2 + c), (-a / 2 + c, -b / 2 + c),
                (-a / 2 + c, b / 2), (-a / 2, b / 2)]
-    return [(_r(x), _r(y)) for x, y in pts], h, shape
+    return [(rounded(x), rounded(y)) for x, y in pts], h, shape
 
 
 def broken_mesh(rng: random.Random, pts, h: float, at, defects) -> tuple[list, list]:
@@ -102,14 +102,14 @@ def mesh_repair(level: int, rng: random.Random) -> TaskSpec:
     for i, name in enumerate(names):
         defects = sorted(rng.sample(DEFECTS, n_def), key=DEFECTS.index)
         pts, h, _ = _prism(rng)
-        at = (_r(-1.5 * (n_mesh - 1) + 3.0 * i), 0.0)
+        at = (rounded(-1.5 * (n_mesh - 1) + 3.0 * i), 0.0)
         verts, faces = broken_mesh(rng, pts, h, at, defects)
         objects.append((name, verts, faces))
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         body = {"name": name, "kind": "cube", "rotation_deg": [0.0, 0.0, 0.0],
-                "dimensions": [_r(max(xs) - min(xs)), _r(max(ys) - min(ys)), h],
-                "location": [_r(at[0] + (max(xs) + min(xs)) / 2),
-                             _r(at[1] + (max(ys) + min(ys)) / 2), _r(h / 2)]}
+                "dimensions": [rounded(max(xs) - min(xs)), rounded(max(ys) - min(ys)), h],
+                "location": [rounded(at[0] + (max(xs) + min(xs)) / 2),
+                             rounded(at[1] + (max(ys) + min(ys)) / 2), rounded(h / 2)]}
         if level >= 4:  # the prompt does not say what is wrong: look first
             oracle.append(call("mesh_check", name=name))
         oracle += [call("mesh_repair", name=name, operation=DEFECT_OPS[d]) for d in defects]

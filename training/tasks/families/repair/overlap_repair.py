@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from training.tasks.recipes.repair import GAP_TOL, REPAIR_WEIGHTS, _add, _cm, _item, _r
+from training.tasks.recipes.repair import GAP_TOL, REPAIR_WEIGHTS, add_box, box_item, rounded, to_cm
 from training.tasks.recipes.scene import placed
 from training.tasks.spec import Family, TaskSpec, call
 
@@ -19,17 +19,17 @@ NAMES = (
 
 def _off(rng: random.Random) -> float:
     """A visible vertical mistake: floating (+) or sunk (-) by 5-25 cm."""
-    return _cm(rng.choice((-1, 1)) * rng.uniform(0.05, 0.25))
+    return to_cm(rng.choice((-1, 1)) * rng.uniform(0.05, 0.25))
 
 
 def _box(rng: random.Random, name: str, lo: float = 0.15, hi: float = 0.5) -> dict[str, Any]:
     kind = rng.choice(("cube", "cube", "cylinder"))
     if kind == "cylinder":
-        d = _cm(rng.uniform(lo, hi))
-        dims = [d, d, _cm(rng.uniform(lo, hi))]
+        d = to_cm(rng.uniform(lo, hi))
+        dims = [d, d, to_cm(rng.uniform(lo, hi))]
     else:
-        dims = [_cm(rng.uniform(lo, hi)) for _ in range(3)]
-    return _item(name, kind, dims, (0, 0, 0))
+        dims = [to_cm(rng.uniform(lo, hi)) for _ in range(3)]
+    return box_item(name, kind, dims, (0, 0, 0))
 
 
 def overlap_repair(level: int, rng: random.Random) -> TaskSpec:
@@ -41,7 +41,7 @@ def overlap_repair(level: int, rng: random.Random) -> TaskSpec:
 
     def on_ground(x: float, y: float) -> None:
         it = _box(rng, next(names))
-        it["location"] = [x, y, _r(it["dimensions"][2] / 2)]
+        it["location"] = [x, y, rounded(it["dimensions"][2] / 2)]
         moved.append((it, "the floor", "ground"))
 
     def stack(x: float, y: float, n: int) -> None:
@@ -49,14 +49,14 @@ def overlap_repair(level: int, rng: random.Random) -> TaskSpec:
         for k in range(n):
             it = _box(rng, next(names), 0.2 + 0.1 * (n - k), 0.3 + 0.1 * (n - k))
             z0 = 0.0 if below is None else below["location"][2] + below["dimensions"][2] / 2
-            it["location"] = [x, y, _r(z0 + it["dimensions"][2] / 2)]
+            it["location"] = [x, y, rounded(z0 + it["dimensions"][2] / 2)]
             moved.append((it, "the floor" if below is None else below["name"], "stack"))
             below = it
 
     def shelf(y: float, n: int, overlap: bool) -> None:
-        h = _cm(rng.uniform(0.8, 1.4))
+        h = to_cm(rng.uniform(0.8, 1.4))
         width = 0.7 * n + 0.4
-        board = _item(f"Shelf{len(fixed) + 1}", "cube", (width, 0.4, 0.04), (0, y, h))
+        board = box_item(f"Shelf{len(fixed) + 1}", "cube", (width, 0.4, 0.04), (0, y, h))
         fixed.append(board)
         top = h + 0.02
         xs = [round(-width / 2 + 0.55 + 0.7 * k, 2) for k in range(n)]
@@ -65,20 +65,20 @@ def overlap_repair(level: int, rng: random.Random) -> TaskSpec:
             it["dimensions"][1] = min(it["dimensions"][1], 0.3)
             if it["kind"] == "cylinder":
                 it["dimensions"][0] = it["dimensions"][1]
-            it["location"] = [x, y, _r(top + it["dimensions"][2] / 2)]
+            it["location"] = [x, y, rounded(top + it["dimensions"][2] / 2)]
             if overlap and k == n - 1:  # pushed into its left neighbour: slide it back out
                 left = moved[-1][0]
-                it["location"][0] = _r(left["location"][0] + left["dimensions"][0] / 2
-                                       + it["dimensions"][0] / 2 + _cm(rng.uniform(0.1, 0.2)))
+                it["location"][0] = rounded(left["location"][0] + left["dimensions"][0] / 2
+                                       + it["dimensions"][0] / 2 + to_cm(rng.uniform(0.1, 0.2)))
                 slid.append((it, left["name"]))
             else:
                 moved.append((it, board["name"], "shelf"))
 
     if level == 1:
-        on_ground(_cm(rng.uniform(-1, 1)), _cm(rng.uniform(-1, 1)))
+        on_ground(to_cm(rng.uniform(-1, 1)), to_cm(rng.uniform(-1, 1)))
     elif level == 2:
         on_ground(-1.0, 0.0)
-        on_ground(1.0, _cm(rng.uniform(-0.5, 0.5)))
+        on_ground(1.0, to_cm(rng.uniform(-0.5, 0.5)))
     elif level == 3:
         shelf(0.0, 3, overlap=True)
     elif level == 4:
@@ -93,12 +93,12 @@ def overlap_repair(level: int, rng: random.Random) -> TaskSpec:
         on_ground(3.5, 1.0)
         on_ground(-3.5, 1.0)
     for b in fixed:
-        start.append(_add(b))
+        start.append(add_box(b))
     oracle, texts, constraints = [], [], []
     for it, support, _why in moved:
         wrong = list(it["location"])
-        wrong[2] = _r(wrong[2] + _off(rng))
-        start.append(_add(it, wrong))
+        wrong[2] = rounded(wrong[2] + _off(rng))
+        start.append(add_box(it, wrong))
         oracle.append(call("transform", name=it["name"], location=it["location"]))
         constraints += placed(it, kind_check=False)
         if support == "the floor":
@@ -108,14 +108,14 @@ def overlap_repair(level: int, rng: random.Random) -> TaskSpec:
                                 "tol": GAP_TOL})
     for it, left in slid:
         wrong = list(it["location"])
-        shift = _cm(rng.uniform(0.05, 0.1))
+        shift = to_cm(rng.uniform(0.05, 0.1))
         # it overlaps its neighbour by `shift` and floats or sinks as well
         lx = next(m for m, _, _ in moved if m["name"] == left)
-        final_x = _r(lx["location"][0] + lx["dimensions"][0] / 2 + it["dimensions"][0] / 2)
-        wrong[0] = _r(final_x - shift)
-        wrong[2] = _r(wrong[2] + _off(rng))
+        final_x = rounded(lx["location"][0] + lx["dimensions"][0] / 2 + it["dimensions"][0] / 2)
+        wrong[0] = rounded(final_x - shift)
+        wrong[2] = rounded(wrong[2] + _off(rng))
         it["location"][0] = final_x
-        start.append(_add(it, wrong))
+        start.append(add_box(it, wrong))
         oracle.append(call("transform", name=it["name"], location=it["location"]))
         constraints += placed(it, kind_check=False)
         constraints += [

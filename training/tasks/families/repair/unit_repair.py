@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from training.tasks.recipes.repair import REPAIR_WEIGHTS, _cm, _item, _r
+from training.tasks.recipes.repair import REPAIR_WEIGHTS, box_item, rounded, to_cm
 from training.tasks.recipes.scene import fmt, placed
 from training.tasks.spec import Family, TaskSpec, call
 
@@ -35,14 +35,14 @@ def unit_repair(level: int, rng: random.Random) -> TaskSpec:
     factors = list(MISTAKES)
     for k, (name, (cx, cy)) in enumerate(zip(names, cells, strict=True)):
         kind = rng.choice(("cube", "cube", "cylinder"))
-        dims = [_cm(rng.uniform(0.1, 0.8)) for _ in range(3)]
+        dims = [to_cm(rng.uniform(0.1, 0.8)) for _ in range(3)]
         if kind == "cylinder":
             dims[1] = dims[0]
-        it = _item(name, kind, dims, (cx * 1.0, cy * 1.0, dims[2] / 2))
+        it = box_item(name, kind, dims, (cx * 1.0, cy * 1.0, dims[2] / 2))
         f = 1000.0 if level == 1 else (factors[k % 4] if k < 4 else rng.choice(factors))
         loc = [v * f for v in it["location"]] if positions_scaled else it["location"]
         start.append(call("add_primitive", kind=kind, name=name,
-                          dimensions=[d * f for d in dims], location=[_r(v, 6) for v in loc]))
+                          dimensions=[d * f for d in dims], location=[rounded(v, 6) for v in loc]))
         args: dict[str, Any] = {"name": name, "scale": [1 / f] * 3}
         if positions_scaled:
             args["location"] = it["location"]

@@ -11,10 +11,10 @@ import numpy as np
 
 from training.tasks.config import RELATION_WEIGHTS
 from training.tasks.recipes.boxes import (
-    _r,
-    _v,
     add,
     box,
+    rounded,
+    rounded_all,
     size_text,
     where,
 )
@@ -74,9 +74,9 @@ def _camera_plan(rng, items, lens, exact: bool):
     dist = 1.0
     while _fill_of(c + dist * v, c, lens, items) > 0.6:
         dist += 0.1
-    loc = _v(c + dist * v)
-    target = _v(c)
-    view = _v(v)
+    loc = rounded_all(c + dist * v)
+    target = rounded_all(c)
+    view = rounded_all(v)
     fill = [0.15, 0.95] if exact else [0.4, 0.85]
     con = {"kind": "framed", "camera": "Cam", "objects": [i["name"] for i in items],
            "fill": fill}
@@ -94,10 +94,10 @@ def _camera_plan(rng, items, lens, exact: bool):
 
 
 def _light(name, kind, loc, target, energy, role):
-    loc, target = _v(loc), _v(target)
+    loc, target = rounded_all(loc), rounded_all(target)
     step = call("add_light", kind=kind, name=name, location=loc, energy=energy, target=target)
     con = {"kind": "light", "object": name, "type": kind,
-           "energy": [_r(energy * 0.9), _r(energy * 1.1)], "aim": target, "tol_deg": 5.0,
+           "energy": [rounded(energy * 0.9), rounded(energy * 1.1)], "aim": target, "tol_deg": 5.0,
            "location": loc, "tol": 0.1}
     article = "an" if role[:1] in "aeiou" else "a"
     text = f"{article} {role} {kind} light '{name}' of {energy:g} W at {fmt(loc)} aimed at {fmt(target)}"
@@ -158,7 +158,7 @@ def lighting_camera(level: int, rng: random.Random) -> TaskSpec:
     if level <= 2:  # a camera at a given place
         c = _bounds_centre(subj)
         side = np.array([rng.choice((-1, 1)) * 3.0, -4.0, 2.0])
-        cam_loc, cam_target = _v(c + side), _v(c)
+        cam_loc, cam_target = rounded_all(c + side), rounded_all(c)
         cam_step = call("add_camera", name="Cam", location=cam_loc, target=cam_target, lens_mm=lens)
         cam_con = {"kind": "framed", "camera": "Cam", "objects": [s["name"] for s in subj],
                    "fill": [0.1, 0.95], "location": cam_loc, "tol": 0.1}

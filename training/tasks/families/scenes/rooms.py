@@ -10,9 +10,9 @@ from typing import Any
 from training.tasks.config import RELATION_WEIGHTS
 from training.tasks.recipes.boxes import (
     POS_TOL,
-    _r,
     add,
     box,
+    rounded,
     size_text,
     where,
 )
@@ -91,7 +91,7 @@ def _chairs(n: int, table: dict[str, Any], table_name: str) -> tuple[list[dict[s
                         "tol": 0.03} for c in names]
     if n > 1:
         rel.append({"kind": "evenly_spaced", "objects": names, "axis": "x", "tol": 0.03,
-                    "spacing": _r(step)})
+                    "spacing": rounded(step)})
         rel.append({"kind": "symmetric", "a": names[0], "b": names[-1], "axis": "x",
                     "tol": POS_TOL})
     return chairs, text, rel

@@ -9,10 +9,10 @@ from typing import Any
 
 from training.tasks.config import RELATION_WEIGHTS
 from training.tasks.recipes.boxes import (
-    _r,
-    _v,
     add,
     box,
+    rounded,
+    rounded_all,
     where,
 )
 from training.tasks.spec import Family, TaskSpec, call
@@ -25,8 +25,8 @@ def _stairs(rng: random.Random, x0: float, y0: float) -> dict[str, Any]:
     rise, run, w = rng.choice((0.15, 0.18, 0.2)), rng.choice((0.25, 0.28, 0.3)), rng.choice((0.8, 1.0))
     step = box("Stairs", (w, run, rise), (x0, y0 + run / 2, rise / 2))
     total = box("Stairs", (w, n * run, n * rise), (x0, y0 + n * run / 2, n * rise / 2))
-    filled = [_v((x0, y0 + run * (k + 0.5), rise * (k + 0.5))) for k in range(n)]
-    empty = [_v((x0, y0 + run * (k + 0.5), rise * (k + 1.5))) for k in range(n - 1)]
+    filled = [rounded_all((x0, y0 + run * (k + 0.5), rise * (k + 0.5))) for k in range(n)]
+    empty = [rounded_all((x0, y0 + run * (k + 0.5), rise * (k + 1.5))) for k in range(n - 1)]
     text = (f"a straight stair 'Stairs' of {n} steps, each {w:g} m wide, {run:g} m deep (run) "
             f"and {rise:g} m high (rise), as {n} blocks stacked each one run further along +Y and "
             f"one rise higher, the first standing on the ground with its front edge at y = {y0:g} "
@@ -34,7 +34,7 @@ def _stairs(rng: random.Random, x0: float, y0: float) -> dict[str, Any]:
     plan = [add(step), call("modifier", name="Stairs", kind="array", count=n, offset=[0, 1, 1])]
     cons = where(total) + [
         {"kind": "on_ground", "object": "Stairs", "tol": 0.01},
-        {"kind": "mesh_volume", "object": "Stairs", "value": _r(n * w * run * rise, 6),
+        {"kind": "mesh_volume", "object": "Stairs", "value": rounded(n * w * run * rise, 6),
          "tol_rel": 0.02},
         {"kind": "occupancy", "object": "Stairs", "filled": filled, "empty": empty},
     ]
@@ -47,9 +47,9 @@ def _shelving(rng: random.Random, cx: float, y_front: float, bookcase: bool,
     n = rng.choice((3, 4, 5))
     iw, depth, t = rng.choice((0.8, 0.9, 1.0)), rng.choice((0.3, 0.35)), 0.02
     if east_edge is not None:  # its east side at this x
-        cx = _r(east_edge - iw / 2 - t)
+        cx = rounded(east_edge - iw / 2 - t)
     pitch, base = rng.choice((0.3, 0.35, 0.4)), 0.1
-    height = _r(base + (n - 1) * pitch + rng.choice((0.3, 0.35)))
+    height = rounded(base + (n - 1) * pitch + rng.choice((0.3, 0.35)))
     cy = y_front + depth / 2
     side_l = box("SideL", (t, depth, height), (cx - iw / 2 - t / 2, cy, height / 2))
     side_r = box("SideR", (t, depth, height), (cx + iw / 2 + t / 2, cy, height / 2))
@@ -57,21 +57,21 @@ def _shelving(rng: random.Random, cx: float, y_front: float, bookcase: bool,
     span = (n - 1) * pitch + t
     shelves = box("Shelves", (iw, depth, span), (cx, cy, base + span / 2))
     plan = [add(side_l), add(side_r), add(shelf),
-            call("modifier", name="Shelves", kind="array", count=n, offset=[0, 0, _r(pitch / t, 6)])]
+            call("modifier", name="Shelves", kind="array", count=n, offset=[0, 0, rounded(pitch / t, 6)])]
     cons = where(side_l) + where(side_r) + where(shelves) + [
         {"kind": "on_ground", "object": "SideL", "tol": 0.01},
         {"kind": "touching", "a": "Shelves", "b": "SideL", "tol": 0.01},
         {"kind": "touching", "a": "Shelves", "b": "SideR", "tol": 0.01},
-        {"kind": "mesh_volume", "object": "Shelves", "value": _r(n * iw * depth * t, 6),
+        {"kind": "mesh_volume", "object": "Shelves", "value": rounded(n * iw * depth * t, 6),
          "tol_rel": 0.02},
         {"kind": "occupancy", "object": "Shelves",
-         "filled": [_v((cx, cy, base + t / 2 + k * pitch)) for k in range(n)],
-         "empty": [_v((cx, cy, base + t / 2 + (k + 0.5) * pitch)) for k in range(n - 1)]},
+         "filled": [rounded_all((cx, cy, base + t / 2 + k * pitch)) for k in range(n)],
+         "empty": [rounded_all((cx, cy, base + t / 2 + (k + 0.5) * pitch)) for k in range(n - 1)]},
     ]
     what = "bookcase" if bookcase else "shelving unit"
     text = (f"a {what}: two side panels 'SideL' and 'SideR' {t:g} x {depth:g} x {height:g} m "
-            f"standing on the ground {iw:g} m apart (inside), centred on x = {_r(cx):g} m with "
-            f"their front edges at y = {_r(y_front):g} m, and between them {n} shelves {iw:g} x "
+            f"standing on the ground {iw:g} m apart (inside), centred on x = {rounded(cx):g} m with "
+            f"their front edges at y = {rounded(y_front):g} m, and between them {n} shelves {iw:g} x "
             f"{depth:g} x {t:g} m as ONE object 'Shelves' (an array), the lowest {base:g} m above "
             f"the ground and each next one {pitch:g} m higher")
     out = {"n": n, "iw": iw, "depth": depth, "t": t, "pitch": pitch, "base": base,
@@ -85,9 +85,9 @@ def _shelving(rng: random.Random, cx: float, y_front: float, bookcase: bool,
             {"kind": "gap", "a": "Top", "b": "SideL", "axis": "z", "value": 0.0, "tol": 0.01},
             {"kind": "touching", "a": "Back", "b": "SideR", "tol": 0.01},
         ]
-        out["text"] = text + (f"; a top board 'Top' {_r(iw + 2 * t):g} x {depth:g} x {t:g} m "
-                              f"resting on the sides, and a back panel 'Back' {_r(iw + 2 * t):g} "
-                              f"x {t:g} x {_r(height + t):g} m behind it, touching it, on the "
+        out["text"] = text + (f"; a top board 'Top' {rounded(iw + 2 * t):g} x {depth:g} x {t:g} m "
+                              f"resting on the sides, and a back panel 'Back' {rounded(iw + 2 * t):g} "
+                              f"x {t:g} x {rounded(height + t):g} m behind it, touching it, on the "
                               "ground")
     return out
 
@@ -114,12 +114,12 @@ def stairs_shelving(level: int, rng: random.Random) -> TaskSpec:
         pw, ph = 0.05, rng.choice((0.8, 0.9))
         post = box("Posts", (pw, pw, ph), (x0 + w / 2 - pw / 2, y0 + run / 2, rise + ph / 2))
         oracle += [add(post), call("modifier", name="Posts", kind="array", count=n,
-                                   offset=[0, _r(run / pw, 6), _r(rise / ph, 6)])]
+                                   offset=[0, rounded(run / pw, 6), rounded(rise / ph, 6)])]
         span = box("Posts", (pw, (n - 1) * run + pw, (n - 1) * rise + ph),
                    (x0 + w / 2 - pw / 2, y0 + run / 2 + (n - 1) * run / 2,
                     rise + ((n - 1) * rise + ph) / 2))
         cons += where(span) + [{"kind": "mesh_volume", "object": "Posts",
-                                "value": _r(n * pw * pw * ph, 8), "tol_rel": 0.02}]
+                                "value": rounded(n * pw * pw * ph, 8), "tol_rel": 0.02}]
         texts.append(f"railing posts 'Posts' ({pw:g} x {pw:g} x {ph:g} m) as ONE object (an "
                      f"array), one standing on the middle of each step, flush with the stairs' "
                      "east (+X) side")
@@ -140,7 +140,7 @@ def stairs_shelving(level: int, rng: random.Random) -> TaskSpec:
     if level == 5:
         bw, bd, bh = 0.04, rng.choice((0.18, 0.2)), rng.choice((0.22, 0.25))
         nb = 4
-        spacing = _r(sh["iw"] / (nb + 1))
+        spacing = rounded(sh["iw"] / (nb + 1))
         z = sh["base"] + sh["t"] + bh / 2
         books = [box(f"Book{i + 1}", (bw, bd, bh),
                      (sh["cx"] - sh["iw"] / 2 + spacing * (i + 1), sh["cy"], z)) for i in range(nb)]

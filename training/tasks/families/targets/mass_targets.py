@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from training.tasks.recipes.repair import GAP_TOL, REPAIR_WEIGHTS, _add, _cm, _item, _r
+from training.tasks.recipes.repair import GAP_TOL, REPAIR_WEIGHTS, add_box, box_item, rounded, to_cm
 from training.tasks.recipes.scene import placed
 from training.tasks.spec import Family, TaskSpec, call
 
@@ -28,10 +28,10 @@ WEIGHT_NAMES = ("Weight", "Bob", "Ingot", "Slab", "Puck", "Brick", "Tile", "Bar"
 
 def _weight(rng, name, material, x, y, z0) -> tuple[dict[str, Any], float]:
     rho = MATERIALS[material][0]
-    a, b = _cm(rng.uniform(0.06, 0.15)), _cm(rng.uniform(0.06, 0.15))
+    a, b = to_cm(rng.uniform(0.06, 0.15)), to_cm(rng.uniform(0.06, 0.15))
     m = round(rho * a * b * rng.uniform(0.04, 0.12), 1)
     h = m / (rho * a * b)
-    return _item(name, "cube", (a, b, h), (x, y, z0 + h / 2)), m
+    return box_item(name, "cube", (a, b, h), (x, y, z0 + h / 2)), m
 
 
 def mass_targets(level: int, rng: random.Random) -> TaskSpec:
@@ -43,24 +43,24 @@ def mass_targets(level: int, rng: random.Random) -> TaskSpec:
     masses: dict[str, tuple[float, float]] = {}  # name: (kg, x)
     if level <= 2:
         z0, beam_len = 0.0, 0.0
-        xs = [_r(_cm(rng.uniform(-1, -0.5)) + 0.8 * k) for k in range(n_w)]
+        xs = [rounded(to_cm(rng.uniform(-1, -0.5)) + 0.8 * k) for k in range(n_w)]
     else:
-        beam_len = _cm(rng.uniform(2.8, 3.2) if level == 5 else rng.uniform(1.2, 2.0))
-        beam = _item("Beam", "cube", (beam_len, 0.16, 0.04), (0, 0, 0.5))
-        start.append(_add(beam))
+        beam_len = to_cm(rng.uniform(2.8, 3.2) if level == 5 else rng.uniform(1.2, 2.0))
+        beam = box_item("Beam", "cube", (beam_len, 0.16, 0.04), (0, 0, 0.5))
+        start.append(add_box(beam))
         used.add("oak")
         constraints += placed(beam, kind_check=False, guard=True)
         z0 = 0.52
         # the weights sit on the left half; the counterweight balances them on the right
         step = min(0.3, (beam_len / 2 - 0.3) / max(1, n_w - 1))
-        xs = [_r(-beam_len / 2 + 0.12 + k * step) for k in range(n_w)]
+        xs = [rounded(-beam_len / 2 + 0.12 + k * step) for k in range(n_w)]
     densities: dict[str, float] = {"Beam": MATERIALS["oak"][0]} if level >= 3 else {}
     for name, x in zip(names, xs, strict=True):
         mat = rng.choice(list(MATERIALS))
         used.add(mat)
         it, m = _weight(rng, name, mat, x, 0.0, z0)
         rho, colour = MATERIALS[mat]
-        oracle.append(_add(it))
+        oracle.append(add_box(it))
         densities[name] = rho
         masses[name] = (m, x)
         constraints += [
@@ -84,10 +84,10 @@ def mass_targets(level: int, rng: random.Random) -> TaskSpec:
         moment = sum(m * x for m, x in masses.values())  # the beam is centred: no moment
         want_x = rng.uniform(0.3, beam_len / 2 - 0.15)
         m = max(0.1, round(-moment / want_x, 1))
-        a, b = _cm(rng.uniform(0.08, 0.15)), _cm(rng.uniform(0.08, 0.15))
+        a, b = to_cm(rng.uniform(0.08, 0.15)), to_cm(rng.uniform(0.08, 0.15))
         h = m / (rho * a * b)
-        cw = _item("Counterweight", "cube", (a, b, h), (-moment / m, 0.0, z0 + h / 2))
-        oracle.append(_add(cw))
+        cw = box_item("Counterweight", "cube", (a, b, h), (-moment / m, 0.0, z0 + h / 2))
+        oracle.append(add_box(cw))
         densities["Counterweight"] = rho
         constraints += [
             {"kind": "mass", "objects": ["Counterweight"], "density": rho, "value": m,

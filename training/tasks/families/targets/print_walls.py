@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 
-from training.tasks.recipes.repair import REPAIR_WEIGHTS, _r
+from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded
 from training.tasks.spec import Family, TaskSpec, call
 
 # ================================================================ print_walls
@@ -44,7 +44,7 @@ def _cup(rng: random.Random, name: str, fillet: bool, build: bool = True):
         plan.append(call("cad_fillet", name=name, edges="|Z", radius=r))
     plan.append(call("cad_shell", name=name, faces=">Z", thickness=t))
     constraints = [
-        {"kind": "part", "object": name, "size": size, "volume": _r(vol, 3), "tol_rel": 0.005},
+        {"kind": "part", "object": name, "size": size, "volume": rounded(vol, 3), "tol_rel": 0.005},
         {"kind": "wall_thickness", "object": name, "value": t / 1000, "tol_rel": WALL_TOL},
         {"kind": "occupancy", "object": name, "empty": [[0.0, 0.0, H * 0.6 / 1000]],
          "filled": [wall]},

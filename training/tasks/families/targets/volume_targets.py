@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 
-from training.tasks.recipes.repair import REPAIR_WEIGHTS, _r
+from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded
 from training.tasks.recipes.scene import counted
 from training.tasks.spec import Family, TaskSpec, call
 
@@ -29,7 +29,7 @@ def _block(rng, name):
     V = 1000 * round(L * W * rng.uniform(15, 40) / 1000)
     H = V / (L * W)
     text = f"a box '{name}' {L:g} x {W:g} mm in plan whose height gives {_v(V)}"
-    return text, [call("cad_box", name=name, length=L, width=W, height=_r(H))], V, [L, W, H], []
+    return text, [call("cad_box", name=name, length=L, width=W, height=rounded(H))], V, [L, W, H], []
 
 
 def _can(rng, name):
@@ -38,7 +38,7 @@ def _can(rng, name):
         1000 * round(math.pi * (D / 2) ** 2 * rng.uniform(20, 60) / 1000)
     H = V / (math.pi * (D / 2) ** 2)
     text = f"a cylinder '{name}' {D:g} mm across whose height makes it hold {_v(V)}"
-    return text, [call("cad_cylinder", name=name, radius=D / 2, height=_r(H))], V, [D, D, H], []
+    return text, [call("cad_cylinder", name=name, radius=D / 2, height=rounded(H))], V, [D, D, H], []
 
 
 def _drilled(rng, name):
@@ -52,7 +52,7 @@ def _drilled(rng, name):
     text = (f"a plate '{name}' {L:g} x {W:g} mm in plan with {counted(k, 'through hole')} "
             f"{d:g} mm across at " + ", ".join(f"({x:g}, {y:g})" for x, y in pos)
             + f" mm, its thickness chosen so its volume is {_v(V)}")
-    plan = [call("cad_box", name=name, length=L, width=W, height=_r(H)),
+    plan = [call("cad_box", name=name, length=L, width=W, height=rounded(H)),
             call("cad_hole", name=name, diameter=d, positions=pos)]
     return text, plan, V, [L, W, H], [(d, k)]
 
@@ -70,7 +70,7 @@ def _bossed(rng, name):
             f"height so the volume is {_v(V)}")
     plan = [call("cad_box", name=name, length=L, width=W, height=T),
             call("cad_sketch_extrude", name=name, profile={"kind": "circle", "radius": R},
-                 distance=_r(h), at_z=T),
+                 distance=rounded(h), at_z=T),
             call("cad_hole", name=name, diameter=d, positions=[[0.0, 0.0]])]
     return text, plan, V, [L, W, T + h], [(d, 1)]
 
@@ -90,8 +90,8 @@ def volume_targets(level: int, rng: random.Random) -> TaskSpec:
         texts.append(text)
         oracle += plan
         targets[name] = V
-        constraints.append({"kind": "part", "object": name, "size": [_r(s) for s in size],
-                            "volume": _r(V, 3), "tol_rel": VOLUME_TOL})
+        constraints.append({"kind": "part", "object": name, "size": [rounded(s) for s in size],
+                            "volume": rounded(V, 3), "tol_rel": VOLUME_TOL})
         constraints += [{"kind": "holes", "object": name, "diameter": dd, "count": k}
                         for dd, k in holes]
     lead = rng.choice(("Model", "Make", "Create"))
