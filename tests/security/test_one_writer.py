@@ -28,10 +28,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tools/sandbox/identity.py", "*", "os.open"): "a uid lease lock in the supervisor's lock dir",
     ("tools/sandbox/diskwatch.py", "_mount", "os.open"): "a worker's scratch image (ext4, as root) "
     "beside its scratch in the pool's own root, O_EXCL|O_NOFOLLOW",
-    ("tools/sandbox/diskwatch.py", "_mount", "os.open"): "a worker's scratch image (ext4, as root) "
-    "beside its scratch in the pool's own root, O_EXCL|O_NOFOLLOW",
-    ("tools/sandbox/diskwatch.py", "_mount", "os.open"): "a worker's scratch image (ext4, as root) "
-    "beside its scratch in the pool's own root, O_EXCL|O_NOFOLLOW",
     ("tools/sandbox/shader_cache.py", "*", "shutil.copytree"): "the shader cache under the pool's root",
     ("tools/trust/ledger.py", "*", "open"): "the ledger's vault of acknowledged commits (0700, its own)",
     ("tools/runtime/verifier.py", "*", "*"): "a clean verifier worker's private state folder",
@@ -56,14 +52,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("training/eval/run_eval.py", "*", "*"): "the run folder's eval reports",
     ("training/eval/cluster.py", "keep", "write_text"): "the local cluster's state file under the "
     "data dir (our own JSON: address, pid), a temp file then os.replace",
-    ("training/eval/cluster.py", "new_token", "os.open"): "the cluster's token file under the data "
-    "dir, 0600, O_EXCL|O_NOFOLLOW",
-    ("training/eval/cluster.py", "_check_token", "os.open"): "/dev/null, where Ray's stderr goes "
-    "while a token is tried",
-    ("training/eval/cluster.py", "new_token", "os.open"): "the cluster's token file under the data "
-    "dir, 0600, O_EXCL|O_NOFOLLOW",
-    ("training/eval/cluster.py", "_check_token", "os.open"): "/dev/null, where Ray's stderr goes "
-    "while a token is tried",
     ("training/eval/cluster.py", "new_token", "os.open"): "the cluster's token file under the data "
     "dir, 0600, O_EXCL|O_NOFOLLOW",
     ("training/eval/cluster.py", "_check_token", "os.open"): "/dev/null, where Ray's stderr goes "
