@@ -1,93 +1,61 @@
 """Every task family, in one table: `FAMILIES` is built from `TABLE` and nothing else.
 
 A family is one module under `families/<domain>/` that declares `FAMILY = Family(...)`
-(training/tasks/spec.py). To add one: write its module, import it below and add its
-`FAMILY` to `TABLE` (docs/TASKS.md, "Adding a family"). The order is the order families were
-added; `split_ids`, eval and `tasks list` follow it.
+(training/tasks/spec.py). To add one: write its module and add its one line to `MODULES`
+(docs/TASKS.md, "Adding a family"); a line naming no module is an ImportError at import.
+The order is the order families were added; `split_ids`, eval and `tasks list` follow it.
 """
 
 from __future__ import annotations
 
+import importlib
+
 from training.tasks import shapes
 from training.tasks.config import BENCHMARK_WEIGHTS
-from training.tasks.families.assemblies import clearance_fits, face_mates, fasteners, hinges
-from training.tasks.families.deliverables import (
-    deliverables,
-    format_deliverables,
-    print_deliverables,
-)
-from training.tasks.families.edits import (
-    dimension_edits,
-    feature_edits,
-    mirror_pattern_edits,
-    scene_editing,
-)
-from training.tasks.families.parts import (
-    booleans,
-    brackets,
-    cad_parts,
-    enclosures,
-    engraved_text,
-    feature_patterns,
-    sweeps_lofts,
-    turned_parts,
-)
-from training.tasks.families.reconstruction import (
-    drawing_reconstruction,
-    mesh_reconstruction,
-    render_reconstruction,
-)
-from training.tasks.families.recovery import recovery
-from training.tasks.families.repair import boolean_repair, mesh_repair, overlap_repair, unit_repair
-from training.tasks.families.scenes import (
-    composition,
-    lighting_camera,
-    materials,
-    primitive_placement,
-    rooms,
-    stairs_shelving,
-)
-from training.tasks.families.targets import mass_targets, print_walls, volume_targets
+from training.tasks.families.reconstruction.drawing_reconstruction import drawing_svg
 from training.tasks.spec import Family
 
-TABLE: tuple[Family, ...] = (
-    primitive_placement.FAMILY,
-    scene_editing.FAMILY,
-    materials.FAMILY,
-    render_reconstruction.FAMILY,
-    fasteners.FAMILY,
-    hinges.FAMILY,
-    face_mates.FAMILY,
-    clearance_fits.FAMILY,
-    dimension_edits.FAMILY,
-    feature_edits.FAMILY,
-    mirror_pattern_edits.FAMILY,
-    composition.FAMILY,
-    booleans.FAMILY,
-    cad_parts.FAMILY,
-    mesh_reconstruction.FAMILY,
-    deliverables.FAMILY,
-    turned_parts.FAMILY,
-    sweeps_lofts.FAMILY,
-    enclosures.FAMILY,
-    brackets.FAMILY,
-    engraved_text.FAMILY,
-    feature_patterns.FAMILY,
-    recovery.FAMILY,
-    overlap_repair.FAMILY,
-    mesh_repair.FAMILY,
-    unit_repair.FAMILY,
-    boolean_repair.FAMILY,
-    volume_targets.FAMILY,
-    mass_targets.FAMILY,
-    print_walls.FAMILY,
-    rooms.FAMILY,
-    stairs_shelving.FAMILY,
-    lighting_camera.FAMILY,
-    drawing_reconstruction.FAMILY,
-    print_deliverables.FAMILY,
-    format_deliverables.FAMILY,
+# One line a family: "<domain>.<module>", each module declaring `FAMILY = Family(...)`.
+MODULES: tuple[str, ...] = (
+    "scenes.primitive_placement",
+    "edits.scene_editing",
+    "scenes.materials",
+    "reconstruction.render_reconstruction",
+    "assemblies.fasteners",
+    "assemblies.hinges",
+    "assemblies.face_mates",
+    "assemblies.clearance_fits",
+    "edits.dimension_edits",
+    "edits.feature_edits",
+    "edits.mirror_pattern_edits",
+    "scenes.composition",
+    "parts.booleans",
+    "parts.cad_parts",
+    "reconstruction.mesh_reconstruction",
+    "deliverables.deliverables",
+    "parts.turned_parts",
+    "parts.sweeps_lofts",
+    "parts.enclosures",
+    "parts.brackets",
+    "parts.engraved_text",
+    "parts.feature_patterns",
+    "recovery.recovery",
+    "repair.overlap_repair",
+    "repair.mesh_repair",
+    "repair.unit_repair",
+    "repair.boolean_repair",
+    "targets.volume_targets",
+    "targets.mass_targets",
+    "targets.print_walls",
+    "scenes.rooms",
+    "scenes.stairs_shelving",
+    "scenes.lighting_camera",
+    "reconstruction.drawing_reconstruction",
+    "deliverables.print_deliverables",
+    "deliverables.format_deliverables",
 )
+TABLE: tuple[Family, ...] = tuple(
+    importlib.import_module(f"{__name__}.{m}").FAMILY for m in MODULES)
 
 
 def by_name(table: tuple[Family, ...]) -> dict[str, Family]:
@@ -108,5 +76,5 @@ REWARD_WEIGHTS: dict[str, dict[str, float]] = {
 # Workspace files a task makes on demand at setup, by kind: fn(script) -> bytes.
 FILE_MAKERS = {
     "reference_stl": shapes.reference_stl,
-    "drawing_svg": drawing_reconstruction.drawing_svg,
+    "drawing_svg": drawing_svg,
 }
