@@ -139,7 +139,7 @@ class ToolSession:
     def _inputs(self, tool: str, norm: dict) -> ledger_mod.VaultedFiles | None:
         """Before an import: the files it will read, copied into the vault as they are now
         (the verifier imports this copy again; None: no such file to import). A script needs
-        none: it may read only its worker's script folder (tools/worker/jail.py), and its
+        none: it may read only its worker's script folder (tools/worker/script_guard.py), and its
         rerun starts with that folder empty, like any other state an earlier script left."""
         if tool != "import_file":
             return None

@@ -1,7 +1,7 @@
 """How a worker process is jailed: bubblewrap in a user namespace, with seccomp and caps dropped.
 
 Everything in a worker is hostile (model code, user scripts, imported files, Blender data), so
-the jail, not the script lint of tools/worker/jail.py, is the boundary. It gives the worker:
+the jail, not the script lint of tools/worker/script_guard.py, is the boundary. It gives the worker:
 - a user namespace with an unprivileged uid/gid inside, mapped to an unprivileged uid outside
   too: as root, an outer bubblewrap builds the filesystem view and `setpriv` drops to the
   worker's own host uid (tools/sandbox/identity.py: one per live worker, from a reserved range) before

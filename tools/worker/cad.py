@@ -21,7 +21,7 @@ import bpy
 
 from tools.cadfix import fixed_solids, revolutions_as_bsplines
 from tools.errors import ErrorKind, ToolError
-from tools.worker import jail
+from tools.worker import script_guard
 from tools.worker.lazy_cq import cq  # imported by the first CAD call, not at start
 
 SCENE_PER_MM = 0.001  # one CAD millimetre in scene metres
@@ -354,7 +354,7 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
         return describe(a["name"], parts.world(a["name"]))
 
     def script(a):
-        shape = jail.run_cadquery_script(a["code"], os.path.join(scratch, "script"))
+        shape = script_guard.run_cadquery_script(a["code"], os.path.join(scratch, "script"))
         return parts.set(a["name"], shape)
 
     return {"cad_box": box, "cad_cylinder": cylinder, "cad_sketch_extrude": sketch_extrude,
