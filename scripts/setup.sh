@@ -8,7 +8,7 @@ VENV=.venv
 say() { printf '[setup] %s\n' "$*"; }
 
 # 1. System packages, where we may install them (root + apt). Elsewhere: say what is missing.
-SYS_PKGS="bubblewrap util-linux passwd xvfb libegl1 libgl1 libgl1-mesa-dri libglx-mesa0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-render-util0 libxcb-xinerama0 libxcb-xkb1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-shape0 libxcb-randr0"
+SYS_PKGS="bubblewrap util-linux mount e2fsprogs passwd xvfb libegl1 libgl1 libgl1-mesa-dri libglx-mesa0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-render-util0 libxcb-xinerama0 libxcb-xkb1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-shape0 libxcb-randr0"
 missing=""
 if command -v dpkg-query >/dev/null 2>&1; then
   for p in $SYS_PKGS; do
