@@ -141,17 +141,7 @@ class WorkerProcess:
 
     def host_pids(self) -> list[int]:
         """The wrapper's pid and every descendant's, as the host sees them."""
-        pids, todo = [], [self.proc.pid]
-        while todo:
-            pid = todo.pop()
-            pids.append(pid)
-            try:
-                for tid in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{tid}/children") as f:
-                        todo += [int(x) for x in f.read().split()]
-            except OSError:
-                continue
-        return pids
+        return memwatch.process_tree(self.proc.pid)
 
     def request(self, payload: dict, deadline_s: float) -> tuple[dict, list[bytes]]:
         if not self.alive:

@@ -94,6 +94,22 @@ def _mapped_memfds(pids: Iterable[int]) -> set[int]:
     return out
 
 
+def process_tree(root: int) -> list[int]:
+    """`root` and every descendant's pid, as the host sees them (a jail's wrapper and all it
+    started), read from /proc; a process that exits meanwhile is skipped."""
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+    return pids
+
+
 def upper_bound(pids: list[int]) -> int:
     """Bytes the jail holds, never less than the truth (see the module docstring)."""
     total = 0

@@ -104,19 +104,7 @@ class CheckerProcess:
 
     def host_pids(self) -> list[int]:
         """The wrapper's pid and every descendant's, as the host sees them."""
-        if self.proc is None:
-            return []
-        pids, todo = [], [self.proc.pid]
-        while todo:
-            pid = todo.pop()
-            pids.append(pid)
-            try:
-                for tid in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{tid}/children") as f:
-                        todo += [int(x) for x in f.read().split()]
-            except OSError:
-                continue
-        return pids
+        return [] if self.proc is None else memwatch.process_tree(self.proc.pid)
 
     def send(self, payload: dict) -> None:
         try:
