@@ -21,8 +21,9 @@ import pytest
 from tools import ToolSession
 from training.rewards import INVALID_TOTAL
 from training.tasks import checker
-from training.tasks.base import Task, TaskSpec, call
+from training.tasks.base import Task
 from training.tasks.runner import run_calls
+from training.tasks.spec import TaskSpec, call
 from training.tasks.verifier import verify
 
 HOLES = 14  # per side: a 196-hole plate

@@ -61,9 +61,11 @@ BOX = {"tool": "cadquery_script", "args": {"code": "import cadquery as cq\nresul
 
 
 def report_of(lines: list[dict]) -> dict:
-    """The hostile script's findings, carried out in its call's error message."""
+    """The hostile script's findings, carried out in its call's error message (in a `tasks
+    try` report, labelled as what the worker said: `worker_error`)."""
     for rec in lines:
-        m = re.search(r"MWREPORT(.*?)MWEND", json.dumps(rec.get("error")) if rec.get("error") else "")
+        said = rec.get("worker_error") or rec.get("error")
+        m = re.search(r"MWREPORT(.*?)MWEND", json.dumps(said) if said else "")
         if m:
             return json.loads(json.loads(f'"{m.group(1)}"'))
     raise AssertionError(f"the hostile call left no report: {lines}")
