@@ -79,6 +79,9 @@ def build_app(modules: Sequence[str] = COMMAND_MODULES) -> typer.Typer:
 
 
 def main(modules: Sequence[str] = COMMAND_MODULES) -> None:
+    from agents.models.cpu import prepare_openmp
+
+    prepare_openmp()  # before any command imports torch: its threads sleep, not spin, when idle
     try:
         app = build_app(modules)
     except MissingCommands as exc:

@@ -147,6 +147,8 @@ def make_callbacks(
             self.evals: Any = None
 
         def on_train_begin(self, args, state, control, **kwargs):
+            if _GOVERNOR is not None and state.is_world_process_zero:
+                (run_dir / "cpu.json").write_text(json.dumps(_GOVERNOR.record()))
             if eval_config is None or eval_config.run.eval_every <= 0:
                 return
             if args.world_size > 1:
@@ -176,10 +178,16 @@ def make_callbacks(
             if self.evals is not None:
                 self.evals.close()
 
+        def on_step_begin(self, args, state, control, **kwargs):
+            if _GOVERNOR is not None:  # the machine may have changed: threads for it now
+                _GOVERNOR.maybe_apply()
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or not state.is_world_process_zero:
                 return
             row = metrics_row(state.global_step, logs, self.start)
+            if _GOVERNOR is not None:
+                row["cpu_threads"] = _GOVERNOR.threads
             if "max_steps" in dir(state):
                 row["max_steps"] = state.max_steps
             with self.metrics.open("a") as fh:
@@ -288,8 +296,23 @@ def score_loss_positions_only() -> None:
     trl_utils._use_triton = compact
 
 
-def set_cpu_threads(n: int | None) -> None:
-    if n:
-        import torch
+_GOVERNOR: Any = None  # the running stage's torch thread choice (agents/models/cpu.py)
 
-        torch.set_num_threads(n)
+
+def set_cpu_threads(n: int | None) -> dict | None:
+    """torch threads for this stage on a CPU: at most `n`, as many as cores are free now
+    (`MODELWRIGHT_THREADS` fixes it); measured again between steps. Returns what was chosen
+    (threads, busy cores elsewhere, OpenMP wait policy), which the run writes to cpu.json."""
+    global _GOVERNOR
+    if not n:
+        _GOVERNOR = None
+        return None
+    from agents.models.cpu import ThreadGovernor
+
+    _GOVERNOR = ThreadGovernor(cap=n)
+    _GOVERNOR.apply()
+    record = _GOVERNOR.record()
+    print(f"cpu: {record['cpu_threads']} torch thread(s) of {record['cpu_cores']} core(s) "
+          f"({record['busy_elsewhere']} busy elsewhere, {record['threads_from']}), OpenMP "
+          f"wait policy {record['omp_wait_policy']}", flush=True)  # fmt: skip
+    return record

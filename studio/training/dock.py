@@ -184,20 +184,26 @@ class TrainingDock(QWidget):
         self.tail = MetricsTail(metrics)
         self.loss_plot.set_series({})
         self.reward_plot.set_series({})
-        program, *args = self.command(resume)
+        from agents.models.cpu import background_command, child_env
+
+        # Below the GUI (nice 10, SCHED_BATCH), its torch threads sleeping when they wait.
+        shown, *shown_args = self.command(resume)
+        program, *args = background_command([shown, *shown_args])
         self.process = QProcess(self)
+        env = QProcessEnvironment()
+        for key, value in child_env().items():
+            env.insert(key, value)
         if self.controller.data_dir:  # a model name (the packaged base) resolves where the studio's do
             from agents.store.location import ENV_VAR
 
-            env = QProcessEnvironment.systemEnvironment()
             env.insert(ENV_VAR, str(Path(self.controller.data_dir).expanduser().resolve()))
-            self.process.setProcessEnvironment(env)
+        self.process.setProcessEnvironment(env)
         self.process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
         self.process.readyReadStandardOutput.connect(self._read_output)
         self.process.finished.connect(self._finished)
         self.process.errorOccurred.connect(lambda e: self.controller.sig_error.emit(f"Training process: {e}"))
         self.error.hide()
-        self.log.appendPlainText("$ " + " ".join([Path(program).name, *args]))
+        self.log.appendPlainText("$ " + " ".join([Path(shown).name, *shown_args]) + "  (at nice 10)")
         self.process.start(program, args)
         self.launch_button.setEnabled(False)
         self.resume_button.setEnabled(False)
