@@ -81,6 +81,25 @@ def test_busy_cores_elsewhere_come_from_proc_stat_less_our_own_time():
     assert (only0[1].busy - only0[0].busy, only0[1].total - only0[0].total) == (50, 100)
 
 
+# 100 ticks later: cpu0 idle, cpu1 busy all along with a process at nice > 0
+STAT_NICED = """cpu  400 100 100 1700 0 0 0 0 0 0
+cpu0 100 0 50 950 0 0 0 0 0 0
+cpu1 200 100 50 750 0 0 0 0 0 0
+"""
+
+
+def test_niced_processes_are_not_competitors_of_a_process_at_nice_0():
+    a = CpuSample.now(stat_text=STAT_A, count_niced=False)
+    b = CpuSample.now(stat_text=STAT_NICED, count_niced=False)
+    a.own_s, a.at, b.own_s, b.at = 0.0, 0.0, 0.0, 1.0
+    assert busy_elsewhere(a, b, 2) == pytest.approx(0.0)
+    assert choose_threads(2, busy_elsewhere(a, b, 2)) == 2  # beside a studio's niced trainer
+    a, b = CpuSample.now(stat_text=STAT_A), CpuSample.now(stat_text=STAT_NICED)  # a niced peer
+    a.own_s, a.at, b.own_s, b.at = 0.0, 0.0, 0.0, 1.0
+    assert busy_elsewhere(a, b, 2) == pytest.approx(1.0)
+    assert choose_threads(2, busy_elsewhere(a, b, 2)) == 1
+
+
 def test_the_real_proc_stat_reads_for_our_cores():
     sample = CpuSample.now(set(os.sched_getaffinity(0)))
     assert sample.total > 0 and 0 <= sample.busy <= sample.total

@@ -14,8 +14,8 @@ how many of the cores it may use are free, not on how many there are. Three rule
   `OMP_WAIT_POLICY` is kept.
 - **As many threads as cores are free.** `choose_threads` takes the cores this process may
   run on (`sched_getaffinity`) less what other processes keep busy (`/proc/stat` over a
-  short window, this process's own CPU time taken out), at least 1, at most the config's
-  `cpu_threads`. `ThreadGovernor` measures again between steps (at most every `interval_s`)
+  short window, this process's own CPU time taken out; processes at nice > 0 left out unless
+  this one is niced too), at least 1, at most the config's `cpu_threads`. `ThreadGovernor` measures again between steps (at most every `interval_s`)
   and changes torch's count when the machine changed. `MODELWRIGHT_THREADS=N` fixes the count.
 - **Training runs below the GUI.** `background_command` wraps a command line so that it runs
   at nice 10 under `SCHED_BATCH` (the studio launches its fine-tunes so); its children (tool
@@ -124,7 +124,11 @@ class CpuSample:
     at: float
 
     @classmethod
-    def now(cls, cpus: set[int] | None = None, stat_text: str | None = None) -> CpuSample:
+    def now(cls, cpus: set[int] | None = None, stat_text: str | None = None,
+            count_niced: bool = True) -> CpuSample:  # fmt: skip
+        """`count_niced=False` leaves out the time of processes at nice > 0 (/proc/stat's
+        second column): beside a process at nice 0 they get a tenth of a core's share or
+        less (a studio's training at nice 10, batch jobs), so they are not competitors."""
         text = stat_text
         if text is None:
             with open("/proc/stat") as fh:
@@ -140,7 +144,7 @@ class CpuSample:
             idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
             # guest time is already counted in user time
             spent = sum(ticks[:8])
-            busy += spent - idle
+            busy += spent - idle - (0 if count_niced else ticks[1])
             total += spent
         t = os.times()
         return cls(busy, total, t.user + t.system, time.monotonic())
@@ -164,13 +168,22 @@ def _affinity() -> set[int] | None:
         return None
 
 
-def measure_busy_elsewhere(window_s: float = 0.3) -> float:
-    """Cores other processes keep busy now, over `window_s` (0.0 where /proc is missing)."""
-    cpus = _affinity()
+def _niced() -> bool:
+    """Whether this process itself runs at nice > 0 (then niced processes are its peers)."""
     try:
-        a = CpuSample.now(cpus)
+        return os.getpriority(os.PRIO_PROCESS, 0) > 0
+    except (AttributeError, OSError):
+        return True
+
+
+def measure_busy_elsewhere(window_s: float = 0.3) -> float:
+    """Cores other processes at our priority or above keep busy now, over `window_s` (0.0
+    where /proc is missing)."""
+    cpus, niced = _affinity(), _niced()
+    try:
+        a = CpuSample.now(cpus, count_niced=niced)
         time.sleep(window_s)
-        b = CpuSample.now(cpus)
+        b = CpuSample.now(cpus, count_niced=niced)
     except (OSError, ValueError, IndexError):
         return 0.0
     return busy_elsewhere(a, b, len(cpus) if cpus else usable_cores())
@@ -219,7 +232,7 @@ class ThreadGovernor:
 
     def _sample(self) -> CpuSample | None:
         try:
-            return CpuSample.now(self.cpus)
+            return CpuSample.now(self.cpus, count_niced=_niced())
         except (OSError, ValueError, IndexError):
             return None
 

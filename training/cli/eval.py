@@ -228,6 +228,39 @@ def _cluster_backend(address: str, policy: str, store):
              "`modelwright cluster up`")
 
 
+def shared_model_policies(built, specs, workers: int, max_steps: int | None):
+    """An in-process model policy (`hf`) for every episode without loading it again: each
+    episode gets a fresh policy on `built`'s weights. With several workers and greedy decoding
+    the turns of each wave of `workers` episodes are generated as one batch (a decode step of
+    two rows costs about one's on a CPU; one at a time, the workers' turns would queue for the
+    one model). torch's threads are chosen for the machine as it is. Returns the factory and
+    {"batcher", "cpu"} for the report."""
+    import copy
+
+    from agents.models.cpu import ThreadGovernor
+    from agents.policies.hf_policy import HFPolicy, LockstepBatcher
+
+    cpu = None
+    if str(getattr(built.model, "device", "cpu")) == "cpu":
+        governor = ThreadGovernor()
+        governor.apply()
+        cpu = governor.record()
+    batcher = None
+    keys = [s.task_id for s in specs]
+    if workers > 1 and not built.config.temperature and all(keys):
+        turns = max_steps or max(s.budget for s in specs)
+        batcher = LockstepBatcher([keys[i : i + workers] for i in range(0, len(keys), workers)],
+                                  max_turns=turns)  # fmt: skip
+
+    def factory():
+        one = HFPolicy(copy.copy(built.config), model=built.model, processor=built.processor)
+        if batcher is not None:
+            one.join_lockstep(batcher)
+        return one
+
+    return factory, {"batcher": batcher, "cpu": cpu}
+
+
 def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
               no_record, data_dir, json_out, seed, cluster=None) -> None:  # fmt: skip
     from agents import LoopConfig, PolicyError
@@ -247,12 +280,15 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
         else:
             chosen = [f.strip() for f in families.split(",")] if families else None
             specs = [task_spec(i) for i in split_ids(split, per_family=per_family, families=chosen)]
-        make_policy(policy, **options)  # fail fast on a bad spec, before workers start
+        built = make_policy(policy, **options)  # fail fast on a bad spec, before workers start
     except (ValueError, PolicyError) as exc:  # TaskError, UnknownPolicyError, bad values: 2
         fail(str(exc))
     if not specs:
         fail("nothing to evaluate")
     config = LoopConfig(max_steps=max_steps) if max_steps else None
+    factory, shared = (lambda: make_policy(policy, **options)), None
+    if cluster is None and policy.partition(":")[0] == "hf":  # in this process: load it once
+        factory, shared = shared_model_policies(built, specs, workers, max_steps)
     store = _open_store(no_record, data_dir)
     from tqdm import tqdm
 
@@ -266,6 +302,8 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     wins = [0]
 
     def progress(record: dict, done: int, total: int) -> None:
+        if shared is not None and shared["batcher"] is not None:  # its wave stops waiting
+            shared["batcher"].finish(record.get("task", ""))
         wins[0] += bool(record["success"])
         if backend is None:
             bar.set_postfix(success=f"{wins[0]}/{done}")
@@ -280,7 +318,7 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
 
     try:
         report = evaluate(
-            specs, None if backend else lambda: make_policy(policy, **options), workers=workers,
+            specs, None if backend else factory, workers=workers,
             config=config, store=store, source=_source(policy), progress=progress, seed=seed,
             backend=backend, policy_spec=PolicySpec(policy, options),
         )  # fmt: skip
@@ -290,6 +328,10 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     bar.close()
     report["policy"] = policy
     report["workers"] = workers
+    if shared is not None:
+        report["cpu"] = shared["cpu"]
+        if shared["batcher"] is not None:
+            report["lockstep_batches"] = [len(b) for b in shared["batcher"].batches]
     if backend is not None:
         report["backend"] = {"name": "ray", "nodes": len(backend.status().nodes),
                              "retried": backend.status().retried}  # fmt: skip
