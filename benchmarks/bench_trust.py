@@ -15,12 +15,20 @@ as a ratio to the first variant, measured in this run:
   worker dies with its scratch when the episode ends; the policy is shown Blender tools only,
   so the spares skip CadQuery;
 - `fresh_worker_cad`: the same for a run that shows a CAD tool (spares import CadQuery);
+- `fresh_scratch`, `fresh_scratch_cad`: `fresh_worker`(`_cad`) with every worker started from
+  scratch by bubblewrap (`MODELWRIGHT_WORKER_TEMPLATE=0`), as before issue 47: the product
+  forks each worker from the worker template (tools/sandbox/template.py), which imported bpy
+  and CadQuery once;
 - `inprocess_checker`, `inprocess_checker_cad`: `fresh_worker`(`_cad`) with the task's
   checkers run in the trusted process (`checks.verdict.evaluate_here`), as before the bounded
   geometry checker (issue 45): the product runs them in a jailed checker process per episode
   (training/tasks/checker.py). Each variant also reports the verifier's own time per episode
   (rebuild + checkers, `Verifier.stats`); `--variants inprocess_checker,fresh_worker` gives
   the checker's cost as a ratio.
+
+Before the table: a fresh worker's time to its first call (pool created, session opened, one
+`get_scene` answered; no spare), forked from the template vs started from scratch, the
+template's own start excluded (it starts once per process).
 
 A new variant is one more function in VARIANTS. Figures: the wall time per episode (one slot,
 episodes one after another, so every worker start that is not hidden by a spare shows) and per
@@ -164,6 +172,64 @@ def fresh_worker_cad(workers: int, waits: list[float]) -> Iterator[Any]:
 
 
 @contextmanager
+def _from_scratch() -> Iterator[None]:
+    """Workers started from scratch by bubblewrap: no worker template (before issue 47)."""
+    import os
+
+    from tools.sandbox import template
+
+    before = os.environ.get(template.ENV)
+    os.environ[template.ENV] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(template.ENV, None)
+        else:
+            os.environ[template.ENV] = before
+
+
+@contextmanager
+def fresh_scratch(workers: int, waits: list[float]) -> Iterator[Any]:
+    """`fresh_worker` with every worker started from scratch (no template), as before #47."""
+    with _from_scratch():
+        yield from _rollout_scheduler(workers, waits, SHOWN)
+
+
+@contextmanager
+def fresh_scratch_cad(workers: int, waits: list[float]) -> Iterator[Any]:
+    """`fresh_worker_cad` with every worker started from scratch (no template)."""
+    with _from_scratch():
+        yield from _rollout_scheduler(workers, waits, [*SHOWN, "cad_box"])
+
+
+def first_call(repeats: int) -> dict[str, float]:
+    """Median seconds from a new pool (no spare) to a fresh worker's first answered call,
+    forked from the template and started from scratch, interleaved."""
+    from tools import ToolSession, WorkerPool
+    from tools.sandbox import template
+
+    def once() -> float:
+        start = time.perf_counter()
+        pool = WorkerPool(size=0, prewarm=False)
+        s = ToolSession(pool, deadline_s=120)
+        r = s.call("get_scene", {})
+        took = time.perf_counter() - start
+        assert r.ok, r.error
+        s.close()
+        pool.close()
+        return took
+
+    template.shared(__import__("tools.runtime.supervisor", fromlist=["_launch"])._launch)  # started once
+    got: dict[str, list[float]] = {"template": [], "scratch": []}
+    for _ in range(repeats):
+        got["template"].append(once())
+        with _from_scratch():
+            got["scratch"].append(once())
+    return {k: statistics.median(v) for k, v in got.items()}
+
+
+@contextmanager
 def checks_in_process() -> Iterator[None]:
     """Benchmark-only: the checkers run in the trusted process, as before issue 45 item 6
     (`checks.evaluate_here`, unbounded), instead of the jailed geometry checker."""
@@ -196,10 +262,12 @@ VARIANTS: dict[str, Callable[[int, list[float]], Any]] = {
     "kept_session": kept_session,
     "fresh_worker": fresh_worker,
     "fresh_worker_cad": fresh_worker_cad,
+    "fresh_scratch": fresh_scratch,
+    "fresh_scratch_cad": fresh_scratch_cad,
     "inprocess_checker": inprocess_checker,
     "inprocess_checker_cad": inprocess_checker_cad,
 }
-DEFAULT = ["before_29", "kept_session", "fresh_worker", "fresh_worker_cad"]
+DEFAULT = ["kept_session", "fresh_worker", "fresh_scratch"]
 
 
 def _policy_for(seed: int, greedy: bool = False) -> Any:
@@ -273,6 +341,7 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=2, help=f"groups of {GROUP} per step")
     ap.add_argument("--workers", type=int, default=2, help="rollout slots of a GRPO step")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--first-calls", type=int, default=3, help="fresh workers timed to their first call (0: skip)")
     ap.add_argument("--families", default=",".join(FAMILIES),
                     help="comma-separated task families whose oracles are the episodes")
     ap.add_argument(
@@ -285,11 +354,19 @@ def main() -> None:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         raise SystemExit(f"bench_trust: unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    import os
+
+    load = os.getloadavg()[0]
+    if args.first_calls:
+        fc = first_call(args.first_calls)
+        print(f"A fresh worker's first call (median of {args.first_calls}, load {load:.1f}): forked from the "
+              f"template {fc['template'] * 1e3:.0f} ms, started from scratch {fc['scratch'] * 1e3:.0f} ms "
+              f"(x{fc['scratch'] / fc['template']:.2f})")
     figures = measure(names, args)
     base = figures[names[0]]
     print(
         f"Oracle episodes of {args.families.replace(',', ', ')} (level 1); ratios against {names[0]}, "
-        "measured in this run:"
+        f"measured in this run (load average {load:.1f} at the start):"
     )
     for name, f in figures.items():
         print(

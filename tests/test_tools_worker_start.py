@@ -1,4 +1,5 @@
-"""How a worker starts: CadQuery loads on first use unless the worker is a spare, and a
+"""How a worker starts: forked from the worker template it has CadQuery already; started
+from scratch (no template) CadQuery loads on first use unless the worker is a spare; a
 one-shot command's `boot()` starts a worker now without keeping a spare after it. What is
 loaded is asserted, never how long it took."""
 
@@ -19,10 +20,25 @@ def cadquery_loaded(session: ToolSession, expected: bool) -> None:
 
 
 @pytest.fixture
-def booting_pool():
+def booting_pool(monkeypatch):
+    """A pool whose workers start from scratch: the lazy CadQuery import is theirs."""
+    from tools.sandbox import template
+
+    monkeypatch.setenv(template.ENV, "0")
     pool = WorkerPool(size=0, test_hooks=True)
     yield pool
     pool.close()
+
+
+def test_a_worker_forked_from_the_template_has_cadquery_already():
+    pool = WorkerPool(size=0, test_hooks=True, prewarm=False)
+    try:
+        with ToolSession(pool) as s:
+            assert s._w().forked is not None
+            cadquery_loaded(s, True)  # imported once, in the template: no first-use wait
+            assert s.call("cad_box", {"name": "b", "length": 10, "width": 10, "height": 10}).ok
+    finally:
+        pool.close()
 
 
 def test_a_booted_worker_loads_cadquery_on_first_use_and_leaves_no_spare(booting_pool):

@@ -94,6 +94,7 @@ def run_attempts(pool, host_tmp: str) -> dict:
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     s = ToolSession(pool, deadline_s=120)
+    forked = s._w().forked is not None  # from the worker template, or started from scratch
     params = {
         "write": [os.path.join(PROJECT_ROOT, "tools", "escape.py"), os.path.join(PROJECT_ROOT, ".git", "x"),
                   os.path.join(home, "mw-escape"), os.path.join(host_tmp, "escape"), "/etc/mw-escape",
@@ -111,6 +112,7 @@ def run_attempts(pool, host_tmp: str) -> dict:
         srv.close()
     out["_params"] = params
     out["_app_uid"] = os.geteuid()
+    out["_forked"] = forked
     out["_expected_project"] = expected_project_listing()
     return out
 

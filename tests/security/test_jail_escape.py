@@ -10,18 +10,32 @@ import os
 
 import pytest
 
-from tools.sandbox import jail
+from tools.sandbox import jail, template
 
 from .conftest import BYPASSES, run_probe
 from .escape_attempts import run_attempts
 
-# As root: the attempts as root and again as an ordinary user the tests create. Started as an
-# ordinary user the suite itself is the unprivileged run, and no root run exists to make.
-IDENTITIES = ["root", "user"] if os.geteuid() == 0 else ["user"]
+# As root: the attempts as root and again as an ordinary user the tests create, each in a
+# worker forked from the worker template (tools/worker/selfjail.py builds the jail), and as
+# root once more in a worker started from scratch by bubblewrap (`scratch`: no template).
+# Started as an ordinary user the suite itself is the unprivileged run.
+IDENTITIES = ["root", "user", "scratch"] if os.geteuid() == 0 else ["user", "scratch"]
 
 
 @pytest.fixture(scope="module", params=IDENTITIES)
 def attempts(request, tmp_path_factory):
+    if request.param == "scratch":
+        from tools import WorkerPool
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(template.ENV, "0")
+            pool = WorkerPool(size=0, prewarm=False)
+            try:
+                out = run_attempts(pool, str(tmp_path_factory.mktemp("escape")))
+            finally:
+                pool.close()
+        assert not out["_forked"]
+        return out
     if os.geteuid() != 0 or request.param == "root":  # this process's own identity
         return run_attempts(request.getfixturevalue("worker_pool"), str(tmp_path_factory.mktemp("escape")))
     user = request.getfixturevalue("ordinary_user")
@@ -34,6 +48,12 @@ def attempts(request, tmp_path_factory):
 
 def refused(out: dict, key: str) -> bool:
     return out[key].startswith("refused")
+
+
+def test_workers_come_from_the_template_unless_it_is_off(attempts, request):
+    """The attempts ran in a forked worker (root, user) or in one bubblewrap started
+    (scratch): both ways build the jail every other test here asserts."""
+    assert attempts["_forked"] is (request.node.callspec.params["attempts"] != "scratch")
 
 
 def test_runs_unprivileged_without_caps_with_seccomp_from_inside(attempts):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -180,7 +181,10 @@ class ToolSession:
             err = ToolError(ErrorKind.TIMEOUT, f"{what} ran past its {deadline_s:g} s deadline and was stopped; "
                             "the scene is as before the call. Simplify the operation or split it up.")
         except WorkerDied as died:
-            code = w.proc.poll()
+            try:  # its pipe closed a moment before the process is gone: its exit code, if soon
+                code = w.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None  # alive with its pipe closed: killed below
             w.kill()
             reason = died.reason or w.stopped_for  # the memory watch's, when it stopped it
             why = f"was stopped: {reason}" if reason else f"died during {what} (exit {code})"

@@ -39,6 +39,18 @@ JOURNAL_FROM_OBJECTS = 200  # smaller scenes are cheap to write whole: always ch
 _KEEP_CHUNKS = 4  # commits whose per-object hash chunks stay in memory (undo, rollback)
 
 
+
+# Set by the worker template (tools/worker/template.py) after it emptied the scene with the
+# factory settings: the first reset of a worker forked from it finds that scene as it was made.
+_FACTORY_FRESH = False
+
+
+def factory_reset_for_forks() -> None:
+    """In the template, before any fork: the empty scene a fresh worker's first reset needs."""
+    global _FACTORY_FRESH
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    _FACTORY_FRESH = True
+
 class SceneState:
     def __init__(self, root: str, parts: PartStore,
                  replay: Callable[[str, dict], object] | None = None):
@@ -70,7 +82,11 @@ class SceneState:
         self._fresh()
 
     def _fresh(self) -> None:
-        bpy.ops.wm.read_factory_settings(use_empty=True)
+        global _FACTORY_FRESH
+        if _FACTORY_FRESH:  # forked from the template right after its own reset: nothing ran since
+            _FACTORY_FRESH = False
+        else:
+            bpy.ops.wm.read_factory_settings(use_empty=True)
         relations.forget()
         from tools.worker import safety
 

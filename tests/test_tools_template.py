@@ -1,0 +1,103 @@
+"""Workers forked from the worker template (tools/sandbox/template.py, tools/worker/template.py).
+
+The jail a fork builds itself is held to every attempt of tests/security/test_jail_escape.py
+(forked and from scratch alike); here: that workers do come from the template, that nothing
+one session did reaches the next worker, that a dead template is replaced, that a crash's exit
+code still reaches the caller, and that with the template off workers start from scratch."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tools import ToolSession, WorkerPool
+from tools.errors import ToolError
+from tools.runtime import supervisor
+from tools.sandbox import template
+
+MARK = ("import tools.worker.state as st\nfrom tools.errors import ErrorKind, ToolError\n"
+        "if hasattr(st, 'MW_MARK'):\n"
+        "    raise ToolError(ErrorKind.VALIDATION, 'a mark from an earlier session')\n"
+        "st.MW_MARK = 1\n")
+
+
+@pytest.fixture
+def pool():
+    p = WorkerPool(size=0, test_hooks=True, prewarm=False)
+    yield p
+    p.close()
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_worker_is_forked_from_the_template_and_serves_calls(pool):
+    s = ToolSession(pool, deadline_s=60)
+    try:
+        w = s._w()
+        assert w.forked is not None
+        tpl = template.shared(supervisor._launch)
+        assert _parent(w.proc.pid) == tpl.proc.pid  # the template's child, not the supervisor's
+        r = s.call("add_primitive", {"kind": "cube", "name": "Box", "location": [1, 0, 0.5], "dimensions": [1, 1, 1]})
+        assert r.ok, r.error
+        assert [o["name"] for o in s.call("get_scene", {}).output["objects"]] == ["Box"]
+    finally:
+        s.close()
+
+
+def test_nothing_of_one_session_reaches_the_next_worker(pool):
+    a = ToolSession(pool, deadline_s=60)
+    a.call("add_primitive", {"kind": "cube", "name": "Left", "location": [0, 0, 0], "dimensions": [1, 1, 1]})
+    a._send_test_op({"op": "exec", "code": MARK})
+    with pytest.raises(ToolError, match="earlier session"):  # the mark holds within a worker
+        a._send_test_op({"op": "exec", "code": MARK})
+    a.close()
+    b = ToolSession(pool, deadline_s=60)
+    try:
+        assert b._w().forked is not None
+        b._send_test_op({"op": "exec", "code": MARK})  # a new fork: the interpreter never saw it
+        assert b.call("get_scene", {}).output["objects"] == []
+    finally:
+        b.close()
+
+
+def test_a_dead_template_is_started_again(pool):
+    s = ToolSession(pool, deadline_s=60)
+    first = template.shared(supervisor._launch)
+    s.close()
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.proc.wait(timeout=30)
+    s = ToolSession(pool, deadline_s=60)
+    try:
+        second = template.shared(supervisor._launch)
+        assert second is not first and second.proc.pid != first.proc.pid
+        assert s._w().forked is not None and _parent(s._w().proc.pid) == second.proc.pid
+        assert s.call("get_scene", {}).ok
+    finally:
+        s.close()
+
+
+def test_a_forked_worker_that_crashes_reports_its_exit_and_recovers(pool):
+    s = ToolSession(pool, deadline_s=60)
+    try:
+        s.call("add_primitive", {"kind": "cube", "name": "Kept", "location": [0, 0, 0], "dimensions": [1, 1, 1]})
+        r = s._fault("exit")
+        assert not r.ok and r.error.kind.value == "crash" and "(exit 3)" in r.error.message, r.error
+        assert [o["name"] for o in s.call("get_scene", {}).output["objects"]] == ["Kept"]
+    finally:
+        s.close()
+
+
+def test_with_the_template_off_workers_start_from_scratch(pool, monkeypatch):
+    monkeypatch.setenv(template.ENV, "0")
+    s = ToolSession(pool, deadline_s=60)
+    try:
+        assert s._w().forked is None
+        assert _parent(s._w().proc.pid) == os.getpid()  # bubblewrap, the supervisor's own child
+        assert s.call("get_scene", {}).ok
+    finally:
+        s.close()

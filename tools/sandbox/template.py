@@ -1,0 +1,275 @@
+"""Workers forked from a template: a fresh jailed worker per session without booting Blender.
+
+A worker started from scratch pays for its interpreter, `import bpy` and CadQuery's import
+(~1–3 s of CPU) before its first call. The template (tools/worker/template.py) is one process
+per supervisor that has imported them once and forks a worker on request; the fork jails
+itself exactly as bubblewrap jails a worker started from scratch (tools/worker/selfjail.py:
+its own host uid as root, its own user, mount, pid, network, ipc, uts and cgroup namespaces,
+the same binds from `jail._filesystem`, no capabilities, no_new_privs, the same seccomp
+filter) before it reads anything, and it still serves one session and is killed after it.
+
+The template runs no input of any session, as the supervisor's own child (as root: root, for
+it must hand each fork its own host uid). It is started on first use and again if it dies;
+when it cannot start, workers start from scratch as before (`MODELWRIGHT_WORKER_TEMPLATE=0`
+chooses that always). A forked worker's wrapper is not the supervisor's child: `ForkedProcess`
+stands for its `Popen`, with a pidfd for its life and the template's word for its exit code.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import logging
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from tools.sandbox import jail
+
+log = logging.getLogger("modelwright.sandbox")
+ENV = "MODELWRIGHT_WORKER_TEMPLATE"
+START_DEADLINE_S = 120.0
+_MAX_FDS = 8
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1") != "0"
+
+
+class TemplateError(Exception):
+    """The template could not start or fork: the caller starts a worker from scratch."""
+
+
+class ForkedProcess:
+    """The `subprocess.Popen` face of a forked worker's wrapper (pid, stdin, stdout, poll, wait)."""
+
+    def __init__(self, template: Template, pid: int, pidfd: int, stdin, stdout):
+        self._template = template
+        self.pid = pid
+        self._pidfd = pidfd
+        self.stdin = stdin
+        self.stdout = stdout
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        if self._pidfd < 0:
+            return self.returncode
+        ready, _, _ = select.select([self._pidfd], [], [], 0)
+        if not ready:
+            return None
+        code = self._template.exit_code(self.pid, timeout=5.0)
+        self.returncode = -9 if code is None else code
+        os.close(self._pidfd)
+        self._pidfd = -1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and self._pidfd >= 0:
+            ready, _, _ = select.select([self._pidfd], [], [], timeout)
+            if not ready:
+                raise subprocess.TimeoutExpired("worker", timeout)
+        code = self.poll()
+        return -9 if code is None else code
+
+    def __del__(self):
+        if getattr(self, "_pidfd", -1) >= 0:
+            try:
+                os.close(self._pidfd)
+            except OSError:
+                pass
+
+
+class Template:
+    """One template process and the thread that reads its replies."""
+
+    def __init__(self, launch: Callable[..., subprocess.Popen]):
+        self._home = _private_dir()
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = parent
+        self._log = open(os.path.join(self._home, "template.log"), "ab")
+        env = dict(jail.worker_env(self._home))
+        argv = [sys.executable, "-s", "-P", "-m", "tools.worker.template", "--sock", str(child.fileno())]
+        try:
+            self.proc = launch(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, env=env,
+                               cwd=self._home, start_new_session=True, close_fds=True,
+                               pass_fds=(child.fileno(),))
+        finally:
+            child.close()
+        self._lock = threading.Lock()
+        self._waiting: dict[int, dict] = {}  # request id -> {"event", "reply", "fd"}
+        self._codes: dict[int, int] = {}
+        self._exited = threading.Condition(self._lock)
+        self._next = 0
+        self.alive = True
+        ready, _ = self._recv(time.monotonic() + START_DEADLINE_S)
+        if not ready or not ready.get("ready"):
+            self.close()
+            raise TemplateError(f"the worker template failed to start: {(ready or {}).get('error', 'no reply')}; "
+                                f"see {self._home}/template.log")
+        self.startup_s = float(ready.get("startup_s", 0.0))
+        threading.Thread(target=self._read_loop, daemon=True, name="mw-template").start()
+
+    def _recv(self, deadline: float | None = None) -> tuple[dict | None, list[int]]:
+        if deadline is not None:
+            ready, _, _ = select.select([self._sock], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None, []
+        fds = array.array("i")
+        msg, anc, _, _ = self._sock.recvmsg(1 << 16, socket.CMSG_SPACE(_MAX_FDS * fds.itemsize))
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+        if not msg:
+            return None, list(fds)
+        return json.loads(msg), list(fds)
+
+    def _read_loop(self) -> None:
+        while True:
+            try:
+                msg, fds = self._recv()
+            except (OSError, ValueError):
+                msg, fds = None, []
+            with self._lock:
+                if msg is None:
+                    self.alive = False
+                    for w in self._waiting.values():
+                        w["event"].set()
+                    self._exited.notify_all()
+                    for fd in fds:
+                        os.close(fd)
+                    return
+                if "exited" in msg:
+                    self._codes[int(msg["exited"])] = int(msg["code"])
+                    self._exited.notify_all()
+                    continue
+                w = self._waiting.get(msg.get("id"))
+                if w is None:
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                w["reply"], w["fd"] = msg, (fds[0] if fds else -1)
+                for fd in fds[1:]:
+                    os.close(fd)
+                w["event"].set()
+
+    def fork(self, request: dict, fds: list[int], timeout: float = 30.0) -> tuple[int, int]:
+        """(pid, pidfd) of a new worker's wrapper; raises TemplateError."""
+        with self._lock:
+            if not self.alive:
+                raise TemplateError("the worker template is gone")
+            self._next += 1
+            rid = self._next
+            waiter = {"event": threading.Event(), "reply": None, "fd": -1}
+            self._waiting[rid] = waiter
+        try:
+            anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+            try:
+                self._sock.sendmsg([json.dumps(dict(request, id=rid)).encode()], anc)
+            except OSError as e:
+                raise TemplateError(f"the worker template is gone ({e})") from None
+            if not waiter["event"].wait(timeout) or waiter["reply"] is None:
+                raise TemplateError("the worker template did not fork in time")
+            reply = waiter["reply"]
+            if "error" in reply or waiter["fd"] < 0:
+                if waiter["fd"] >= 0:
+                    os.close(waiter["fd"])
+                raise TemplateError(f"the worker template could not fork: {reply.get('error')}")
+            return int(reply["pid"]), waiter["fd"]
+        finally:
+            with self._lock:
+                self._waiting.pop(rid, None)
+
+    def exit_code(self, pid: int, timeout: float) -> int | None:
+        end = time.monotonic() + timeout
+        with self._lock:
+            while pid not in self._codes and self.alive:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return None
+                self._exited.wait(left)
+            return self._codes.pop(pid, None)
+
+    def close(self) -> None:
+        self.alive = False
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self._log.close()
+
+
+def _private_dir() -> str:
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="modelwright-template-")
+    os.chmod(d, 0o700)
+    return d
+
+
+_shared: Template | None = None
+_shared_lock = threading.Lock()
+
+
+def shared(launch: Callable[..., subprocess.Popen]) -> Template | None:
+    """This process's template, started now if none is alive; None when templates are off or
+    it cannot start (then workers start from scratch, as the log says once)."""
+    global _shared
+    if not enabled():
+        return None
+    with _shared_lock:
+        if _shared is not None and _shared.alive and _shared.proc.poll() is None:
+            return _shared
+        if _shared is not None:
+            _shared.close()
+            _shared = None
+        try:
+            _shared = Template(launch)
+        except (TemplateError, OSError) as e:
+            log.warning("workers start from scratch: %s", e)
+            return None
+        return _shared
+
+
+def spawn(launch: Callable[..., subprocess.Popen], argv: list[str], env: dict, scratch: str,
+          uid: int | None, log_fd: int, seccomp_fd: int | None) -> ForkedProcess | None:
+    """A worker forked from the template, jailed like `jail.wrap`'s; None when there is no
+    template (the caller starts one from scratch)."""
+    tpl = shared(launch)
+    if tpl is None:
+        return None
+    jailed = jail.mode() == "bwrap"
+    spec = jail.self_jail_spec(scratch, uid) if jailed else {}
+    in_r, in_w = os.pipe2(os.O_CLOEXEC)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    fds = [in_r, out_w, log_fd] + ([seccomp_fd] if jailed and seccomp_fd is not None else [])
+    try:
+        pid, pidfd = tpl.fork({"spec": spec, "argv": argv, "env": env, "jailed": jailed}, fds)
+    except TemplateError as e:
+        for fd in (in_w, out_r):
+            os.close(fd)
+        log.warning("a worker starts from scratch: %s", e)
+        return None
+    finally:
+        os.close(in_r)
+        os.close(out_w)
+    return ForkedProcess(tpl, pid, pidfd, os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"))
+
+
+def close_shared() -> None:
+    global _shared
+    with _shared_lock:
+        if _shared is not None:
+            _shared.close()
+            _shared = None

@@ -1,0 +1,166 @@
+"""The worker template: a process that has imported bpy, CadQuery and the worker once, and
+forks a fresh worker per session on the supervisor's request (`python -m tools.worker.template`).
+
+It never runs any session's input: it reads fork requests from the supervisor's socket and
+nothing else, and it keeps no state a worker could change (a fork's memory is its own copy).
+Each fork jails itself (tools/worker/selfjail.py) before it reads its first request, so a
+worker forked from the template has the guarantees of one started by bubblewrap from
+scratch: its own host uid as root, its own namespaces, its scratch alone writable, no
+capabilities, no_new_privs and the seccomp filter; one worker serves one session.
+
+Protocol, over a SOCK_SEQPACKET unix socket (fd given by --sock): the template says
+{"ready": true, ...} once; a request is {"id", "spec", "argv", "env", "jailed"} with the
+worker's stdin, stdout and log (and the seccomp filter when jailed) as SCM_RIGHTS; the reply
+is {"id", "pid"} with a pidfd of the new worker's wrapper, or {"id", "error"}; whenever a
+worker's wrapper exits the template says {"exited": pid, "code": returncode}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import warnings
+
+MAX_FDS = 8
+
+
+def _recv(sock: socket.socket) -> tuple[dict | None, list[int]]:
+    fds = array.array("i")
+    msg, anc, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    if not msg:
+        return None, list(fds)
+    return json.loads(msg), list(fds)
+
+
+def _send(sock: socket.socket, payload: dict, fds: list[int] = ()) -> None:
+    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    sock.sendmsg([json.dumps(payload).encode()], anc)
+
+
+def _preload() -> dict:
+    t0 = time.perf_counter()
+    from tools.worker import lazy_cq, runtime, state  # noqa: F401  (bpy and every worker module)
+    from tools.worker import main as worker_main  # noqa: F401
+
+    lazy_cq.preload()
+    state.factory_reset_for_forks()
+    return {"startup_s": time.perf_counter() - t0}
+
+
+def _child(req: dict, fds: list[int], sock: socket.socket) -> None:
+    """In the fork: jail, take the worker's pipes as 0/1/2, then run the worker's main."""
+    try:
+        sock.close()
+        stdin, stdout, log = fds[:3]
+        program = None
+        if req.get("jailed"):
+            program = _read_all(fds[3])
+        from tools.worker import selfjail
+
+        selfjail.die_with_parent()
+        os.dup2(log, 2)  # the jail's own errors reach the worker's log
+        if req.get("jailed"):
+            selfjail.enter(req["spec"], program)
+        os.dup2(stdin, 0)
+        os.dup2(stdout, 1)
+        os.closerange(3, 65536)
+        os.environ.clear()
+        os.environ.update(req["env"])
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        from tools.worker import main as worker_main
+
+        sys.argv = ["tools.worker", *req["argv"]]
+        worker_main.main()
+        code = 0
+    except SystemExit as e:  # as the interpreter would exit
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException as e:  # noqa: BLE001 - a child that fails says why in its log, then exits
+        try:
+            os.write(2, f"modelwright worker (forked): {type(e).__name__}: {e}\n".encode())
+        except OSError:
+            pass
+        code = 70
+    os._exit(code)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sock", type=int, required=True)
+    opts = parser.parse_args()
+    from tools.worker import selfjail
+
+    selfjail.die_with_parent()
+    sock = socket.socket(fileno=opts.sock)
+    warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+    try:
+        info = _preload()
+    except Exception as e:  # noqa: BLE001
+        _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
+        return
+    _send(sock, {"ready": True, "pid": os.getpid(), **info})
+    while True:
+        _reap(sock)
+        ready, _, _ = select.select([sock], [], [], 0.1)
+        if not ready:
+            continue
+        try:
+            req, fds = _recv(sock)
+        except (OSError, ValueError):
+            return
+        if req is None:
+            return  # the supervisor closed its end
+        try:
+            pid = os.fork()
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            _send(sock, {"id": req.get("id"), "error": f"fork: {e}"})
+            continue
+        if pid == 0:
+            _child(req, fds, sock)
+        for fd in fds:
+            os.close(fd)
+        pidfd = os.pidfd_open(pid)
+        try:
+            _send(sock, {"id": req.get("id"), "pid": pid}, [pidfd])
+        finally:
+            os.close(pidfd)
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        try:
+            _send(sock, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+        except OSError:
+            return
+
+
+if __name__ == "__main__":
+    main()
