@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # so two keep both cores of the 2-core reference machine busy (35 min, ~2x a single process).
 TEST_JOBS ?= 2
 
-.PHONY: setup lock run test bench stress lint clean
+.PHONY: setup lock run test test-fast bench stress lint clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,12 @@ run: $(STAMP)
 test: $(STAMP)
 	@$(BIN)/lint-imports --no-cache pyproject.toml
 	@$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+
+# The edit-test loop: the tests marked `fast` (tests/conftest.py: no worker, Qt, X server, Ray or
+# model) -- parsers, rewards on fixture scenes, the store, configs, CLI errors. `make test` runs
+# them too, with the real-kernel ones.
+test-fast: $(STAMP)
+	@$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m fast $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@for f in benchmarks/*.py; do \

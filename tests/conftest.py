@@ -117,3 +117,162 @@ def pytest_sessionfinish(session, exitstatus):
         _RECORD.write_text(json.dumps(ranked, indent=1) + "\n")
     except OSError:
         pass
+
+
+# --- test tiers: `make test-fast` runs the `fast` tests, `make test` all of them ------------------
+# A test is `heavy` when it boots what takes seconds to minutes: a sandboxed Blender/CadQuery
+# worker, a Qt window, an X server, Ray, or a model (the tiny one trains, the real base loads).
+# That is read from the fixtures it uses (HEAVY_FIXTURES) and, for the tests that start such a
+# thing in their own body or through a child process, from HEAVY_FILES. Every other test is
+# `fast`: parsers, rewards on fixture scenes, the store, configs, CLI errors.
+# A fast test that starts a worker, Ray or an X server anyway (itself or through a child Python)
+# or opens a Qt application fails and says so: add it to HEAVY_FILES (or use a heavy fixture),
+# and the fast tier stays fast as tests are added. tests/test_test_tiers.py checks the split.
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+
+from support.tier_guard import sitecustomize as _tier_guard  # noqa: E402
+
+HEAVY_FIXTURES = frozenset({
+    "worker_pool", "session", "task_session", "hostile_session", "fresh_session",  # workers
+    "ordinary_user",  # the app run as another user (tests/security/conftest.py): its workers
+    "qapp", "qtbot", "xvfb_display",  # Qt, an X server
+    "tiny_model_dir", "base_data_dir",  # a model: trained from scratch, or the real base
+})  # fmt: skip
+
+# Tests that start a worker, Ray or a model in their own body or through a child process (the
+# CLI running episodes or tools, a training script), or that take tens of seconds on their own:
+# a file, a test (every parametrization of it), or a test id's prefix ("...[tools run-2]").
+_W = "boots Blender/CadQuery workers"
+HEAVY_FILES = {
+    "tests/security/test_jail_disk.py": _W,
+    "tests/security/test_jail_escape.py::test_runs_unprivileged_without_caps_with_seccomp_from_inside": _W,
+    "tests/security/test_jail_identity.py": _W,
+    "tests/security/test_jail_memory.py": _W,
+    "tests/security/test_jail_unprivileged.py": _W,
+    "tests/security/test_trust_episodes.py": _W,
+    "tests/security/test_trust_files.py::test_tools_run_refuses_links_in_its_out_folder_and_leaves_them": _W,
+    "tests/security/test_trust_frames.py::test_a_forged_render_is_a_failed_call_and_the_session_goes_on": _W,
+    "tests/security/test_trust_imports.py::test_scripted_drivers_on_every_id_type_are_stripped_and_not_exported": _W,
+    "tests/security/test_trust_imports.py::test_drivers_planted_after_load_are_not_exported": _W,
+    "tests/security/test_trust_outbox.py": _W,
+    "tests/security/test_trust_replies.py::test_cli_tools_run_reports_hostile_replies_in_one_line_each": _W,
+    "tests/security/test_trust_replies.py::test_a_frame_under_every_cap_decodes_to_under_64_mb": "decodes frames at every cap",
+    "tests/security/test_trust_reports.py::test_try_lists_the_trusted_errors_under_a_worker_that_forges_them": _W,
+    "tests/security/test_verifier_forging.py": _W,
+    "tests/test_agents_tinymodel.py::test_the_dev_script_builds_a_model_that_loads_and_generates": "builds a model",
+    "tests/test_cli_errors.py::test_bad_input_is_one_line_naming_the_thing_and_the_documented_code[tools run-2]": _W,
+    "tests/test_cli_errors.py::test_bad_input_is_one_line_naming_the_thing_and_the_documented_code[run-18]": _W,
+    "tests/test_cluster_cli.py": "starts Ray and workers",
+    "tests/test_episode_backend.py::test_the_local_path_never_imports_ray": _W,
+    "tests/test_layering.py::test_heavy_packages_are_imported_lazily": _W,
+    "tests/test_mcp.py::test_mcp_client_lists_tools_and_calls_them": _W,
+    "tests/test_models.py::test_a_persons_gguf_is_converted_once_with_its_hash_recorded": "converts a model",
+    "tests/test_store_crash.py::test_200_kill9_never_lose_a_committed_step_or_show_half_a_file": "200 writers killed",
+    "tests/test_store_from_run.py": _W,
+    "tests/test_store_replay.py": _W,
+    "tests/test_studio_comodel.py": _W,
+    "tests/test_studio_viewport_nodisplay.py::test_bare_modelwright_without_display_runs_offscreen_and_exits": _W,
+    "tests/test_tasks_cli.py::test_tasks_try_runs_in_a_fresh_session": _W,
+    "tests/test_tasks_cli.py::test_tasks_verify_sweeps_oracles_idleness_and_perturbations": _W,
+    "tests/test_tasks_registry.py::test_verify_passes_a_good_checker_and_catches_a_planted_weak_one": _W,
+    "tests/test_toolbox.py::test_every_sampled_oracle_plan_fits_its_levels_toolbox": "every family's tasks",
+    "tests/test_toolbox.py::test_each_familys_declared_toolbox_is_what_its_oracle_plans_use": "every family's tasks",
+    "tests/test_tools_faults.py": _W,
+    "tests/test_tools_io.py": _W,
+    "tests/test_tools_worker_start.py": _W,
+    "tests/test_training_demos.py": _W,
+    "tests/test_training_eval.py": _W,
+}  # fmt: skip
+
+_GUARD_DIR = str(Path(__file__).resolve().parent / "support" / "tier_guard")
+_started: list[str] = []  # what the running fast test started, in this process
+_guarding = False
+
+
+def _audit(event, args):
+    if _guarding:
+        _tier_guard.hook(event, args, _started.append)
+
+
+sys.addaudithook(_audit)
+
+
+def _listed(nodeid: str) -> bool:
+    return any(nodeid == key or nodeid.startswith(key) and ("[" in key or nodeid[len(key)] in "[:")
+               for key in HEAVY_FILES)
+
+
+def is_heavy(item) -> bool:
+    return (bool(HEAVY_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+            or _listed(item.nodeid) or item.get_closest_marker("slow") is not None)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.heavy if is_heavy(item) else pytest.mark.fast)
+
+
+def _qt_app():
+    widgets = sys.modules.get("PySide6.QtWidgets")
+    return widgets is not None and widgets.QApplication.instance() is not None
+
+
+_guard_state: dict = {}
+
+
+def _guard_on(item) -> None:
+    """From the start of a fast test's setup (its module's fixtures too) to the end of its
+    teardown: note every heavy process it, or a child Python it starts, starts."""
+    global _guarding
+    record = Path(tempfile.gettempdir()) / f"modelwright-tier-guard-{os.getpid()}.txt"
+    record.unlink(missing_ok=True)
+    _guard_state.update(record=record, qt=_qt_app(),
+                        env={k: os.environ.get(k) for k in ("PYTHONPATH", "MODELWRIGHT_TIER_GUARD")})
+    os.environ["MODELWRIGHT_TIER_GUARD"] = str(record)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_GUARD_DIR, _guard_state["env"]["PYTHONPATH"]) if p)
+    _started.clear()
+    _guarding = True
+
+
+def _guard_off() -> None:
+    global _guarding
+    _guarding = False
+    for k, v in _guard_state.pop("env", {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _guard_found() -> list[str]:
+    record = _guard_state.get("record")
+    started = list(_started) + (record.read_text().splitlines() if record and record.exists() else [])
+    if not _guard_state.get("qt", True) and _qt_app():
+        started.append("a Qt application")
+    return sorted(set(started))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("fast") is not None:
+        _guard_on(item)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    result = yield
+    if _guarding and (found := _guard_found()):
+        pytest.fail(f"a `fast` test started {', '.join(found)}: it belongs to the heavy tier (use "
+                    "the fixture that starts it, or list its file in HEAVY_FILES in tests/conftest.py)",
+                    pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)
+    finally:
+        _guard_off()
