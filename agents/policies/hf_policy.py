@@ -534,6 +534,10 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     device = config.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":  # as many threads as cores are free now (agents/models/cpu.py)
+        from agents.models.cpu import ThreadGovernor
+
+        ThreadGovernor().apply()
     dtype = "auto" if config.dtype == "auto" else getattr(torch, config.dtype)
     processor, model = load_pretrained(str(path), dtype=dtype, local_files_only=True)
     if config.adapter:
