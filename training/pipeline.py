@@ -156,6 +156,7 @@ def _stage(out: Path, name: str, resume: bool, fn) -> Any:
     done = out / f".{name}.json"
     if resume and done.is_file():
         return json.loads(done.read_text())
+    reset_peak_memory()
     start = time.time()
     result = fn()
     result = {"result": result, "seconds": round(time.time() - start, 1)}
@@ -164,19 +165,40 @@ def _stage(out: Path, name: str, resume: bool, fn) -> Any:
     return result
 
 
+_PEAK_MB = 0  # the process's peak resident memory before the last reset, in MB
+
+
+def reset_peak_memory() -> None:
+    """Start a stage's peak afresh: Linux's high-water mark (VmHWM) is reset to the resident
+    size now (`/proc/self/clear_refs`), the peak so far kept here. No-op elsewhere."""
+    global _PEAK_MB
+    _PEAK_MB = max(_PEAK_MB, _memory_status().get("peak_rss_mb", 0))
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def release_memory() -> dict:
     """Free what a finished stage left (its trainer, model and rollout objects are garbage once
     it returns) and hand freed heap back to the OS; the process's resident and peak memory
     after it, in MB (Linux), so a run's report shows where memory went."""
     import gc
 
-    gc.collect()
-    try:
-        import ctypes
+    from training.runs import trim_heap
 
-        ctypes.CDLL("libc.so.6").malloc_trim(0)  # glibc keeps freed arenas of the stage's threads
-    except (OSError, AttributeError):
-        pass
+    gc.collect()
+    trim_heap()  # glibc keeps what the stage's threads freed
+    memory = _memory_status()
+    if "peak_rss_mb" in memory:
+        # The stage's own peak (since `reset_peak_memory`), and the process's so far.
+        memory["stage_peak_rss_mb"] = memory["peak_rss_mb"]
+        memory["peak_rss_mb"] = max(_PEAK_MB, memory["peak_rss_mb"])
+    return memory
+
+
+def _memory_status() -> dict:
+    """The process's resident memory now (`rss_mb`) and its high-water mark (`peak_rss_mb`)."""
     status = Path("/proc/self/status")
     if not status.is_file():
         return {}
@@ -187,10 +209,11 @@ def release_memory() -> dict:
 
 def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     from training.rl.grpo import run_grpo
-    from training.runs import set_cpu_threads
+    from training.runs import bound_allocator, set_cpu_threads
     from training.sft.tiny_model import build_tiny_model
     from training.sft.trainer import run_sft
 
+    bound_allocator()  # before the stages' threads start
     check_shown_tools(config)
     out.mkdir(parents=True, exist_ok=True)
     set_cpu_threads(config.run.cpu_threads)
@@ -346,6 +369,16 @@ def reward_curve(run_dir: Path) -> list[dict]:
     ]
 
 
+def stage_memory(stages: dict) -> dict:
+    """Each stage's own peak resident memory in MB (Linux; a stage run by an older version
+    recorded only the peak so far), and the run's."""
+    return {
+        "stage_peak_rss_mb": {k: v.get("stage_peak_rss_mb", v.get("peak_rss_mb"))
+                              for k, v in stages.items()},  # fmt: skip
+        "peak_rss_mb": max((v.get("peak_rss_mb") or 0 for v in stages.values()), default=0),
+    }
+
+
 def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -> dict:
     from training.eval.stats import difference, summary_text
 
@@ -366,6 +399,7 @@ def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -
         # Sum of the stages' own times, so a resumed pipeline reports what the stages cost.
         "wall_seconds": round(sum(v.get("seconds", 0.0) for v in stages.values()), 1),
         "stage_seconds": {k: v.get("seconds") for k, v in stages.items()},
+        **stage_memory(stages),
     }
     if "held_out_sft" in stages and "held_out_grpo" in stages:
         held = {n: stages[f"held_out_{n}"]["result"] for n in ("sft", "grpo")}

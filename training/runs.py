@@ -299,6 +299,36 @@ def score_loss_positions_only() -> None:
 _GOVERNOR: Any = None  # the running stage's torch thread choice (agents/models/cpu.py)
 
 
+# glibc's mallopt parameter for the most malloc arenas (malloc.h: M_ARENA_MAX).
+_M_ARENA_MAX = -8
+
+
+def bound_allocator(arenas: int = 2) -> bool:
+    """Let glibc's malloc keep at most `arenas` heaps (the MALLOC_ARENA_MAX setting, applied
+    to the running process). By default every thread that meets contention gets its own arena,
+    up to 8 per core, and each keeps the memory its thread freed: the pipeline's generation,
+    episode and trainer threads then hold memory that no live object uses (resident memory
+    climbed within each stage and fell only when its heap was trimmed; docs/TRAINING.md).
+    Arenas a thread already has stay; call it before the threads start. Where memory is
+    allocated changes no computed value. False where there is no glibc."""
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, int(arenas)))
+    except (OSError, AttributeError):
+        return False
+
+
+def trim_heap() -> None:
+    """Hand the allocator's free pages back to the OS (glibc `malloc_trim`); no-op elsewhere."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def set_cpu_threads(n: int | None) -> dict | None:
     """torch threads for this stage on a CPU: at most `n`, as many as cores are free now
     (`MODELWRIGHT_THREADS` fixes it); measured again between steps. Returns what was chosen

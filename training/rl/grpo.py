@@ -29,6 +29,7 @@ from training.runs import (
     set_cpu_threads,
     tensorboard_dir,
     trainer_options,
+    trim_heap,
     weights_from_checkpoint,
 )
 from training.train_config import GRPOSpec, RunSpec, TrainConfig
@@ -259,6 +260,7 @@ def stats_callback(runtime: RLRuntime):
             stats = runtime.stats
             if stats is not None:
                 stats.update_s = time.perf_counter() - self.start - stats.rollout_s
+            trim_heap()  # the step's rollouts and update are freed: their pages go back
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             stats = runtime.stats

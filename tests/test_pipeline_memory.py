@@ -1,0 +1,49 @@
+"""Memory of the pipeline (#47): each stage's own peak resident memory is in its stage file and
+the report, and the allocator is bounded before the stages' threads start."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from training import pipeline
+from training.runs import bound_allocator, trim_heap
+
+linux = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self")
+
+MB = 1024 * 1024
+
+
+@linux
+def test_each_stage_records_its_own_peak_and_the_run_keeps_the_largest(tmp_path):
+    def big():
+        block = b"\x01" * (400 * MB)  # touched pages: resident
+        return len(block)
+
+    first = pipeline._stage(tmp_path, "big", False, big)
+    second = pipeline._stage(tmp_path, "small", False, lambda: 1)
+    # The first stage's peak holds its 400 MB; the second's, run after it was freed, does not.
+    assert first["stage_peak_rss_mb"] >= first["rss_mb"] + 350
+    assert second["stage_peak_rss_mb"] <= first["stage_peak_rss_mb"] - 300
+    # The peak so far is the run's: the second stage still reports the first one's.
+    assert second["peak_rss_mb"] >= first["stage_peak_rss_mb"]
+    saved = json.loads((tmp_path / ".small.json").read_text())
+    assert saved["stage_peak_rss_mb"] == second["stage_peak_rss_mb"]
+
+
+def test_the_report_lists_each_stages_peak():
+    stages = {"demos": {"seconds": 1.0, "stage_peak_rss_mb": 900, "peak_rss_mb": 900},
+              "sft": {"seconds": 2.0, "stage_peak_rss_mb": 2500, "peak_rss_mb": 2500},
+              "eval_sft": {"seconds": 3.0, "stage_peak_rss_mb": 1800, "peak_rss_mb": 2500},
+              "old": {"seconds": 1.0, "peak_rss_mb": 700}}  # fmt: skip
+    peaks = pipeline.stage_memory(stages)
+    assert peaks == {"stage_peak_rss_mb": {"demos": 900, "sft": 2500, "eval_sft": 1800, "old": 700},
+                     "peak_rss_mb": 2500}  # fmt: skip
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc")
+def test_the_allocator_is_bounded_and_trimmed_on_glibc():
+    assert bound_allocator() is True
+    trim_heap()
