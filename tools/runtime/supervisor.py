@@ -43,6 +43,15 @@ STARTUP_DEADLINE_S = 120.0
 _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-worker-keeper")
 
 
+# Scratch removals of released workers (unmount, delete): one thread, off the episodes' path.
+_KEEPER_CLEAN = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-scratch-clean")
+
+
+def _remove_scratch(path: str) -> None:
+    diskwatch.unmount(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _launch(cmd: list[str], **kwargs) -> subprocess.Popen:
     """Popen from the keeper thread (see above): a worker's, or the worker template's."""
     return _KEEPER.submit(subprocess.Popen, cmd, **kwargs).result()
@@ -322,6 +331,7 @@ class WorkerPool:
         self._counter = 0
         self._closed = False
         self._warming = 0
+        self._cleaning: list[concurrent.futures.Future] = []  # scratch removals under way
         if prewarm:
             self.warm()
         atexit.register(self.close)
@@ -399,18 +409,26 @@ class WorkerPool:
             time.sleep(0.05)
 
     def release(self, worker: WorkerProcess) -> None:
-        """End a worker's session: kill it and its scratch, and boot a fresh spare."""
+        """End a worker's session: kill it now, boot a fresh spare, and remove its scratch in
+        the background (unmounting a capped scratch and deleting it are off the episode's
+        path; `close` waits for them)."""
         worker.kill()
-        diskwatch.unmount(worker.scratch)
-        shutil.rmtree(worker.scratch, ignore_errors=True)
         self.warm()
+        with self._lock:
+            if not self._closed:
+                self._cleaning.append(_KEEPER_CLEAN.submit(_remove_scratch, worker.scratch))
+                self._cleaning = [f for f in self._cleaning if not f.done()]
+                return
+        _remove_scratch(worker.scratch)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            cleaning, self._cleaning = self._cleaning, []
         for w in idle:
             w.kill()
+        concurrent.futures.wait(cleaning)
         diskwatch.unmount_under(self.root)
         scratch.release(self.root, self._root_lock)
         self._root_lock = None

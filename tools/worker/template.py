@@ -118,11 +118,20 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001
         _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
+    # a worker's exit wakes the loop at once: its code reaches the supervisor within a moment
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     _send(sock, {"ready": True, "pid": os.getpid(), **info})
     while True:
         _reap(sock)
-        ready, _, _ = select.select([sock], [], [], 0.1)
-        if not ready:
+        ready, _, _ = select.select([sock, wake_r], [], [], 1.0)
+        if wake_r in ready:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+        if sock not in ready:
             continue
         try:
             req, fds = _recv(sock)
@@ -138,6 +147,10 @@ def main() -> None:
             _send(sock, {"id": req.get("id"), "error": f"fork: {e}"})
             continue
         if pid == 0:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.close(wake_r)
+            os.close(wake_w)
             _child(req, fds, sock)
         for fd in fds:
             os.close(fd)
