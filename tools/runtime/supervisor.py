@@ -416,9 +416,13 @@ class WorkerPool:
         self.warm()
         with self._lock:
             if not self._closed:
-                self._cleaning.append(_KEEPER_CLEAN.submit(_remove_scratch, worker.scratch))
-                self._cleaning = [f for f in self._cleaning if not f.done()]
-                return
+                try:
+                    self._cleaning.append(_KEEPER_CLEAN.submit(_remove_scratch, worker.scratch))
+                except RuntimeError:  # the interpreter is shutting down: no more background work
+                    pass
+                else:
+                    self._cleaning = [f for f in self._cleaning if not f.done()]
+                    return
         _remove_scratch(worker.scratch)
 
     def close(self) -> None:
