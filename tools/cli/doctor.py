@@ -56,6 +56,7 @@ def measure() -> dict:
         out["outside_uid"] = uid  # measured on the host: see _host_ids
         st = os.lstat(w.scratch)
         out["scratch_mode"], out["scratch_uid"] = oct(st.st_mode & 0o7777), st.st_uid
+        out["forked"] = w.forked is not None
     finally:
         w.kill()
         shutil.rmtree(root, ignore_errors=True)
@@ -88,6 +89,8 @@ def verdict(r: dict) -> list[str]:
 def render(r: dict) -> str:
     rows = [
         ("jail", "bubblewrap + user namespace + seccomp" if r.get("jailed") else "NONE"),
+        ("worker started", "forked from the worker template (the jail built by the fork)"
+         if r.get("forked") else "from scratch"),
         ("app uid", r.get("app_uid")),
         ("worker uid/gid inside", f"{r.get('uid')}/{r.get('gid')}"),
         ("worker uid/gid on the host", f"{r.get('host_uid')}/{r.get('host_gid')}"),
