@@ -87,6 +87,11 @@ def _run(path: str, task_id: str, plan: list[dict], worker_pool, tmp_path, tag: 
     return _via_rollout(plan, worker_pool, task_id)
 
 
+# The honest twin's plan is the same for both forgeries: run once per path in this process
+# (the first forgery's test runs it; a test run alone runs its own).
+_honest_twins: dict[str, tuple] = {}
+
+
 @pytest.mark.parametrize("forge", ["dispatcher", "handler"])
 @pytest.mark.parametrize("path", ["try", "eval", "rollout"])
 def test_a_patched_worker_cannot_make_a_later_failing_script_count(path, forge, worker_pool,
@@ -97,7 +102,9 @@ def test_a_patched_worker_cannot_make_a_later_failing_script_count(path, forge, 
     forged_plan = [script(hostile(code)), failing, *oracle]
     honest_plan = [script(BENIGN), failing, *oracle]
     forged, forged_ok = _run(path, CAD_TASK, forged_plan, worker_pool, tmp_path, "forged")
-    honest, honest_ok = _run(path, CAD_TASK, honest_plan, worker_pool, tmp_path, "honest")
+    if path not in _honest_twins:
+        _honest_twins[path] = _run(path, CAD_TASK, honest_plan, worker_pool, tmp_path, "honest")
+    honest, honest_ok = _honest_twins[path]
     if forged_ok:  # control: in the policy's worker the failing script was answered `ok`
         assert forged_ok[1] is True and honest_ok[1] is False
     assert forged == honest
