@@ -203,8 +203,13 @@ def _listed(nodeid: str) -> bool:
                for key in HEAVY_FILES)
 
 
+def _heavy_fixture(name: str) -> bool:
+    # ...and any fixture named like one that holds workers: `hostile_pool`, `roomy_session`
+    return name in HEAVY_FIXTURES or name.endswith(("pool", "_session"))
+
+
 def is_heavy(item) -> bool:
-    return (bool(HEAVY_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+    return (any(_heavy_fixture(name) for name in getattr(item, "fixturenames", ()))
             or _listed(item.nodeid) or item.get_closest_marker("slow") is not None)
 
 

@@ -78,3 +78,13 @@ def test_every_heavy_entry_names_a_test_that_is_there():
         if test:
             name = test.split("[")[0]
             assert f"def {name}(" in (ROOT / path).read_text(), key
+
+
+def test_a_fixture_named_for_a_pool_or_a_session_is_heavy():
+    from conftest import _heavy_fixture
+
+    for name in ("worker_pool", "session", "task_session", "hostile_pool", "roomy_session", "qtbot",
+                 "ordinary_user", "tiny_model_dir", "base_data_dir"):
+        assert _heavy_fixture(name), name
+    for name in ("tmp_path", "monkeypatch", "request", "bad", "store", "sessions_dir"):
+        assert not _heavy_fixture(name), name
