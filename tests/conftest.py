@@ -147,6 +147,7 @@ _W = "boots Blender/CadQuery workers"
 HEAVY_FILES = {
     "tests/security/test_jail_disk.py": _W,
     "tests/security/test_jail_escape.py::test_runs_unprivileged_without_caps_with_seccomp_from_inside": _W,
+    "tests/security/test_jail_escape.py::test_workers_come_from_the_template_unless_it_is_off": _W,
     "tests/security/test_jail_identity.py": _W,
     "tests/security/test_jail_memory.py": _W,
     "tests/security/test_jail_unprivileged.py": _W,
