@@ -18,8 +18,10 @@ how many of the cores it may use are free, not on how many there are. Three rule
   this one is niced too), at least 1, at most the config's `cpu_threads`. `ThreadGovernor` measures again between steps (at most every `interval_s`)
   and changes torch's count when the machine changed. `MODELWRIGHT_THREADS=N` fixes the count.
 - **Training runs below the GUI.** `background_command` wraps a command line so that it runs
-  at nice 10 under `SCHED_BATCH` (the studio launches its fine-tunes so); its children (tool
-  workers) inherit both.
+  at nice 5 under `SCHED_BATCH` (the studio launches its fine-tunes so): beside a busy GUI it
+  gets a quarter of a core's share and never preempts the GUI on a wake-up; nice 10 would leave
+  it a tenth beside every other job of the machine as well. Its children (tool workers) inherit
+  both.
 
 torch is imported only inside `apply_threads`; importing this module is cheap.
 """
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 THREADS_ENV = "MODELWRIGHT_THREADS"  # a fixed torch thread count; "auto" (default) measures
 # libgomp's: sleep at a barrier at once instead of spinning (a user's own setting is kept)
 WAIT_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
-BACKGROUND_NICE = 10  # what `background_command` runs at (the GUI stays at 0)
+BACKGROUND_NICE = 5  # what `background_command` runs at (the GUI stays at 0)
 # A core counts as free for one more thread when at least this much of it is idle: a thread
 # on a core it shares waits at every barrier for its slice.
 FREE_ENOUGH = 0.7
@@ -127,8 +129,8 @@ class CpuSample:
     def now(cls, cpus: set[int] | None = None, stat_text: str | None = None,
             count_niced: bool = True) -> CpuSample:  # fmt: skip
         """`count_niced=False` leaves out the time of processes at nice > 0 (/proc/stat's
-        second column): beside a process at nice 0 they get a tenth of a core's share or
-        less (a studio's training at nice 10, batch jobs), so they are not competitors."""
+        second column): beside a process at nice 0 they get a third of a core's share or
+        less (a studio's training at nice 5, batch jobs), so they are not competitors."""
         text = stat_text
         if text is None:
             with open("/proc/stat") as fh:
@@ -262,7 +264,7 @@ def apply_threads(n: int) -> None:
 
 
 def background_command(argv: list[str]) -> list[str]:
-    """`argv` run at lower CPU priority (nice 10, SCHED_BATCH) with the passive wait policy."""
+    """`argv` run at lower CPU priority (nice 5, SCHED_BATCH) with the passive wait policy."""
     return [sys.executable, "-m", "agents.models.cpu", "--background", "--", *argv]
 
 

@@ -186,7 +186,7 @@ class TrainingDock(QWidget):
         self.reward_plot.set_series({})
         from agents.models.cpu import background_command, child_env
 
-        # Below the GUI (nice 10, SCHED_BATCH), its torch threads sleeping when they wait.
+        # Below the GUI (nice 5, SCHED_BATCH), its torch threads sleeping when they wait.
         shown, *shown_args = self.command(resume)
         program, *args = background_command([shown, *shown_args])
         self.process = QProcess(self)
@@ -203,7 +203,7 @@ class TrainingDock(QWidget):
         self.process.finished.connect(self._finished)
         self.process.errorOccurred.connect(lambda e: self.controller.sig_error.emit(f"Training process: {e}"))
         self.error.hide()
-        self.log.appendPlainText("$ " + " ".join([Path(shown).name, *shown_args]) + "  (at nice 10)")
+        self.log.appendPlainText("$ " + " ".join([Path(shown).name, *shown_args]) + "  (at nice 5)")
         self.process.start(program, args)
         self.launch_button.setEnabled(False)
         self.resume_button.setEnabled(False)
