@@ -181,6 +181,7 @@ HEAVY_FILES = {
     "tests/test_toolbox.py::test_each_familys_declared_toolbox_is_what_its_oracle_plans_use": "every family's tasks",
     "tests/test_tools_faults.py": _W,
     "tests/test_tools_io.py": _W,
+    "tests/test_tools_template.py": _W,
     "tests/test_tools_worker_start.py": _W,
     "tests/test_training_demos.py": _W,
     "tests/test_training_eval.py": _W,

@@ -278,6 +278,8 @@ class WorkerProcess:
                 stream.close()
             except OSError:
                 pass
+        if self.forked is not None:
+            self.forked.close()
         self._log.close()
         self.identity.release()  # a uid some process still runs as is never leased again
 

@@ -46,42 +46,60 @@ class TemplateError(Exception):
 
 
 class ForkedProcess:
-    """The `subprocess.Popen` face of a forked worker's wrapper (pid, stdin, stdout, poll, wait)."""
+    """The `subprocess.Popen` face of a forked worker's wrapper (pid, stdin, stdout, poll, wait).
+
+    Its pidfd stays open until `close` (the worker's kill, once it is dead): threads that ask
+    `poll` side by side (the session's, the memory watch's) never see it closed under them,
+    and no descriptor number is ever closed twice."""
 
     def __init__(self, template: Template, pid: int, pidfd: int, stdin, stdout):
         self._template = template
         self.pid = pid
         self._pidfd = pidfd
+        self._lock = threading.Lock()
         self.stdin = stdin
         self.stdout = stdout
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        if self.returncode is not None:
+        with self._lock:
+            if self.returncode is not None:
+                return self.returncode
+            if self._pidfd < 0:  # closed: it was dead and reaped before
+                self.returncode = -9
+                return self.returncode
+            ready, _, _ = select.select([self._pidfd], [], [], 0)
+            if not ready:
+                return None
+        code = self._template.exit_code(self.pid, timeout=5.0)  # the template's word, at once
+        with self._lock:
+            if self.returncode is None:
+                self.returncode = -9 if code is None else code
             return self.returncode
-        if self._pidfd < 0:
-            return self.returncode
-        ready, _, _ = select.select([self._pidfd], [], [], 0)
-        if not ready:
-            return None
-        code = self._template.exit_code(self.pid, timeout=5.0)
-        self.returncode = -9 if code is None else code
-        os.close(self._pidfd)
-        self._pidfd = -1
-        return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None and self._pidfd >= 0:
-            ready, _, _ = select.select([self._pidfd], [], [], timeout)
+        with self._lock:
+            fd, code = self._pidfd, self.returncode
+        if code is None and fd >= 0:
+            ready, _, _ = select.select([fd], [], [], timeout)
             if not ready:
                 raise subprocess.TimeoutExpired("worker", timeout)
         code = self.poll()
         return -9 if code is None else code
 
+    def close(self) -> None:
+        """Forget the process: its pidfd closed, its exit code dropped (call it once dead)."""
+        with self._lock:
+            fd, self._pidfd = self._pidfd, -1
+        if fd >= 0:
+            os.close(fd)
+        self._template.forget(self.pid)
+
     def __del__(self):
-        if getattr(self, "_pidfd", -1) >= 0:
+        fd = getattr(self, "_pidfd", -1)
+        if fd >= 0:
             try:
-                os.close(self._pidfd)
+                os.close(fd)
             except OSError:
                 pass
 
@@ -194,7 +212,11 @@ class Template:
                 if left <= 0:
                     return None
                 self._exited.wait(left)
-            return self._codes.pop(pid, None)
+            return self._codes.get(pid)
+
+    def forget(self, pid: int) -> None:
+        with self._lock:
+            self._codes.pop(pid, None)
 
     def close(self) -> None:
         self.alive = False
