@@ -163,6 +163,14 @@ def test_a_background_command_runs_niced_under_sched_batch():
     assert child.returncode == 0
 
 
+def test_the_background_nice_value_can_be_chosen():
+    code = "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"
+    env = {**os.environ, "MODELWRIGHT_TRAIN_NICE": "12"}
+    done = subprocess.run(background_command([sys.executable, "-c", code]), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    assert int(done.stdout) == max(12, os.getpriority(os.PRIO_PROCESS, 0))
+
+
 def test_a_background_command_that_cannot_run_says_so():
     done = subprocess.run(background_command(["/nonexistent/program"]), cwd=ROOT,
                           capture_output=True, text=True, timeout=120)  # fmt: skip

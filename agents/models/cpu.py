@@ -20,8 +20,8 @@ how many of the cores it may use are free, not on how many there are. Three rule
 - **Training runs below the GUI.** `background_command` wraps a command line so that it runs
   at nice 5 under `SCHED_BATCH` (the studio launches its fine-tunes so): beside a busy GUI it
   gets a quarter of a core's share and never preempts the GUI on a wake-up; nice 10 would leave
-  it a tenth beside every other job of the machine as well. Its children (tool workers) inherit
-  both.
+  it a tenth beside every other job of the machine as well (`MODELWRIGHT_TRAIN_NICE=N` chooses
+  another). Its children (tool workers) inherit both.
 
 torch is imported only inside `apply_threads`; importing this module is cheap.
 """
@@ -268,9 +268,13 @@ def background_command(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", "agents.models.cpu", "--background", "--", *argv]
 
 
-def lower_priority(nice: int = BACKGROUND_NICE) -> dict:
-    """This process (and what it starts later) below interactive ones: nice `nice` at least,
-    and the batch scheduling policy (a CPU-bound job, never preferred for wake-ups)."""
+def lower_priority(nice: int | None = None) -> dict:
+    """This process (and what it starts later) below interactive ones: nice `nice` at least
+    (default `MODELWRIGHT_TRAIN_NICE`, else `BACKGROUND_NICE`), and the batch scheduling
+    policy (a CPU-bound job, never preferred for wake-ups)."""
+    if nice is None:
+        raw = os.environ.get("MODELWRIGHT_TRAIN_NICE", "").strip()
+        nice = int(raw) if raw.lstrip("-").isdigit() else BACKGROUND_NICE
     done: dict = {}
     try:
         current = os.getpriority(os.PRIO_PROCESS, 0)
