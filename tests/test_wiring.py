@@ -32,6 +32,8 @@ KEPT_FOR_EFFECT = {
     "task's classes, imported before the checker says it is ready",
     ("training/tasks/checker_main.py", "cadquery"): "a probe: is the CAD kernel importable here",
     ("training/eval/harness.py", "training.eval.spec"): "a re-export: names moved to spec.py",
+    ("tools/worker/template.py", "tools.worker"): "a preload: the worker template imports bpy, "
+    "CadQuery and every worker module once, before it forks workers",
 }
 # Registration by import that is still to go (none: the task families, constraint kinds,
 # deliverable checks and file makers are literal tables since #46).

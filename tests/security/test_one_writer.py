@@ -26,6 +26,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     # supervisor, verifier and ledger bookkeeping inside their own private roots
     ("tools/sandbox/scratch.py", "*", "os.open"): "a pool's lock file in its own mkdtemp root",
     ("tools/sandbox/identity.py", "*", "os.open"): "a uid lease lock in the supervisor's lock dir",
+    ("tools/sandbox/template.py", "*", "open"): "the worker template's log in its own mkdtemp folder (0700)",
     ("tools/sandbox/diskwatch.py", "_mount", "os.open"): "a worker's scratch image (ext4, as root) "
     "beside its scratch in the pool's own root, O_EXCL|O_NOFOLLOW",
     ("tools/sandbox/shader_cache.py", "*", "shutil.copytree"): "the shader cache under the pool's root",
