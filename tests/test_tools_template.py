@@ -101,3 +101,17 @@ def test_with_the_template_off_workers_start_from_scratch(pool, monkeypatch):
         assert s.call("get_scene", {}).ok
     finally:
         s.close()
+
+
+def test_a_fork_restored_after_a_crash_resets_to_an_empty_scene(pool):
+    """A restored fork loaded a session's commit, not the template's empty scene: its next
+    reset reads the factory settings again (the studio's New after a crash)."""
+    s = ToolSession(pool, deadline_s=60)
+    try:
+        s.call("add_primitive", {"kind": "cube", "name": "Kept", "location": [0, 0, 0], "dimensions": [1, 1, 1]})
+        assert not s._fault("exit").ok  # the worker is replaced by a fork restored from its commit
+        assert [o["name"] for o in s.call("get_scene", {}).output["objects"]] == ["Kept"]
+        s.reset()
+        assert s.call("get_scene", {}).output["objects"] == []
+    finally:
+        s.close()

@@ -15,6 +15,7 @@ import bpy
 
 from tools.errors import ErrorKind, ToolError
 from tools.worker import cad, io, lazy_cq, meshes, meshfix, render, safety, scene
+from tools.worker import state as state_module
 from tools.worker.state import SceneState
 
 
@@ -52,6 +53,7 @@ class WorkerRuntime:
             self.state.load_latest(restore_upto)
         else:
             self.state.reset()
+        state_module.started()  # a restored fork's later reset must not take the template's scene
         if warm_render:  # compile Workbench's shaders (seconds in the jail) before a real render
             self.renderer.warm_up()
 

@@ -51,6 +51,13 @@ def factory_reset_for_forks() -> None:
     bpy.ops.wm.read_factory_settings(use_empty=True)
     _FACTORY_FRESH = True
 
+
+def started() -> None:
+    """A worker's start is over (an empty scene made, or a session's commit loaded): every later
+    reset reads the factory settings again."""
+    global _FACTORY_FRESH
+    _FACTORY_FRESH = False
+
 class SceneState:
     def __init__(self, root: str, parts: PartStore,
                  replay: Callable[[str, dict], object] | None = None):
