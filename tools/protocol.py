@@ -16,7 +16,9 @@ objects). After it, `check_reply` holds the envelope to a schema per op (tools/t
 
 from __future__ import annotations
 
+import array
 import json
+import socket
 import struct
 from typing import BinaryIO
 
@@ -123,3 +125,25 @@ def check_reply_id(request: dict, reply: dict) -> None:
 def read_message(stream: BinaryIO) -> tuple[dict, list[bytes]]:
     payload, sizes = decode_payload(_read_exact(stream, json_length(_read_exact(stream, HEADER.size))))
     return payload, [_read_exact(stream, s) for s in sizes]
+
+
+# The worker template's socket (tools/sandbox/template.py, tools/worker/template.py): one JSON
+# message per SOCK_SEQPACKET datagram, with file descriptors beside it (SCM_RIGHTS).
+MAX_PASSED_FDS = 8
+
+
+def send_with_fds(sock: socket.socket, payload: dict, fds: list[int] | tuple[int, ...] = ()) -> None:
+    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    sock.sendmsg([json.dumps(payload).encode()], anc)
+
+
+def recv_with_fds(sock: socket.socket, size: int = 1 << 20) -> tuple[dict | None, list[int]]:
+    """One message and the descriptors that came with it; (None, fds) when the peer closed."""
+    fds = array.array("i")
+    msg, anc, _, _ = sock.recvmsg(size, socket.CMSG_SPACE(MAX_PASSED_FDS * fds.itemsize))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    if not msg:
+        return None, list(fds)
+    return json.loads(msg), list(fds)

@@ -17,8 +17,6 @@ stands for its `Popen`, with a pidfd for its life and the template's word for it
 
 from __future__ import annotations
 
-import array
-import json
 import logging
 import os
 import select
@@ -29,12 +27,12 @@ import threading
 import time
 from collections.abc import Callable
 
+from tools.protocol import recv_with_fds, send_with_fds
 from tools.sandbox import jail
 
 log = logging.getLogger("modelwright.sandbox")
 ENV = "MODELWRIGHT_WORKER_TEMPLATE"
 START_DEADLINE_S = 120.0
-_MAX_FDS = 8
 
 
 def enabled() -> bool:
@@ -139,14 +137,7 @@ class Template:
             ready, _, _ = select.select([self._sock], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
                 return None, []
-        fds = array.array("i")
-        msg, anc, _, _ = self._sock.recvmsg(1 << 16, socket.CMSG_SPACE(_MAX_FDS * fds.itemsize))
-        for level, kind, data in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-        if not msg:
-            return None, list(fds)
-        return json.loads(msg), list(fds)
+        return recv_with_fds(self._sock, 1 << 16)
 
     def _read_loop(self) -> None:
         while True:
@@ -187,9 +178,8 @@ class Template:
             waiter = {"event": threading.Event(), "reply": None, "fd": -1}
             self._waiting[rid] = waiter
         try:
-            anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
             try:
-                self._sock.sendmsg([json.dumps(dict(request, id=rid)).encode()], anc)
+                send_with_fds(self._sock, dict(request, id=rid), fds)
             except OSError as e:
                 raise TemplateError(f"the worker template is gone ({e})") from None
             if not waiter["event"].wait(timeout) or waiter["reply"] is None:

@@ -18,8 +18,6 @@ worker's wrapper exits the template says {"exited": pid, "code": returncode}.
 from __future__ import annotations
 
 import argparse
-import array
-import json
 import os
 import select
 import signal
@@ -28,23 +26,10 @@ import sys
 import time
 import warnings
 
-MAX_FDS = 8
+from tools.protocol import recv_with_fds, send_with_fds
 
-
-def _recv(sock: socket.socket) -> tuple[dict | None, list[int]]:
-    fds = array.array("i")
-    msg, anc, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
-    for level, kind, data in anc:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-    if not msg:
-        return None, list(fds)
-    return json.loads(msg), list(fds)
-
-
-def _send(sock: socket.socket, payload: dict, fds: list[int] = ()) -> None:
-    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
-    sock.sendmsg([json.dumps(payload).encode()], anc)
+_recv = recv_with_fds
+_send = send_with_fds
 
 
 def _preload() -> dict:
