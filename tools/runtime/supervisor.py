@@ -78,7 +78,7 @@ class WorkerProcess:
 
     def _boot(self, scratch: str, restore: bool = False,
               test_hooks: bool = False, preload_cad: bool = False, warm_render: bool = True,
-              restore_upto: int | None = None):
+              restore_upto: int | None = None, spare: bool = False):
         self.scratch = scratch
         # the jail's only writable folder is its scratch: no caller's folder is ever bound in
         # (a command delivers files out of here through tools/trust/outbox.py)
@@ -127,7 +127,7 @@ class WorkerProcess:
         try:
             # forked from the template (bpy and CadQuery imported once, the same jail built by
             # the fork itself), or, without one, started from scratch in bubblewrap
-            self.forked = template.spawn(_launch, self._fork_argv(argv, restore), env, scratch,
+            self.forked = template.spawn(_launch, self._fork_argv(argv, restore, spare), env, scratch,
                                          uid, self._log.fileno(), fd)
             self.proc = self.forked or _launch(
                 jail.wrap(argv, scratch, [], fd, uid), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -152,11 +152,15 @@ class WorkerProcess:
             shader_cache.take_seed(scratch)
 
     @staticmethod
-    def _fork_argv(argv: list[str], restore: bool) -> list[str]:
-        """The worker's options for a fork of the template. With a shader cache seed, a fork
-        skips the warm-up render: most sessions never render (the episode loop shows text),
-        and one that does pays ~0.3 s on its first render, not ~1 s of every worker's start."""
+    def _fork_argv(argv: list[str], restore: bool, spare: bool = False) -> list[str]:
+        """The worker's options for a fork of the template. A spare (booted in the background,
+        before anyone waits for it) renders once before it is ready, so its session's first
+        render costs what a kept worker's does (bench_trust.py: 236 ms instead of 111 without
+        it). A fork someone waits for skips that warm-up when a shader cache seed exists: it
+        pays ~0.1 s on its first render, if it renders, not on its start."""
         out = argv[argv.index("tools.worker") + 1:]
+        if spare:
+            return out
         if not restore and shader_cache.seeded() and "--no-warm-render" not in out:
             out.append("--no-warm-render")
         return out
@@ -343,14 +347,15 @@ class WorkerPool:
             self._counter += 1
             return os.path.join(self.root, f"w{self._counter:04d}")
 
-    def spawn(self, restore_from: str | None = None,
-              preload_cad: bool = False, restore_upto: int | None = None) -> WorkerProcess:
+    def spawn(self, restore_from: str | None = None, preload_cad: bool = False,
+              restore_upto: int | None = None, spare: bool = False) -> WorkerProcess:
         """A new worker; with `restore_from`, one that takes over a dead worker's scratch and
-        loads its newest commit up to `restore_upto` (see SceneState.load_latest)."""
+        loads its newest commit up to `restore_upto` (see SceneState.load_latest). A `spare`
+        is booted before anyone waits for it, so it also warms its renderer first."""
         scratch = restore_from or self._new_scratch()
         return WorkerProcess(scratch, restore=restore_from is not None, test_hooks=self.test_hooks,
                              preload_cad=preload_cad, warm_render=self.warm_render,
-                             restore_upto=restore_upto)
+                             restore_upto=restore_upto, spare=spare)
 
     def warm(self) -> None:
         """Start workers in the background until `size` are idle."""
@@ -360,7 +365,7 @@ class WorkerPool:
             need = self.size - len(self._idle) - self._warming
             self._warming += max(0, need)
         for _ in range(max(0, need)):
-            threading.Thread(target=self._warm_one, args=(self.preload_cad,), daemon=True,
+            threading.Thread(target=self._warm_one, args=(self.preload_cad, True), daemon=True,
                              name="mw-warm").start()
 
     @property
@@ -377,9 +382,9 @@ class WorkerPool:
             self._warming += 1
         threading.Thread(target=self._warm_one, args=(False,), daemon=True, name="mw-boot").start()
 
-    def _warm_one(self, preload_cad: bool) -> None:
+    def _warm_one(self, preload_cad: bool, spare: bool = False) -> None:
         try:
-            w = self.spawn(preload_cad=preload_cad)
+            w = self.spawn(preload_cad=preload_cad, spare=spare)
         except ToolError as e:
             if not self._closed:  # a pool closed at exit races its own warm-up: not an error
                 log.error("could not warm a worker: %s", e)

@@ -18,6 +18,7 @@ worker's wrapper exits the template says {"exited": pid, "code": returncode}.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import select
 import signal
@@ -39,6 +40,10 @@ def _preload() -> dict:
 
     lazy_cq.preload()
     state.factory_reset_for_forks()
+    # What the template holds is frozen out of the cyclic collector: a fork's collections then
+    # never walk (and so never copy) the pages of the template's objects, bpy's and OCCT's.
+    gc.collect()
+    gc.freeze()
     return {"startup_s": time.perf_counter() - t0}
 
 
