@@ -201,3 +201,25 @@ def test_a_stage_records_the_threads_it_chose(monkeypatch):
     finally:
         torch.set_num_threads(before)
 
+
+
+def test_the_cpu_of_our_own_children_is_ours_not_a_neighbours():
+    """A run's tool workers (its descendants) are its own work: `tree_cpu_seconds` counts a
+    child's CPU, so `busy_elsewhere` does not take it for a neighbour and halve the threads."""
+    from agents.models.cpu import tree_cpu_seconds
+
+    burn = ("import time, sys\n"
+            "t = time.process_time()\n"
+            "while time.process_time() - t < 0.5: pass\n"
+            "sys.stdout.write('done\\n'); sys.stdout.flush(); sys.stdin.read()\n")
+    before_tree, before_own = tree_cpu_seconds(), sum(os.times()[:2])
+    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "done\n"  # alive, its 0.5 s of CPU spent
+        tree = tree_cpu_seconds() - before_tree
+        own = sum(os.times()[:2]) - before_own
+    finally:
+        child.stdin.close()
+        child.wait()
+    assert tree - own >= 0.4, (tree, own)

@@ -14,7 +14,8 @@ how many of the cores it may use are free, not on how many there are. Three rule
   `OMP_WAIT_POLICY` is kept.
 - **As many threads as cores are free.** `choose_threads` takes the cores this process may
   run on (`sched_getaffinity`) less what other processes keep busy (`/proc/stat` over a
-  short window, this process's own CPU time taken out; processes at nice > 0 left out unless
+  short window, the CPU time of this process and its descendants taken out -- its own tool
+  workers and their template are its work, not a neighbour's; processes at nice > 0 left out unless
   this one is niced too), at least 1, at most the config's `cpu_threads`. `ThreadGovernor` measures again between steps (at most every `interval_s`)
   and changes torch's count when the machine changed. `MODELWRIGHT_THREADS=N` fixes the count.
 - **Training runs below the GUI.** `background_command` wraps a command line so that it runs
@@ -148,12 +149,50 @@ class CpuSample:
             spent = sum(ticks[:8])
             busy += spent - idle - (0 if count_niced else ticks[1])
             total += spent
+        return cls(busy, total, tree_cpu_seconds(), time.monotonic())
+
+
+def tree_cpu_seconds(root: int | None = None, proc: str = "/proc") -> float:
+    """CPU seconds of process `root` (default: this one) and every living descendant: the
+    tool workers a run forks (through their template) are the run's own work. Falls back to
+    this process's own time where /proc cannot be read."""
+    root = os.getpid() if root is None else root
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    children: dict[int, list[int]] = {}
+    spent: dict[int, int] = {}
+    try:
+        names = os.listdir(proc)
+    except OSError:
         t = os.times()
-        return cls(busy, total, t.user + t.system, time.monotonic())
+        return t.user + t.system
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{name}/stat") as fh:
+                text = fh.read()
+        except OSError:
+            continue  # gone, or not ours to read
+        fields = text.rpartition(")")[2].split()
+        if len(fields) < 13:
+            continue
+        pid = int(name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        spent[pid] = int(fields[11]) + int(fields[12])  # utime + stime, in ticks
+    if root not in spent:
+        t = os.times()
+        return t.user + t.system
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += spent.get(pid, 0)
+        stack.extend(children.get(pid, ()))
+    return total / tick
 
 
 def busy_elsewhere(before: CpuSample, after: CpuSample, cores: int) -> float:
-    """Cores other processes kept busy between two samples (this process's time taken out)."""
+    """Cores other processes kept busy between two samples (this process's tree's time taken
+    out)."""
     total = after.total - before.total
     if total <= 0:
         return 0.0
