@@ -94,3 +94,32 @@ def test_errors_exit_2_with_one_line(store_dir, tmp_path):
     assert out.exit_code == 2 and "no store at" in out.output
     out = run("import", str(tmp_path), "--data-dir", str(store_dir))
     assert out.exit_code == 2 and "neither a store" in out.output
+
+
+def test_export_leaves_out_sessions_with_neither_task_nor_goal_unless_asked(tmp_path):
+    """A studio session nobody gave a task or a goal teaches nothing: `data export` skips it
+    (in SQL, so --limit counts what is exported), `--include-untasked` brings it in."""
+    with Store(tmp_path / "store") as store:
+        made = {}
+        for name, task, prompt in (("bare", None, None), ("blank", None, "  "),
+                                   ("goal", None, "a red mug"), ("task", "fam:1:0", None)):
+            rec = store.begin_episode(task_id=task, source="human", prompt=prompt)
+            rec.add_step(tool="add_primitive", args={"kind": "cube"}, result={"name": "Cube"},
+                         scene_hash="h")
+            made[name] = rec.finish(final_message="Done.").id
+    where = ["--data-dir", str(tmp_path / "store"), "--json"]
+
+    def exported(folder: str, *flags: str) -> set[str]:
+        out = run("export", "--out", str(tmp_path / folder), *where, *flags)
+        assert out.exit_code == 0, out.output
+        table = datasets.load_dataset("parquet", split="train",
+                                      data_files=str(tmp_path / folder / "episodes.parquet"))
+        ids = {made_name for made_name, eid in made.items() if eid in table["episode_id"]}
+        assert json.loads(out.output)["episodes"] == len(ids)
+        return ids
+
+    assert exported("default") == {"goal", "task"}
+    assert exported("limited", "--limit", "1") == {"goal"}  # the first exportable one, not "bare"
+    assert exported("all", "--include-untasked") == {"bare", "blank", "goal", "task"}
+    manifest = json.loads((tmp_path / "all" / "manifest.json").read_text())
+    assert manifest["include_untasked"] is True and manifest["episodes"] == 4

@@ -162,9 +162,16 @@ def register(app: typer.Typer) -> None:
         include_interrupted: Annotated[
             bool, typer.Option("--include-interrupted", help="Also export interrupted episodes.")
         ] = False,
+        include_untasked: Annotated[
+            bool,
+            typer.Option(
+                "--include-untasked", help="Also export episodes with neither a task nor a goal."
+            ),
+        ] = False,
         as_json: AsJson = False,
     ) -> None:
-        """Export finished episodes as Parquet in TRL's conversational format (+ a step table)."""
+        """Export finished episodes as Parquet in TRL's conversational format (+ a step table).
+        Episodes with neither a task nor a goal are left out unless --include-untasked."""
         from agents.store.errors import ExportError
         from agents.store.export import FORMATS, export_parquet
         from agents.store.store import Store
@@ -174,7 +181,8 @@ def register(app: typer.Typer) -> None:
         where = _filter(source, task_family, success, None, model, tag, limit)
         with Store(data_dir, create=False) as store:
             if as_json or not sys.stderr.isatty():
-                report = export_parquet(store, out, where, include_interrupted=include_interrupted)
+                report = export_parquet(store, out, where, include_interrupted=include_interrupted,
+                                        include_untasked=include_untasked)
             else:
                 from tqdm import tqdm
 
@@ -185,7 +193,8 @@ def register(app: typer.Typer) -> None:
                         bar.update(done - bar.n)
 
                     report = export_parquet(
-                        store, out, where, include_interrupted=include_interrupted, progress=step
+                        store, out, where, include_interrupted=include_interrupted,
+                        include_untasked=include_untasked, progress=step
                     )
         if as_json:
             from dataclasses import asdict

@@ -150,9 +150,12 @@ def export_parquet(
     where: EpisodeFilter | None = None,
     *,
     include_interrupted: bool = False,
+    include_untasked: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> ExportReport:
-    """Export the finished episodes matching `where` (and interrupted ones if asked) to `out`."""
+    """Export the finished episodes matching `where` (and interrupted ones if asked) to `out`.
+    An episode with neither a task nor a goal (a session nobody said the aim of) teaches
+    nothing: left out unless `include_untasked`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -160,6 +163,8 @@ def export_parquet(
     where = where or EpisodeFilter()
     if not include_interrupted and where.status is None:
         where = replace(where, status="finished")  # in SQL, so that --limit counts exported ones
+    if not include_untasked and where.aimed is None:
+        where = replace(where, aimed=True)  # in SQL too
     episodes = [
         e
         for e in store.list_episodes(where)
@@ -245,6 +250,7 @@ def export_parquet(
             "store": str(store.data_dir),
             "filter": asdict(where),
             "include_interrupted": include_interrupted,
+            "include_untasked": include_untasked,
             "episodes": len(episodes),
             "steps": n_steps,
             "images": n_images,

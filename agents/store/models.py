@@ -181,6 +181,8 @@ class EpisodeFilter:
     tag: str | None = None
     ids: tuple[str, ...] | None = None
     limit: int | None = None
+    # True: only episodes with a task or a goal (a prompt); False: only those with neither
+    aimed: bool | None = None
 
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -204,6 +206,9 @@ class EpisodeFilter:
         if self.ids is not None:
             clauses.append(f"id IN ({','.join('?' * len(self.ids))})" if self.ids else "0")
             params.extend(self.ids)
+        if self.aimed is not None:
+            aimed = "(task_id IS NOT NULL OR TRIM(COALESCE(prompt, '')) != '')"
+            clauses.append(aimed if self.aimed else f"NOT {aimed}")
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
