@@ -8,7 +8,7 @@ at its first turn and answers without a call, so the episode ends there. The pro
 rendered exactly as the hf policy renders it for the base (`encode_prompt`: the Hermes tool
 format, text only) with two tool lists:
 
-- toolbox: the family's toolbox (`training.tasks.toolbox.family_tools`), shown when no list is
+- toolbox: the family's declared toolbox (`training.tasks.toolbox.family_tools`), shown when no list is
   configured (eval, `run`, the studio);
 - config: the pipeline config's `tools:` (configs/pipeline-smollm2-cpu.yaml), only where that
   list has every tool the task's oracle plan calls ("-" otherwise).
@@ -106,7 +106,7 @@ def measure(ids: list[str], turns: dict, listed: list[str]) -> tuple[list[dict],
     for task_id in ids:
         messages, tools = turns[task_id]
         task = get_task(task_id)
-        box = list(family_tools(task.family, task.level))
+        box = list(family_tools(task.family))
         oracle = {step["tool"] for step in task.oracle}
         covered = oracle <= set(listed)
         rows.append({

@@ -169,11 +169,30 @@ def test_pipeline_refuses_a_tool_list_that_hides_an_oracle_tool():
     hidden = cfg.model_copy(update={"tools": [t for t in cfg.tools if t != "transform"]})
     with pytest.raises(ConfigError, match=r"transform \(for scene_editing\)"):
         check_shown_tools(hidden)
-    # The held-out family's eval shows its CAD tools too; one it needs and lacks is named.
-    held = cfg.model_copy(update={"eval": cfg.eval.model_copy(
-        update={"held_out_tools": [t for t in cfg.eval.held_out_tools if t != "cad_revolve"]})})
-    with pytest.raises(ConfigError, match=r"held_out_tools: .*cad_revolve"):
-        check_shown_tools(held)
+
+
+def test_held_out_families_show_their_declared_toolbox_not_a_hand_written_list(tmp_path):
+    """#49: the held-out eval shows each task its family's declared toolbox (the rule every
+    family follows); a config that still writes `eval.held_out_tools` is told so in one line."""
+    from training.eval.spec import task_spec
+    from training.pipeline import held_out_config
+    from training.tasks import FAMILIES
+    from training.tasks.toolbox import family_tools
+
+    for path in (CONFIGS / "pipeline-tiny-cpu.yaml", REAL_BASE):
+        cfg = load_config(path)
+        held = held_out_config(cfg)
+        assert cfg.tools is not None and held.tools is None  # no list: each task's toolbox
+        assert all(FAMILIES[f].held_out for f in held.eval.families)
+        for family in held.eval.families:
+            spec = task_spec(f"{family}:1:110000")
+            assert spec.task_info["tools"] == list(family_tools(family))
+            assert set(cfg.tools) <= set(family_tools(family))  # the basics it was trained on
+    old = (CONFIGS / "pipeline-tiny-cpu.yaml").read_text().replace(
+        "  held_out_per_family: 10\n", "  held_out_per_family: 10\n  held_out_tools: [cad_box]\n")
+    assert "held_out_tools" in old
+    with pytest.raises(ConfigError, match=r"eval: held_out_tools is gone .*declared toolbox"):
+        load_config(_write(tmp_path, old))
 
 
 def test_model_path_is_a_hub_id_or_a_folder_by_the_one_rule_resolve_model_uses(

@@ -50,6 +50,7 @@ def test_held_out_family_is_scored_on_its_test_seeds_with_its_tools_shown(tmp_pa
     from training.eval.run_eval import task_ids
     from training.pipeline import build_report, evaluate_model, held_out_config
     from training.tasks import FAMILIES
+    from training.tasks.toolbox import family_tools
     from training.train_config import TrainConfig
 
     HELD_OUT_FAMILY = "mesh_reconstruction"  # one of the held-out families
@@ -63,13 +64,13 @@ def test_held_out_family_is_scored_on_its_test_seeds_with_its_tools_shown(tmp_pa
             "sft": {},
             "grpo": {},
             "eval": {"families": ["materials"], "per_family": 1, "max_steps": 1, "max_tokens": 8,
-                     "held_out_per_family": 1, "held_out_tools": ["cad_revolve", "set_material"],
+                     "held_out_per_family": 1,
                      "held_out_families": [HELD_OUT_FAMILY]},  # default: every held-out one
         }
     )  # fmt: skip
     held = held_out_config(cfg)
     assert held.eval.families == [HELD_OUT_FAMILY] and held.eval.split == "test"
-    assert held.tools == ["set_material", "cad_revolve"]  # the config's, then the extra ones
+    assert held.tools is None  # each task shows its family's declared toolbox
     out = tmp_path / "pipe"
     out.mkdir()
     summary = evaluate_model(held, tiny_model_dir, None, "held-out-sft", out)
@@ -81,4 +82,6 @@ def test_held_out_family_is_scored_on_its_test_seeds_with_its_tools_shown(tmp_pa
     full = build_report(cfg, out, stages, 1.0)
     assert full["held_out_family"]["family"] == HELD_OUT_FAMILY
     assert full["held_out_family"]["grpo_vs_sft_mean_reward"]["tasks"] == 1
+    assert full["held_out_family"]["tools"] == {
+        HELD_OUT_FAMILY: list(family_tools(HELD_OUT_FAMILY))}
     assert f"held-out family {HELD_OUT_FAMILY} (1 test episodes" in full["summary"]

@@ -20,6 +20,7 @@ from typing import Any
 from training.eval.run_eval import CallCounter, evaluate_loaded, run_episodes, task_ids
 from training.eval.stats import stage_summary
 from training.tasks.base import held_out_families
+from training.tasks.toolbox import family_tools
 from training.train_config import TrainConfig
 
 __all__ = ["CallCounter", "collect_demos", "evaluate_model", "run_pipeline", "task_ids"]
@@ -292,22 +293,21 @@ def base_folder(config: TrainConfig, out: Path) -> Path:
 
 def held_out_config(config: TrainConfig) -> TrainConfig:
     """The eval of the held-out families (`eval.held_out_families`, default every family the
-    registry holds out): their test seeds, the pipeline's tools plus the ones those families
-    need (a model trained on the other families has never called them)."""
+    registry holds out) on their test seeds. Each task shows its family's declared toolbox
+    (`tools: None`), by the rule every family's prompts follow (training/tasks/toolbox.py): no
+    list is written for them by hand, and none is derived from their solutions."""
     families = config.eval.held_out_families or held_out_families()
     spec = config.eval.model_copy(update={"families": families, "split": "test",
                                           "per_family": config.eval.held_out_per_family})  # fmt: skip
-    tools = None
-    if config.tools is not None:
-        tools = config.tools + [t for t in config.eval.held_out_tools if t not in config.tools]
-    return config.model_copy(update={"eval": spec, "tools": tools})
+    return config.model_copy(update={"eval": spec, "tools": None})
 
 
 def check_shown_tools(config: TrainConfig, seeds_per_bucket: int = 8) -> None:
     """Refuse a `tools:` list that hides a tool the oracle needs for the pipeline's tasks.
 
-    Demonstrations would then teach calls to a tool the prompt never shows, and held-out
-    episodes would need it too. Checked on the demo and eval tasks and on the first seeds of
+    Demonstrations would then teach calls to a tool the prompt never shows. (The held-out
+    families' episodes show their declared toolboxes, which tests/test_toolbox.py keeps
+    covering their solutions.) Checked on the demo and eval tasks and on the first seeds of
     each GRPO (family, level), before anything runs.
     """
     from training.tasks import get_task
@@ -334,17 +334,6 @@ def check_shown_tools(config: TrainConfig, seeds_per_bucket: int = 8) -> None:
             f"tools: the oracle's solutions need tools the list does not show: {needs}. "
             "Add them to `tools:` or drop those families."
         )
-    if config.eval.held_out_per_family:
-        held = held_out_config(config)
-        ids = task_ids(held.eval.families, held.eval.levels, "test", held.eval.per_family)
-        lacking = sorted({step["tool"] for t in ids for step in get_task(t).oracle}
-                         - set(held.tools))  # fmt: skip
-        if lacking:
-            raise ConfigError(
-                f"eval.held_out_tools: the held-out families' solutions "
-                f"({', '.join(held.eval.families)}) need {', '.join(lacking)}, which neither "
-                "`tools:` nor `held_out_tools` shows (or narrow eval.held_out_families)."
-            )
 
 
 def _sft(run_sft, cfg: TrainConfig, out: Path, model_dir: Path, resume: bool) -> dict:
@@ -407,7 +396,7 @@ def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -
         report["held_out_family"] = {
             "family": ", ".join(families),  # one name when one family is held out
             "families": families,
-            "tools": held_out_config(config).tools,
+            "tools": {f: list(family_tools(f)) for f in families},  # each its declared toolbox
             "stages": held,
             "grpo_vs_sft_mean_reward": difference(held["sft"], held["grpo"]),
         }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -266,12 +266,20 @@ class EvalSpec(Strict):
     # ... split into generates of at most this many padded prompt tokens (rows x the longest),
     # so a long prompt (a held-out family's tool result) is not padded onto every row.
     batch_tokens: int = Field(8192, ge=1)
-    # Pipeline: also score SFT and GRPO on this many test seeds of the held-out family (the one
-    # family no split trains on), shown `tools:` plus `held_out_tools`; 0: not scored.
+    # Pipeline: also score SFT and GRPO on this many test seeds of each held-out family (the
+    # families no split trains on), each task shown its family's declared toolbox; 0: not scored.
     held_out_per_family: int = Field(0, ge=0)
-    held_out_tools: list[str] = Field(default_factory=list)
     # Which held-out families that eval scores; empty: every one the registry marks held out.
     held_out_families: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_hand_written_tools(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "held_out_tools" in data:
+            raise ValueError(
+                "held_out_tools is gone (#49): a held-out family's tasks show its declared "
+                "toolbox (Family.toolbox, training/tasks/toolbox.py); drop the line")
+        return data
 
 
 class DemoSpec(Strict):

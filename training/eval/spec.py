@@ -41,7 +41,7 @@ def task_spec(task_id: str) -> EpisodeSpec:
         setup=task.setup,
         checker=task.evaluate,
         task_info={"task_id": task.id, "family": task.family, "level": task.level,
-                   "tools": list(family_tools(task.family, task.level))},  # fmt: skip
+                   "tools": list(family_tools(task.family))},  # fmt: skip
         budget=task.budget,
         task_id=task.id,
         task_params=task.parameters,

@@ -1,12 +1,14 @@
 """Each family's toolbox: the tools a prompt shows for its tasks when no list is configured.
 
-The whole catalogue's signatures cost a small model ~1,900 tokens per prompt. A family
-declares its toolbox (`Family.toolbox`, in its own module): the scene basics plus every tool its
-oracle plans use on the first 64 seeds of each level, in the catalogue's order
-(`measured_tools` measures it; tests/test_toolbox.py keeps the declaration equal to it). A task
-shows its level's toolbox (the basics and what that level's plans use, measured here), so a
-level-1 prompt stays within a small model's 600 tokens while a harder level shows more. The
-basics are shown everywhere, so choosing among tools is still part of every task.
+The whole catalogue's signatures cost a small model ~2,750 tokens per prompt, so a task shows
+its family's toolbox instead. A toolbox is chosen by a rule that never looks at a solution
+(#49): its family's author declares it in the family's module (`Family.toolbox`), from the
+kits below (what a kind of work needs) and a few tools of its own, and it is the same for
+every level and seed of the family, held-out families included. Every toolbox holds the scene
+basics, and more than any one level's solutions call, so choosing among tools stays part of
+every task. `tests/test_toolbox.py` checks, without being the source of anything, that each
+declared toolbox covers every tool its oracle plans use (seeds 0..63 of every level) and
+that none is just the tools some level's plans use.
 """
 
 from __future__ import annotations
@@ -14,29 +16,42 @@ from __future__ import annotations
 from functools import cache
 
 SCENE_BASICS = ("add_primitive", "transform", "set_material", "delete")
-# Oracle plans sampled per level: enough that a level's rarer variants show (cad_parts level 2
-# draws its shelled box about 1 time in 7; 6 seeds missed it). 64 seeds see every tool that
-# seeds 64..1063 use, for every level of every family; built once per level (cached).
-SEEDS = range(64)
+
+# What a kind of work needs, by name; a family picks kits and adds its own extras.
+KITS: dict[str, tuple[str, ...]] = {
+    # looking at and arranging the objects of a scene
+    "scene": ("duplicate", "get_scene", "measure"),
+    # fitting objects together
+    "assembly": ("boolean", "duplicate", "parent", "get_scene", "measure"),
+    # exact CAD parts in millimetres: primitives, profiles, features, the part's facts
+    "cad": ("cad_box", "cad_cylinder", "cad_sketch_extrude", "cad_revolve", "cad_hole",
+            "cad_fillet", "cad_chamfer", "cad_shell", "cad_pattern", "cad_query"),
+    # meshes: combining, arraying, checking and mending them
+    "mesh": ("boolean", "join", "modifier", "mesh_check", "mesh_repair"),
+    # files in the workspace
+    "files": ("export", "import_file"),
+    # going back: the last call, or a named state
+    "history": ("undo", "snapshot", "restore"),
+    # a shot: lights, a camera and the picture
+    "shot": ("add_light", "add_camera", "render", "set_visible"),
+}  # fmt: skip
 
 
-def family_tools(name: str, level: int | None = None) -> tuple[str, ...]:
-    """The family's declared toolbox; with `level`, that level's (what a task of it shows)."""
-    from training.tasks.families import FAMILIES
-
-    return FAMILIES[name].toolbox if level is None else measured_tools(name, level)
+def declare(*kits: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """A family's toolbox: the scene basics, the named kits' tools and `extra`, each once."""
+    unknown = [k for k in kits if k not in KITS]
+    if unknown:
+        raise ValueError(f"unknown tool kits {unknown}; known: {sorted(KITS)}")
+    names = [*SCENE_BASICS, *(t for k in kits for t in KITS[k]), *extra]
+    return tuple(dict.fromkeys(names))
 
 
 @cache
-def measured_tools(name: str, level: int | None = None) -> tuple[str, ...]:
-    """The basics and the tools the family's oracle plans use (with `level`, that level's)."""
+def family_tools(name: str) -> tuple[str, ...]:
+    """The tools a task of family `name` shows: its declared toolbox, in the catalogue's order
+    (the order the whole catalogue is shown in)."""
     from tools import catalogue
-    from training.tasks.base import get_task
     from training.tasks.families import FAMILIES
 
-    levels = FAMILIES[name].levels if level is None else [level]
-    used = set(SCENE_BASICS)
-    for level in levels:
-        for seed in SEEDS:
-            used.update(step["tool"] for step in get_task(f"{name}:{level}:{seed}").oracle)
-    return tuple(spec["name"] for spec in catalogue() if spec["name"] in used)
+    declared = set(FAMILIES[name].toolbox)
+    return tuple(spec["name"] for spec in catalogue() if spec["name"] in declared)

@@ -18,6 +18,7 @@ from training.tasks.recipes.assembly import (
     r4,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 # ================================================================== clearance fits
 
@@ -138,10 +139,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=ASSEMBLY_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "boolean", "delete",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("assembly"),
     make=clearance_fits,
 )

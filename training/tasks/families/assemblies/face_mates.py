@@ -17,6 +17,7 @@ from training.tasks.recipes.assembly import (
 )
 from training.tasks.recipes.scene import fmt
 from training.tasks.spec import Family, TaskSpec
+from training.tasks.toolbox import declare
 
 
 def bbox(it: dict[str, Any]) -> tuple[list[float], list[float]]:
@@ -131,10 +132,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=ASSEMBLY_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("assembly"),
     make=face_mates,
 )

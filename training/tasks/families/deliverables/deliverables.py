@@ -16,6 +16,7 @@ from training.tasks.recipes.scene import (
     scene_geometry,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def _deliverables_45(level: int, rng: random.Random) -> TaskSpec:
@@ -145,10 +146,7 @@ FAMILY = Family(
         "recovery": 0.05,
     },
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "export", "cadquery_script",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("files", extra=("cadquery_script", "cad_box", "cad_cylinder")),
     make=deliverables,
 )

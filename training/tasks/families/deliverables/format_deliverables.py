@@ -20,6 +20,7 @@ from training.tasks.recipes.boxes import (
 )
 from training.tasks.recipes.scene import COLOURS, fmt
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def _glb_object(p: P.Part, offset) -> dict[str, Any]:
@@ -138,11 +139,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=DELIVERABLE_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "export", "cadquery_script",
-        "cad_box", "cad_cylinder", "cad_revolve", "cad_hole", "cad_shell", "cad_pattern",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad", "files", extra=("cadquery_script",)),
     make=format_deliverables,
 )

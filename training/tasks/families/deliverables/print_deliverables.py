@@ -14,6 +14,7 @@ from training.tasks.recipes.boxes import (
     rounded,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 # ================================================================ deliverable files
 
@@ -161,11 +162,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=DELIVERABLE_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "export", "cad_box",
-        "cad_cylinder", "cad_hole",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad", "files"),
     make=print_deliverables,
 )

@@ -18,6 +18,7 @@ from training.tasks.recipes.cad_edit import (
 )
 from training.tasks.recipes.scene import fmt
 from training.tasks.spec import Family, TaskSpec
+from training.tasks.toolbox import declare
 
 
 def random_part(kind: str, name: str, rng: random.Random) -> CadPart:
@@ -164,11 +165,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=EDIT_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "cad_box", "cad_cylinder",
-        "cad_hole", "cad_fillet", "cad_chamfer", "cad_pattern",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad"),
     make=dimension_edits,
 )

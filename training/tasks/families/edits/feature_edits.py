@@ -20,6 +20,7 @@ from training.tasks.recipes.cad_edit import (
 )
 from training.tasks.recipes.scene import fmt
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def _features(base: CadPart, level: int, rng: random.Random):
@@ -126,11 +127,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=EDIT_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "cad_sketch_extrude",
-        "cad_hole", "cad_fillet", "cad_chamfer", "cad_pattern",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad"),
     make=feature_edits,
 )

@@ -17,6 +17,7 @@ from training.tasks.recipes.scene import (
     stacked_constraints,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def _edit(rng: random.Random, it: dict[str, Any], op: str) -> tuple[str, dict | None, dict]:
@@ -148,10 +149,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=SCENE_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("scene"),
     make=scene_editing,
 )

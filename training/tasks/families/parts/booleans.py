@@ -11,6 +11,7 @@ from training.tasks.config import SCENE_WEIGHTS
 from training.tasks.recipes.scene import add_call, counted, fmt, item, r05
 from training.tasks.scene_geometry import SEGMENTS
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def polygon_area(radius: float, n: int = SEGMENTS) -> float:
@@ -221,10 +222,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights={**SCENE_WEIGHTS, "geometry": 0.3, "constraints": 0.5},
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "boolean", "delete", "modifier",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("mesh", extra=("duplicate",)),
     make=booleans,
 )

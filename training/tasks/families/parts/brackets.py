@@ -17,6 +17,7 @@ from training.tasks.recipes.cad_plan import (
     spec,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def numbers(plan: list[dict[str, Any]]) -> list[float]:
@@ -147,11 +148,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=CAD_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "cad_sketch_extrude",
-        "cad_hole", "cad_fillet",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad"),
     make=brackets,
 )

@@ -16,6 +16,7 @@ from training.tasks.recipes.catalogue import (
     topology_check,
 )
 from training.tasks.spec import Family, TaskSpec
+from training.tasks.toolbox import declare
 
 
 def cad_parts(level: int, rng: random.Random) -> TaskSpec:
@@ -50,12 +51,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=CAD_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "cadquery_script", "cad_box",
-        "cad_cylinder", "cad_sketch_extrude", "cad_revolve", "cad_hole", "cad_fillet",
-        "cad_chamfer", "cad_shell", "cad_pattern",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad", extra=("cadquery_script",)),
     make=cad_parts,
 )

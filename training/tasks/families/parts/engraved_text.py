@@ -15,6 +15,7 @@ from training.tasks.recipes.cad_plan import (
     spec,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 WORDS = ("PUMP", "FAN", "VALVE", "IN", "OUT", "A-12", "12V", "MAIN", "AUX", "TEST", "OK", "B7",
          "LINE", "GND", "ZONE 3", "NO 5")
@@ -120,11 +121,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=CAD_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "cad_box", "cad_hole",
-        "cad_fillet", "cad_chamfer", "cad_text", "cad_pattern",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad", extra=("cad_text",)),
     make=engraved_text,
 )

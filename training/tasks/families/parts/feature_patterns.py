@@ -15,6 +15,7 @@ from training.tasks.recipes.cad_plan import (
     spec,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def _bolt_circle(rb: float, n: int, start: float = 0.0) -> list[list[float]]:
@@ -126,11 +127,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=CAD_WEIGHTS,
     held_out=True,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "cad_box", "cad_cylinder",
-        "cad_sketch_extrude", "cad_hole", "cad_fillet", "cad_chamfer", "cad_pattern",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad"),
     make=feature_patterns,
 )

@@ -12,6 +12,7 @@ from training.tasks.recipes.cad_plan import (
     spec,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def _pipe_bend(rng: random.Random, name: str):
@@ -171,12 +172,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=CAD_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "boolean", "delete", "cad_cylinder",
-        "cad_sketch_extrude", "cad_hole", "cad_chamfer", "cad_shell", "cad_sweep", "cad_loft",
-        "cad_pattern",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad", extra=("boolean", "cad_sweep", "cad_loft")),
     make=sweeps_lofts,
 )

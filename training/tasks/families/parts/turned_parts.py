@@ -16,6 +16,7 @@ from training.tasks.recipes.cad_plan import (
     spec,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def _profile(kind: str, rng: random.Random, name: str) -> dict[str, Any]:
@@ -122,11 +123,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=CAD_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "boolean", "delete", "cad_revolve",
-        "cad_chamfer", "cad_sweep",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad", extra=("boolean", "cad_sweep")),
     make=turned_parts,
 )

@@ -11,6 +11,7 @@ from training.tasks import shapes
 from training.tasks.config import CAD_WEIGHTS
 from training.tasks.recipes import parts as P
 from training.tasks.spec import Family, TaskSpec
+from training.tasks.toolbox import declare
 
 # ================================================================ drawing reconstruction
 
@@ -106,11 +107,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=CAD_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "cad_box", "cad_cylinder",
-        "cad_revolve", "cad_hole", "cad_fillet", "cad_chamfer", "cad_shell", "cad_pattern",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("cad", extra=("import_file",)),
     make=drawing_reconstruction,
 )

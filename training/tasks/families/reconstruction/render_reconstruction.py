@@ -21,6 +21,7 @@ from training.tasks.recipes.scene import (
     stacked_items,
 )
 from training.tasks.spec import Family, TaskSpec
+from training.tasks.toolbox import declare
 
 
 def grid_cell(items: list[dict[str, Any]]) -> float:
@@ -107,10 +108,7 @@ FAMILY = Family(
         "recovery": 0.05,
     },
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("scene", extra=("render",)),
     make=render_reconstruction,
 )

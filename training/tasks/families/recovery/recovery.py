@@ -10,6 +10,7 @@ from typing import Any
 
 from training.tasks.recipes.scene import COLOURS, add_call, fmt, placed, random_items
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 
 def _suffixed(rng: random.Random, n: int) -> list[dict[str, Any]]:
@@ -176,11 +177,7 @@ FAMILY = Family(
         "efficiency": 0.1,
     },
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "get_scene", "cad_fillet",
-        "cad_query",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("scene", extra=("undo", "cad_fillet", "cad_chamfer", "cad_query")),
     make=recovery,
 )

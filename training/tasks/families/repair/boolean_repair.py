@@ -11,6 +11,7 @@ from typing import Any
 from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded
 from training.tasks.recipes.scene import counted
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 # ================================================================ boolean_repair
 
@@ -128,11 +129,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=REPAIR_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "boolean", "delete", "restore",
-        "cad_hole",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("history", extra=("boolean", "cad_box", "cad_cylinder", "cad_hole", "cad_query")),
     make=boolean_repair,
 )

@@ -10,6 +10,7 @@ import random
 from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded, to_cm
 from training.tasks.recipes.scene import placed
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 # ================================================================ mesh_repair
 
@@ -150,10 +151,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=REPAIR_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "mesh_check", "mesh_repair",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("mesh", extra=("measure",)),
     make=mesh_repair,
 )

@@ -10,6 +10,7 @@ from typing import Any
 from training.tasks.recipes.repair import GAP_TOL, REPAIR_WEIGHTS, add_box, box_item, rounded, to_cm
 from training.tasks.recipes.scene import placed
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 NAMES = (
     "Crate", "Drum", "Block", "Tin", "Brick", "Box", "Can", "Case", "Cube", "Jar", "Vase",
@@ -164,10 +165,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=REPAIR_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("scene", extra=("boolean",)),
     make=overlap_repair,
 )

@@ -9,6 +9,7 @@ import random
 from training.tasks.config import SCENE_WEIGHTS
 from training.tasks.recipes.scene import add_call, item, placed, r05, scene_geometry
 from training.tasks.spec import Family, TaskSpec
+from training.tasks.toolbox import declare
 
 REL_TOL = 0.03
 
@@ -182,10 +183,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=SCENE_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("scene", extra=("parent",)),
     make=composition,
 )

@@ -20,6 +20,7 @@ from training.tasks.recipes.boxes import (
 )
 from training.tasks.recipes.scene import COLOURS, fmt
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 # ================================================================ lighting and camera
 
@@ -216,10 +217,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=RELATION_WEIGHTS,
     held_out=False,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "add_light", "add_camera",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("scene", "shot"),
     make=lighting_camera,
 )

@@ -16,6 +16,7 @@ from training.tasks.recipes.boxes import (
     where,
 )
 from training.tasks.spec import Family, TaskSpec, call
+from training.tasks.toolbox import declare
 
 # ================================================================ stairs and shelving
 
@@ -166,10 +167,7 @@ FAMILY = Family(
     levels=(1, 2, 3, 4, 5),
     weights=RELATION_WEIGHTS,
     held_out=True,
-    # The tools its prompts show: the scene basics and every tool its oracle plans use
-    # (training/tasks/toolbox.py; tests/test_toolbox.py keeps the two equal).
-    toolbox=(
-        "add_primitive", "transform", "set_material", "delete", "duplicate", "modifier",
-    ),
+    # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
+    toolbox=declare("scene", extra=("modifier", "join")),
     make=stairs_shelving,
 )
