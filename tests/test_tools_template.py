@@ -115,3 +115,44 @@ def test_a_fork_restored_after_a_crash_resets_to_an_empty_scene(pool):
         assert s.call("get_scene", {}).output["objects"] == []
     finally:
         s.close()
+
+
+def _threads(pid: int) -> list[str]:
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            out.append(f.read().strip())
+    return out
+
+
+@pytest.mark.skipif(not template.renderer_in_template(), reason="a GPU here: each worker starts its own renderer")
+def test_a_fork_renders_with_the_renderer_the_template_started(pool):
+    """The template drew once before it forks; a fork copies one thread, so the template must
+    hold no Mesa thread a fork would need (its disk-cache queue is off), and a fork's renders
+    (solid, wireframe, a camera, a second scene state) draw the scene it holds."""
+    s = ToolSession(pool, deadline_s=60)
+    try:
+        tpl = template.shared(supervisor._launch)
+        assert tpl.renderer_warm
+        assert not [t for t in _threads(tpl.proc.pid) if t.startswith("disk$")]
+        w = s._w()
+        assert w.forked is not None
+        empty = s.render(views=["top"], size=64)
+        assert empty.ok, empty.error
+        assert s.call("add_primitive", {"kind": "cube", "name": "Box", "location": [0, 0, 0],
+                                        "dimensions": [1, 1, 1]}).ok  # fmt: skip
+        assert s.call("set_material", {"name": "Box", "color": "#ff0000"}).ok
+        for kw in ({}, {"shading": "wireframe"},
+                   {"camera": {"location": [4, -4, 3], "target": [0, 0, 0], "lens_mm": 35}}):
+            r = s.render(views=["top"], size=64, **kw)
+            assert r.ok, (kw, r.error)
+            assert r.images[0] != empty.images[0], kw  # the cube is drawn
+        from io import BytesIO
+
+        from PIL import Image
+
+        solid = Image.open(BytesIO(s.render(views=["top"], size=64).images[0])).convert("RGB")
+        r_, g_, b_ = solid.getpixel((32, 32))
+        assert r_ > 2 * max(g_, b_), solid.getpixel((32, 32))  # red from above, at the centre
+    finally:
+        s.close()

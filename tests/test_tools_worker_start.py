@@ -91,9 +91,13 @@ def test_the_shader_cache_seed_is_taken_once_through_checked_names_and_copied_pe
 
 
 def test_a_worker_starts_from_its_own_copy_of_the_seed(tmp_path, monkeypatch):
-    from tools.sandbox import shader_cache
+    from tools.sandbox import shader_cache, template
 
     monkeypatch.setenv(shader_cache.ENV, str(tmp_path / "seed"))
+    # the seed is for workers that start their own renderer: from scratch, or forked from a
+    # template that has none (with a GPU, or MODELWRIGHT_TEMPLATE_RENDERER=0)
+    monkeypatch.setenv(template.RENDER_ENV, "0")
+    template.close_shared()
     pool = WorkerPool(size=0, test_hooks=True)
     try:
         with ToolSession(pool) as first:  # no seed yet: its warm-up render seeds it
@@ -105,3 +109,4 @@ def test_a_worker_starts_from_its_own_copy_of_the_seed(tmp_path, monkeypatch):
             assert set(seeded) <= {p.name for p in own.rglob("*") if p.is_file()}
     finally:
         pool.close()
+        template.close_shared()  # the next test's template starts its renderer again

@@ -159,6 +159,9 @@ class WorkerProcess:
         it). A fork someone waits for skips that warm-up when a shader cache seed exists: it
         pays ~0.1 s on its first render, if it renders, not on its start."""
         out = argv[argv.index("tools.worker") + 1:]
+        if template.renderer_warm() and "--no-warm-render" not in out:
+            out.append("--no-warm-render")  # its renderer is the template's, started already
+            return out
         if spare:
             return out
         if not restore and shader_cache.seeded() and "--no-warm-render" not in out:

@@ -39,12 +39,20 @@ def _preload() -> dict:
     from tools.worker import main as worker_main  # noqa: F401
 
     lazy_cq.preload()
+    warm = os.environ.get("MODELWRIGHT_TEMPLATE_RENDERER") == "1"
+    if warm:  # start the renderer here once (tools/sandbox/template.py renderer_in_template)
+        import tempfile
+
+        from tools.worker import render
+
+        with tempfile.TemporaryDirectory(prefix="mw-template-render-") as out:
+            render.Renderer(out).warm_up()
     state.factory_reset_for_forks()
     # What the template holds is frozen out of the cyclic collector: a fork's collections then
     # never walk (and so never copy) the pages of the template's objects, bpy's and OCCT's.
     gc.collect()
     gc.freeze()
-    return {"startup_s": time.perf_counter() - t0}
+    return {"startup_s": time.perf_counter() - t0, "renderer_warm": warm}
 
 
 def _child(req: dict, fds: list[int], sock: socket.socket) -> None:
