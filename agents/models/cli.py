@@ -32,6 +32,13 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.0f} MB" if n else "-"
 
 
+def _shipped_note(adapter) -> str:
+    if not adapter.shipped:
+        return ""
+    default = ", the Local agent's default" if adapter.default else ""
+    return f"  (shipped{default}; measured: {adapter.report})"
+
+
 def register(app: typer.Typer) -> None:
     models = typer.Typer(help="Models and adapters by name: the packaged base, GGUF files, "
                               "folders, hub-cache ids.", no_args_is_help=True)
@@ -51,7 +58,7 @@ def register(app: typer.Typer) -> None:
             _echo(f"{e.name:28} {e.kind:6} {_size(e.size_bytes):>8}  {e.source}{note}")
             for a in adapters:
                 if a.base_name == e.name:
-                    _echo(f"  adapter {a.name:20} {a.path}")
+                    _echo(f"  adapter {a.name:20} {a.path}{_shipped_note(a)}")
         for a in adapters:
             if a.base_name is None:
                 _echo(f"adapter {a.name:20} {a.path}  (base {a.base or 'unknown'}, not registered)")
@@ -84,6 +91,8 @@ def register(app: typer.Typer) -> None:
         for key, value in info.items():
             if key == "adapters":
                 value = ", ".join(a["name"] for a in value) or "-"
+            elif isinstance(value, dict | list | tuple):
+                value = json.dumps(value)
             _echo(f"{key:14} {value if value not in (None, '') else '-'}")
 
     @models.command("remove")

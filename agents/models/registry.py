@@ -5,6 +5,9 @@ reference, and the LoRA adapters that belong to each.
                                    manifest.json: name, kind, source, gguf_sha256, created)
     DATA/models/registry.json      references: {"models": {name: entry}, "adapters": {...}}
     DATA/runs/*/adapter/           adapters of runs under the data dir, listed with their base
+                                   (RUN/adapter-latest/ while a run has no final adapter yet)
+    assets/agents/<name>/          adapters shipped with Modelwright, hash-pinned
+                                   (`agents/models/shipped.py`): the Local agent's default
 
 The packaged base (`smollm2-135m-instruct`) is listed before it exists and built from the
 wheel's GGUF on first use (`agents/models/convert.py`: the pinned hash, the conversion). Light
@@ -37,13 +40,16 @@ from agents.models.convert import (
     packaged_gguf,
 )
 from agents.models.files import check_adapter, check_gguf, check_model_folder
+from agents.models.shipped import list_shipped
+from agents.models.shipped import verify as verify_shipped
 
 __all__ = ["BASE_NAME", "BASE_SHA256", "AdapterEntry", "BaseModelMissing", "HashMismatch",
            "ModelEntry", "ModelError", "add", "ensure_base", "list_adapters", "list_models",
-           "packaged_gguf", "remember_adapter", "remove", "resolve", "show"]
+           "packaged_gguf", "remember_adapter", "remove", "resolve", "resolve_adapter", "show"]
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")  # model_source's
 REGISTRY = "registry.json"
+LATEST = "adapter-latest"  # a run's newest adapter saved while it trains (training/runs.py)
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,11 @@ class AdapterEntry:
     path: str
     base: str  # adapter_config.json's base_model_name_or_path, as written
     base_name: str | None  # the registered model it belongs to, when one matches
-    registered: bool  # added with `models add --adapter` (else found under DATA/runs)
+    registered: bool  # added with `models add --adapter` (else found under DATA/runs, or shipped)
+    shipped: bool = False  # in assets/agents, pinned by its manifest
+    default: bool = False  # the shipped adapter the Local agent uses when no model is named
+    report: str | None = None  # a shipped adapter's eval report
+    tools: tuple[str, ...] | None = None  # the tools a shipped adapter's prompts showed
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -125,9 +135,27 @@ def show(name: str, data_dir: str | os.PathLike[str] | None = None) -> dict:
             return {**entry.to_dict(), "adapters": adapters, **_config_summary(entry.path)}
     for adapter in list_adapters(data_dir):
         if adapter.name == name:
+            if adapter.shipped:
+                manifest = verify_shipped(adapter.path)  # every file is the one it pins
+                return {**adapter.to_dict(), "kind": "adapter",
+                        "measured": manifest.get("measured")}
             check_adapter(adapter.path)
             return {**adapter.to_dict(), "kind": "adapter"}
     raise _unknown(name)
+
+
+def resolve_adapter(text: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """An adapter folder, or the folder of an adapter `models list` names (a registered one, a
+    run's, a shipped one); ModelError (one line) otherwise."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    if NAME.fullmatch(text):
+        for adapter in list_adapters(data_dir):
+            if adapter.name == text:
+                return Path(adapter.path)
+    raise ModelError(f"no adapter folder at {path} and no adapter named {text!r}; "
+                     "`modelwright models list` names the adapters")
 
 
 def resolve(name: str, data_dir: str | os.PathLike[str] | None = None) -> Path | None:
@@ -208,7 +236,12 @@ def remove(name: str, data_dir: str | os.PathLike[str] | None = None) -> str:
             return f"forgot {name} ({entry.get('source') or entry.get('path')}); its files are untouched"
     if name == BASE_NAME:
         return f"{BASE_NAME} is not built; nothing to remove"
-    if any(a.name == name for a in list_adapters(data_dir)):
+    found = next((a for a in list_adapters(data_dir) if a.name == name), None)
+    if found is not None and found.shipped:
+        raise ModelError(f"{name} is shipped with Modelwright ({found.path}), not registered "
+                         "here; delete that folder to drop it (the bare base stays: --model "
+                         f"{BASE_NAME})")
+    if found is not None:
         raise ModelError(f"{name} is a run's adapter under the data dir, not a registered one; "
                          "delete its run folder to drop it")
     raise _unknown(name)
@@ -216,7 +249,8 @@ def remove(name: str, data_dir: str | os.PathLike[str] | None = None) -> str:
 
 # -- adapters --------------------------------------------------------------------------------
 def list_adapters(data_dir: str | os.PathLike[str] | None = None) -> list[AdapterEntry]:
-    """Registered adapters and the final adapters of runs under DATA/runs, each with the
+    """Registered adapters, the adapters of runs under DATA/runs (the final one, else the
+    newest saved while it trains: RUN/adapter-latest) and the shipped ones, each with the
     registered model it was trained on when one matches its base."""
     root = models_dir(data_dir)
     found: list[tuple[str, Path, bool]] = []
@@ -224,13 +258,21 @@ def list_adapters(data_dir: str | os.PathLike[str] | None = None) -> list[Adapte
         found.append((name, Path(ref["path"]), True))
     runs = root.parent / "runs"
     if runs.is_dir():
-        found += [(p.parent.parent.name, p.parent, False)
-                  for p in sorted(runs.glob("*/adapter/adapter_config.json"))]
+        for run in sorted(p for p in runs.iterdir() if p.is_dir()):
+            if (run / "adapter" / "adapter_config.json").is_file():
+                found.append((run.name, run / "adapter", False))
+            elif (run / LATEST / "adapter_config.json").is_file():
+                found.append((f"{run.name}-latest", run / LATEST, False))
     owners = _owners(data_dir)
     out = []
     for name, path, registered in found:
         base = str(_json(path / "adapter_config.json").get("base_model_name_or_path") or "")
         out.append(AdapterEntry(name, str(path), base, _owner(base, owners), registered))
+    for shipped in list_shipped():
+        out.append(AdapterEntry(shipped.name, shipped.path, shipped.base,
+                                _owner(shipped.base, owners), False, shipped=True,
+                                default=shipped.default, report=shipped.report,
+                                tools=tuple(shipped.tools)))
     return out
 
 
@@ -242,7 +284,8 @@ def remember_adapter(path: str | os.PathLike[str],
     for entry in list_adapters(data_dir):
         if Path(entry.path).resolve() == folder:
             return entry
-    label = _slug(folder.parent.name if folder.name == "adapter" else folder.name)
+    label = _slug(folder.parent.name if folder.name == "adapter"
+                  else f"{folder.parent.name}-latest" if folder.name == LATEST else folder.name)
     taken = {a.name for a in list_adapters(data_dir)} | {m.name for m in list_models(data_dir)}
     name, n = label, 1
     while name in taken:

@@ -56,6 +56,13 @@ class HFPolicyConfig:
     # Score the chosen tokens' log-probs at this temperature (default: the sampling one); a
     # greedy GRPO member is scored at its group's temperature, as the trainer scores it.
     score_temperature: float | None = None
+    # The tools shown for a free-form goal (no task toolbox, no `tools`): a shipped adapter's
+    # trained list (agents/models/shipped.py); None: the whole catalogue.
+    goal_tools: list[str] | None = None
+    # Stop-on-prose: when the first turn's first N generated tokens do not begin a tool call,
+    # stop there (the reply has no call and the loop ends the episode). None or 0: off. The
+    # studio's Local agent and `modelwright run --policy hf` turn it on; eval and training don't.
+    prose_stop_tokens: int | None = None
 
 
 class HFPolicy:
@@ -93,8 +100,11 @@ class HFPolicy:
         self._task_id = (task_info or {}).get("task_id")
 
     def shown(self) -> list[str] | None:
-        """The tool names the model is shown: the configured list, else the task's toolbox."""
-        return self.config.tools if self.config.tools is not None else self._task_tools
+        """The tool names the model is shown: the configured list, else the task's toolbox,
+        else (a free-form goal) `goal_tools`."""
+        if self.config.tools is not None:
+            return self.config.tools
+        return self._task_tools if self._task_tools is not None else self.config.goal_tools
 
     def share_first_turn(self, group: GroupSampler, index: int) -> None:
         """Take this episode's first turn from `group`'s batch, as its rollout `index`."""
@@ -120,12 +130,16 @@ class HFPolicy:
         if (sample is None and lockstep is not None and not self.config.temperature
                 and self._task_id is not None and lockstep.has(self._task_id)):  # fmt: skip
             sample = lockstep.request(self._task_id, inputs, self._generate_rows)
+        prose = None
         if sample is None:
             seed = None
             if self.config.temperature and self.config.seed is not None:
                 # Per-turn seed: an episode is reproducible, turns do not repeat each other.
                 seed = self.config.seed * 10_007 + self._turn
-            sample = self._sample_rows(inputs, 1, seed)[0]
+            if self._turn == 0 and self.config.prose_stop_tokens:
+                names = [t["function"]["name"] for t in tools if "function" in t]
+                prose = ProseStop(tokenizer, prompt_len, self.config.prose_stop_tokens, names)
+            sample = self._sample_rows(inputs, 1, seed, stop=prose)[0]
         latency_ms = (time.perf_counter() - start) * 1e3
         completion_ids, logprobs = sample
         tokens = TurnTokens(
@@ -151,14 +165,16 @@ class HFPolicy:
             tokens_out=len(completion_ids),
             latency_ms=latency_ms,
             raw={"completion": text, "completion_ids": completion_ids,
-                 "no_call": parsed.no_call},  # fmt: skip
+                 "no_call": parsed.no_call,
+                 "stopped_on_prose": bool(prose is not None and prose.stopped)},  # fmt: skip
             tokens=tokens,
         )
 
-    def _sample_rows(self, inputs: Any, n: int, seed: int | None) -> list[tuple[list[int], Any]]:
+    def _sample_rows(self, inputs: Any, n: int, seed: int | None,
+                     stop: Any = None) -> list[tuple[list[int], Any]]:
         """`n` completions of one prompt (one `generate`, `n` rows when sampling): each its
         generated ids (up to and including the first end-of-turn token) and their sampling
-        log-probs (None when `logprobs` is off)."""
+        log-probs (None when `logprobs` is off). `stop`: a `ProseStop` (one row)."""
         import torch
 
         prompt_len = int(inputs["input_ids"].shape[1])
@@ -170,6 +186,10 @@ class HFPolicy:
                 gen["top_p"] = self.config.top_p
         if n > 1:
             gen["num_return_sequences"] = n
+        if stop is not None:
+            from transformers import StoppingCriteriaList
+
+            gen["stopping_criteria"] = StoppingCriteriaList([stop.criterion()])
         placeholders = vision_placeholder_ids(self.model)
         if placeholders:
             # A sampled image placeholder would make the row's image tokens outnumber its
@@ -227,6 +247,66 @@ class HFPolicy:
         """Token ids and log-probs of `completion` as the next assistant turn after `messages`."""
         tools = shown_tools(tools, self.shown())
         return completion_logprobs(self.model, self.processor, messages, tools, completion)
+
+
+# What a reply that makes a tool call begins with, in the formats the parser reads
+# (agents/policies/toolcall_parser.py); `<tool_call>` is the local models' own.
+CALL_OPENERS = ("<tool_call>", "<function=", "<|python_tag|>", "[TOOL_CALLS]", "```", "{", "[")
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def begins_call(text: str, tool_names: list[str] = ()) -> bool | None:
+    """True when `text` (a reply so far) begins a tool call, False when it cannot any more
+    (prose), None when it may still (whitespace, part of `<tool_call>`, a `<think>` block
+    not closed yet)."""
+    text = text.lstrip()
+    if text.startswith(THINK_OPEN):
+        _, closed, rest = text[len(THINK_OPEN):].partition(THINK_CLOSE)
+        return begins_call(rest, tool_names) if closed else None
+    if not text:
+        return None
+    openers = (*CALL_OPENERS, *(f"{name}(" for name in tool_names))
+    if any(text.startswith(opener) for opener in openers):
+        return True
+    if any(opener.startswith(text) for opener in (*openers, THINK_OPEN)):
+        return None
+    return False
+
+
+class ProseStop:
+    """Stop-on-prose for one turn: once `budget` tokens are generated, generation stops as
+    soon as the reply cannot begin a tool call (`begins_call`); a reply that began one runs
+    to its end. Counted in tokens, never in time. `stopped` says whether it cut the reply."""
+
+    def __init__(self, tokenizer: Any, prompt_len: int, budget: int,
+                 tool_names: list[str] = ()) -> None:  # fmt: skip
+        self.tokenizer, self.prompt_len, self.budget = tokenizer, prompt_len, int(budget)
+        self.tool_names = list(tool_names)
+        self.verdict: bool | None = None  # True: a call began; False: prose
+        self.stopped = False
+
+    def should_stop(self, generated: list[int]) -> bool:
+        if self.verdict is not None or len(generated) < self.budget:
+            return self.verdict is False
+        text = self.tokenizer.decode(generated, skip_special_tokens=False)
+        self.verdict = begins_call(text, self.tool_names)
+        self.stopped = self.verdict is False
+        return self.stopped
+
+    def criterion(self) -> Any:
+        from transformers import StoppingCriteria
+
+        outer = self
+
+        class _Criterion(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):
+                import torch
+
+                stop = outer.should_stop(input_ids[0, outer.prompt_len:].tolist())
+                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool,
+                                  device=input_ids.device)
+
+        return _Criterion()
 
 
 VISION_KEYS = ("pixel_values", "image_grid_thw")
@@ -515,14 +595,18 @@ def completion_logprobs(
 
 
 def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
-    """Load processor and model (plus LoRA adapter) from local folders; nothing is downloaded."""
-    import torch
-
+    """Load processor and model (plus LoRA adapter) from local folders; nothing is downloaded.
+    A shipped adapter's files are checked against its manifest first (one line naming a
+    changed file), before the model is resolved or torch is imported."""
+    from agents.models.convert import progress
     from agents.models.source import resolve_model
     from tools.cli.exits import Unavailable, UserError
 
-    # A registered name (the packaged base is built from its wheel on first use) or a folder.
+    adapter = None
     try:
+        if config.adapter:
+            adapter = check_adapter_folder(config.adapter)
+        # A registered name (the packaged base is built from its wheel on first use) or a folder.
         path = Path(resolve_model(config.model or DEFAULT_LOCAL_MODEL, probe=False).name)
     except (UserError, Unavailable) as exc:  # one line, as every policy failure is said
         raise PolicyError(str(exc)) from None
@@ -531,6 +615,11 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
             f"no model at {path} (no config.json); `modelwright models list` "
             "names the local models, or point --model at a downloaded checkpoint"
         )
+    started = time.perf_counter()
+    progress(f"loading the model {path.name}" + (f" with the adapter {adapter.name}"
+                                                 if adapter is not None else ""))
+    import torch
+
     device = config.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -540,12 +629,25 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
         ThreadGovernor().apply()
     dtype = "auto" if config.dtype == "auto" else getattr(torch, config.dtype)
     processor, model = load_pretrained(str(path), dtype=dtype, local_files_only=True)
-    if config.adapter:
+    if adapter is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, config.adapter)
+        model = PeftModel.from_pretrained(model, str(adapter))
     model.to(device).eval()
+    progress(f"model loaded on {device} in {time.perf_counter() - started:.1f} s")
     return model, processor
+
+
+def check_adapter_folder(adapter: str) -> Path:
+    """The adapter folder `adapter` names (a folder, or a name `models list` shows); a shipped
+    one verified against its manifest (`agents/models/shipped.py`). UserError: one line."""
+    from agents.models.registry import resolve_adapter
+    from agents.models.shipped import is_shipped, verify
+
+    folder = resolve_adapter(adapter)
+    if is_shipped(folder):
+        verify(folder)
+    return folder
 
 
 def load_pretrained(name: str, **kwargs: Any) -> tuple[Any, Any]:
@@ -569,9 +671,28 @@ def load_pretrained(name: str, **kwargs: Any) -> tuple[Any, Any]:
 
 
 def make_hf(arg: str | None = None, **options: Any) -> HFPolicy:
-    """`--policy hf --model PATH` or `hf:PATH`; options are HFPolicyConfig fields."""
+    """`--policy hf --model PATH` or `hf:PATH`; options are HFPolicyConfig fields. With no
+    model and no adapter named: the default local agent, the shipped adapter on its base
+    (`default_local_config`)."""
     fields = set(HFPolicyConfig.__dataclass_fields__)
     config = HFPolicyConfig(**{k: v for k, v in options.items() if k in fields})
     if arg:
         config.model = arg
-    return HFPolicy(config)
+    return HFPolicy(default_local_config(config))
+
+
+def default_local_config(config: HFPolicyConfig) -> HFPolicyConfig:
+    """`config` with the default shipped adapter (assets/agents, `agents/models/shipped.py`) on
+    its base when it names no model and no adapter and one is shipped (no model otherwise: the
+    bare packaged base); a shipped adapter's trained tool list for free-form goals."""
+    from agents.models.shipped import default_shipped, shipped_at
+
+    if not config.model and not config.adapter:
+        shipped = default_shipped()
+        if shipped is not None:
+            config.model, config.adapter = shipped.base, shipped.path
+    else:
+        shipped = shipped_at(config.adapter) if config.adapter else None
+    if shipped is not None and config.goal_tools is None and shipped.tools:
+        config.goal_tools = list(shipped.tools)
+    return config
