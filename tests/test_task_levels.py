@@ -56,7 +56,9 @@ PINNED = {
 
 
 def spec_hash(task_id: str) -> str:
-    t = get_task(task_id)
+    # The template wording (w0): since #49 an id shows its goal in one of several wordings
+    # picked by the id, none of which changes the task; w0 is the goal it showed before.
+    t = get_task(f"{task_id}:w0")
     working = [c for c in t.oracle if c["tool"] not in QUERIES]
     blob = json.dumps([t.prompt, working, t.constraints], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -83,7 +83,9 @@ def _quantities(prompt: str) -> list[tuple[str, list[float], str]]:
 
 @pytest.mark.parametrize("task_id", TASK_IDS)
 def test_prompt_numbers_are_the_numbers_the_tools_take_in_their_unit(task_id):
-    task = get_task(task_id)
+    # The template wording (w0): the other wordings say the same quantities in other units
+    # and words (tests/test_task_wordings.py checks each against this one).
+    task = get_task(f"{task_id}:w0")
     # a sum, or a limit the result must keep (a printer's build volume), said for the reader
     prompt = re.sub(r"\((?:total|build volume) [^)]*\)", "", task.prompt)
     pools = _pools(task)
@@ -132,7 +134,7 @@ def test_a_part_authored_in_mm_shows_in_metres_and_reads_in_mm(session):
     scene, next to a 1 m cube, and the outliner's words give back the prompt's numbers."""
     from studio.models.units import size_text
 
-    task = get_task("cad_parts:3:0")
+    task = get_task("cad_parts:3:0:w0")  # the template wording: sizes as "A x B x C mm"
     session.reset()
     for c in task.oracle:
         r = session.call(c["tool"], c["args"])

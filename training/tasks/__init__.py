@@ -18,15 +18,25 @@ from training.tasks.base import (
 from training.tasks.config import SPLITS
 from training.tasks.families import FAMILIES
 from training.tasks.spec import Family, TaskError, TaskSpec
+from training.tasks.wording import PHRASINGS
 
 
-def split_ids(split: str, per_family: int = 10, families: list[str] | None = None) -> list[str]:
+def split_ids(split: str, per_family: int = 10, families: list[str] | None = None,
+              phrasing: str = "seen") -> list[str]:  # fmt: skip
     """`per_family` task ids for each family in `split`, levels in turn, seeds from the split's range.
 
-    Held-out families appear only in `test`; `heldout` lists only them.
+    Held-out families appear only in `test`; `heldout` lists only them. `phrasing="unseen"`:
+    the same tasks with their goals in held-out phrasings (`family:level:seed:unseen`, never
+    shown in training; training/tasks/wording.py), for eval splits only.
     """
     if split not in SPLITS and split != "heldout":
         raise TaskError(f"unknown split {split!r}; use one of {[*SPLITS, 'heldout']}")
+    if phrasing not in PHRASINGS:
+        raise TaskError(f"unknown phrasing {phrasing!r}; use one of {list(PHRASINGS)}")
+    if phrasing == "unseen" and split == "train":
+        raise TaskError("the train split never shows held-out phrasings; ask a validation, "
+                        "test or heldout split for them")
+    tail = ":unseen" if phrasing == "unseen" else ""
     chosen = families or list(FAMILIES)
     unknown = [f for f in chosen if f not in FAMILIES]
     if unknown:
@@ -41,7 +51,7 @@ def split_ids(split: str, per_family: int = 10, families: list[str] | None = Non
     for name in chosen:
         levels = FAMILIES[name].levels
         for k in range(per_family):
-            ids.append(f"{name}:{levels[k % len(levels)]}:{seeds[k]}")
+            ids.append(f"{name}:{levels[k % len(levels)]}:{seeds[k]}{tail}")
     return ids
 
 

@@ -1,9 +1,12 @@
 """Tasks: a task id resolved through the families' table (training/tasks/families/).
 
-A task id is `family:level:seed`; the same id always yields the same task. A family's
-generator gets a seeded `random.Random` and returns a `TaskSpec` (prompt, start state,
-oracle plan, constraints, geometry target; training/tasks/spec.py); `Task` binds it to the id
-and offers the contract's `setup`/`evaluate`/`target_image`.
+A task id is `family:level:seed`; the same id always yields the same task, goal text
+included. A family's generator gets a seeded `random.Random` and returns a `TaskSpec` (goal in
+its template wording, start state, oracle plan, constraints, geometry target;
+training/tasks/spec.py); the id then picks the goal's wording among the seen ones
+(training/tasks/wording.py), which changes nothing else. `family:level:seed:unseen` is the same
+task in a held-out phrasing, `family:level:seed:wN` in wording N. `Task` binds the spec to the
+id and offers the contract's `setup`/`evaluate`/`target_image`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from training.rewards import RewardBreakdown
 from training.tasks.config import seed_split
 from training.tasks.families import FAMILIES, REWARD_WEIGHTS
 from training.tasks.spec import TaskError, TaskSpec
+from training.tasks.wording import VOICES, check_phrasing, phrasing_of, wording_index
 
 
 def split_of(family: str, seed: int) -> str:
@@ -38,6 +42,12 @@ class Task:
     seed: int
     spec: TaskSpec
     _target_image: bytes | None = field(default=None, repr=False)
+    wording: int = 0  # which wording its goal is in (0: the template)
+
+    @property
+    def phrasing(self) -> str:
+        """`seen` (a wording training shows) or `unseen` (a held-out phrasing)."""
+        return phrasing_of(self.wording)
 
     @property
     def prompt(self) -> str:
@@ -127,6 +137,8 @@ class Task:
             "seed": self.seed,
             "split": self.split,
             "prompt": self.prompt,
+            "wording": self.wording,
+            "phrasing": self.phrasing,
             "parameters": self.parameters,
             "oracle": self.oracle,
             "constraints": self.constraints,
@@ -138,13 +150,15 @@ class Task:
         }
 
 
-def parse_id(task_id: str) -> tuple[str, int, int]:
+def parse_id(task_id: str) -> tuple[str, int, int, str | None]:
+    """`family:level:seed[:phrasing]` -> (family, level, seed, phrasing or None)."""
     parts = task_id.split(":")
-    if len(parts) != 3:
+    if len(parts) not in (3, 4):
         raise TaskError(
-            f"task id {task_id!r} must be family:level:seed, e.g. primitive_placement:1:42"
+            f"task id {task_id!r} must be family:level:seed, e.g. primitive_placement:1:42 "
+            "(or family:level:seed:unseen for a held-out phrasing of its goal)"
         )
-    name, level_s, seed_s = parts
+    name, level_s, seed_s = parts[:3]
     if name not in FAMILIES:
         raise TaskError(f"unknown task family {name!r}; known: {', '.join(sorted(FAMILIES))}")
     try:
@@ -155,15 +169,27 @@ def parse_id(task_id: str) -> tuple[str, int, int]:
         raise TaskError(f"{name} has levels {list(FAMILIES[name].levels)}, not {level}")
     if seed < 0:
         raise TaskError(f"task id {task_id!r}: seed must be >= 0")
-    return name, level, seed
+    phrasing = None
+    if len(parts) == 4:
+        phrasing = check_phrasing(parts[3])
+        if phrasing is None:
+            raise TaskError(f"task id {task_id!r}: its fourth field is the goal's phrasing: "
+                            f"seen, unseen or w0..w{len(VOICES) - 1}, not {parts[3]!r}")
+        phrasing = None if phrasing == "seen" else phrasing
+    return name, level, seed, phrasing
 
 
 def get_task(task_id: str) -> Task:
-    name, level, seed = parse_id(task_id)
+    name, level, seed, phrasing = parse_id(task_id)
     # str seeds hash deterministically in `random` (not via PYTHONHASHSEED).
     rng = random.Random(f"{name}:{level}:{seed}")
-    spec = FAMILIES[name].make(level, rng)
-    return Task(id=f"{name}:{level}:{seed}", family=name, level=level, seed=seed, spec=spec)
+    family = FAMILIES[name]
+    spec = family.make(level, rng)
+    # The wording is chosen after everything the checker reads is drawn, from its own hash.
+    wording = wording_index(name, level, seed, phrasing)
+    spec.prompt = family.wordings.say(spec.prompt, wording)
+    canonical = f"{name}:{level}:{seed}" + (f":{phrasing}" if phrasing else "")
+    return Task(id=canonical, family=name, level=level, seed=seed, spec=spec, wording=wording)
 
 
 def list_families() -> list[dict[str, Any]]:

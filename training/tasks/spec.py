@@ -2,7 +2,7 @@
 (level, seed) (`TaskSpec`), and `call`, one step of a plan.
 
 A family module declares `FAMILY = Family(...)` once: name, description, domain, levels,
-reward weights, held-out flag, toolbox and generator. `training/tasks/families/__init__.py`
+reward weights, held-out flag, toolbox, wordings and generator. `training/tasks/families/__init__.py`
 lists every family in one table; nothing registers by being imported.
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from training.tasks.config import DOMAINS
+from training.tasks.wording import Wordings
 
 
 class TaskError(ValueError):
@@ -51,9 +52,13 @@ class Family:
     # Never in train or validation seeds: only the `test`/`heldout` splits, refused by the
     # curriculum. Chosen to need skills other families teach, in a new combination.
     held_out: bool
-    # The tools its prompts show when no list is configured (training/tasks/toolbox.py).
+    # The tools its prompts show when no list is configured, chosen by its author without
+    # looking at its solutions, the same for every level (training/tasks/toolbox.py).
     toolbox: tuple[str, ...]
     make: Callable[[int, random.Random], TaskSpec]
+    # How its goals are re-said in the other wordings: its phrase swaps and frames
+    # (training/tasks/wording.py). Left out: only the numbers and the frame change.
+    wordings: Wordings = Wordings()
 
     def __post_init__(self) -> None:
         if self.domain not in DOMAINS:

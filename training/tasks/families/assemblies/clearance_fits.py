@@ -17,8 +17,10 @@ from training.tasks.recipes.assembly import (
     r2,
     r4,
 )
+from training.tasks.recipes.phrases import N
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================== clearance fits
 
@@ -132,6 +134,25 @@ def clearance_fits(level: int, rng: random.Random) -> TaskSpec:
     return _bore_fits(level, rng) if level <= 2 else _drawers(level, rng)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"with a radial clearance of (?P<c>{N}) m",
+         "leaving {c} m of clearance all round", "with {c} m radial clearance",
+         "with a {c} m gap all round", "radial clearance {c} m", "with a radial clearance of {c} m",
+         unseen=("with a {c} m running gap on the radius",)),
+    swap(r"coaxial with it", "on the same axis", "sharing its axis", "centred in it",
+         "concentric with it", "coaxial with it", unseen=("lined up on its axis",)),
+    swap(r"Hollow each drawer with a boolean difference\.",
+         "Hollow each drawer out with a boolean difference.",
+         "Use a boolean difference to hollow each drawer.",
+         "Each drawer is hollowed with a boolean difference.",
+         "Hollow the drawers with boolean differences.",
+         "Hollow each drawer with a boolean difference.",
+         unseen=("Carve out each drawer's inside with a boolean difference.",)),
+))
+
+
 FAMILY = Family(
     name="clearance_fits",
     description="Fit parts with a stated clearance or interference: shafts and pins in bores, drawers.",
@@ -141,5 +162,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("assembly"),
+    wordings=WORDINGS,
     make=clearance_fits,
 )

@@ -15,9 +15,11 @@ from training.tasks.recipes.assembly import (
     placed,
     r2,
 )
+from training.tasks.recipes.phrases import NAME
 from training.tasks.recipes.scene import fmt
 from training.tasks.spec import Family, TaskSpec
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def bbox(it: dict[str, Any]) -> tuple[list[float], list[float]]:
@@ -125,6 +127,22 @@ def face_mates(level: int, rng: random.Random) -> TaskSpec:
                     start=[add(base)])
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"(?P<a>its [-+][xyz] face) flush with (?P<b>the [-+][xyz] face of {NAME})",
+         "{a} lined up with {b}", "{a} in line with {b}", "{a} aligned with {b}",
+         "{a} level with {b}", "{a} flush with {b}",
+         unseen=("{a} in the same plane as {b}",)),
+    swap(r"\(flush\)", "(faces touching)", "(flush, touching)", "(flush against it)",
+         "(face to face)", "(flush)", unseen=("(no gap between them)",)),
+    swap(r"bottoms level", "bottoms aligned", "with level bottoms", "bottom faces level",
+         "bottoms flush", "bottoms level", unseen=("sharing a bottom plane",)),
+    swap(r"Build in order: ", "Build, in order: ", "In this order, build: ", "Add in order: ",
+         "Build these in order: ", "Build in order: ", unseen=("In sequence, add: ",)),
+))
+
+
 FAMILY = Family(
     name="face_mates",
     description="Mate parts face to face: on top, against a side, flush edges or centred; chains and dowels.",
@@ -134,5 +152,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("assembly"),
+    wordings=WORDINGS,
     make=face_mates,
 )

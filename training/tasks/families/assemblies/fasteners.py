@@ -18,8 +18,10 @@ from training.tasks.recipes.assembly import (
     r2,
     r4,
 )
+from training.tasks.recipes.phrases import N
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def drilled(plate: dict[str, Any], holes: list[list[float]], d: float, prefix: str) -> list[dict]:
@@ -143,6 +145,29 @@ def fasteners(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"Bolt through (?P<w>it|each hole i):",
+         "Put a bolt through {w}:", "Fit a bolt through {w}:", "Bolt through {w}:",
+         "Through {w}, add a bolt:", "Add a bolt through {w}:",
+         unseen=("Pass a bolt through {w}:", "Secure it with a bolt through {w}:")),
+    swap(r"seated on the top face", "sitting on the top face", "resting on the top face",
+         "seated on the top face", "on the top face", "seated on top",
+         unseen=("bearing down on the top face",)),
+    swap(rf"from the top face down to (?P<d>{N}) m below the bottom",
+         "from the top face to {d} m below the bottom",
+         "running from the top face down to {d} m below the bottom face",
+         "reaching from the top face to {d} m under the bottom",
+         "from the top face down to {d} m below the bottom",
+         "from the top face down, ending {d} m below the bottom",
+         unseen=("sticking out {d} m under the bottom, from the top face down",)),
+    swap(r"against the bottom face", "against the bottom face", "tight under the bottom face",
+         "up against the bottom face", "against the underside", "against the bottom face",
+         unseen=("snug under the bottom face",)),
+))
+
+
 FAMILY = Family(
     name="fasteners",
     description="Bolt stacks of drilled plates: shanks through aligned holes, heads, washers and nuts.",
@@ -152,5 +177,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("assembly"),
+    wordings=WORDINGS,
     make=fasteners,
 )

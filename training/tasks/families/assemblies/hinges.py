@@ -18,8 +18,10 @@ from training.tasks.recipes.assembly import (
     r2,
     r4,
 )
+from training.tasks.recipes.phrases import LEADS
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================== hinges
 
@@ -152,6 +154,25 @@ def hinges(level: int, rng: random.Random) -> TaskSpec:
     return _leaf_hinge(level, rng) if level <= 3 else _lid_hinge(level, rng)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"\(the angle between the leaves; it swings from 0° closed to 180° flat\)",
+         "(the angle between the leaves: 0° is closed, 180° flat)",
+         "(measured between the leaves, from 0° closed to 180° flat)",
+         "(angle between the leaves; 0° closed, 180° flat)",
+         "(the angle between the leaves, 0° when closed and 180° when flat)",
+         "(the angle between the leaves; it swings from 0° closed to 180° flat)",
+         unseen=("(0° means folded shut and 180° lying flat, measured between the leaves)",)),
+    swap(r"lies flat with its \+y edge on the hinge axis",
+         "lies flat, its +y edge on the hinge axis", "lies flat with its +y edge along the hinge axis",
+         "is flat, with its +y edge on the hinge axis", "lies flat with the +y edge on the hinge axis",
+         "lies flat with its +y edge on the hinge axis",
+         unseen=("is lying flat and its +y edge runs along the hinge axis",)),
+    *LEADS,
+))
+
+
 FAMILY = Family(
     name="hinges",
     description="Hinges: leaves and a pin opened to an angle; knuckles; a box lid hinged at its back edge.",
@@ -161,5 +182,6 @@ FAMILY = Family(
     held_out=True,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("assembly"),
+    wordings=WORDINGS,
     make=hinges,
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 from training.tasks.recipes import parts as P
+from training.tasks.recipes.phrases import CAD, LEADS, SCENE
 from training.tasks.recipes.scene import (
     COLOURS,
     add_call,
@@ -17,6 +18,7 @@ from training.tasks.recipes.scene import (
 )
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _deliverables_45(level: int, rng: random.Random) -> TaskSpec:
@@ -132,6 +134,20 @@ def deliverables(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"as glTF binary", "as a binary glTF (.glb)", "as GLB", "in glTF binary form",
+         "as glTF binary", "as a glTF binary file", unseen=("as a .glb file",)),
+    swap(r"as a STEP file", "as STEP", "in STEP format", "to STEP", "as a STEP file",
+         "as a STEP file", unseen=("as a .step file",)),
+    swap(r"(?P<w>[Ee]xport) ", unseen=(lambda m: "Save " if m.group("w")[0] == "E" else "save ",)),
+    *LEADS,
+    *SCENE,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="deliverables",
     description="Produce files (.step, .glb) that reload with the right geometry.",
@@ -148,5 +164,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("files", extra=("cadquery_script", "cad_box", "cad_cylinder")),
+    wordings=WORDINGS,
     make=deliverables,
 )

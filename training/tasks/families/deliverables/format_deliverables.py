@@ -18,9 +18,11 @@ from training.tasks.recipes.boxes import (
     rounded_all,
     where,
 )
+from training.tasks.recipes.phrases import CAD, LEADS, SCENE
 from training.tasks.recipes.scene import COLOURS, fmt
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _glb_object(p: P.Part, offset) -> dict[str, Any]:
@@ -131,6 +133,22 @@ def format_deliverables(level: int, rng: random.Random) -> TaskSpec:
                     oracle=oracle, constraints=cons, start=start, deliverables=deliver)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"Then deliver ", "Then export ", "Deliverables: ", "Finally deliver ", "Then hand over ",
+         "Then deliver ", unseen=("When done, deliver ",)),
+    swap(r"keeping their names", "with their names kept", "keeping the object names", "names kept",
+         "keeping their names", "keeping their names", unseen=("without renaming them",)),
+    swap(r"an STL in millimetres", "a millimetre STL", "an STL (mm)", "an STL in mm",
+         "an STL in millimetres", "an STL in millimetres",
+         unseen=("an STL file scaled in millimetres",)),
+    *LEADS,
+    *SCENE,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="format_deliverables",
     description="Deliver STEP, GLB and STL files that reload with the right geometry, names and units; "
@@ -141,5 +159,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", "files", extra=("cadquery_script",)),
+    wordings=WORDINGS,
     make=format_deliverables,
 )

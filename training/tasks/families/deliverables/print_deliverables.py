@@ -13,8 +13,10 @@ from training.tasks.recipes.boxes import (
     DELIVERABLE_WEIGHTS,
     rounded,
 )
+from training.tasks.recipes.phrases import CAD, LEADS
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ deliverable files
 
@@ -154,6 +156,26 @@ def print_deliverables(level: int, rng: random.Random) -> TaskSpec:
                     oracle=oracle, constraints=cons, start=start, deliverables=deliver)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"^(?:Get this ready for a printer|Prepare for printing on a printer)",
+         "Prepare this for a printer", "Get it ready to print on a printer",
+         "Set this up for a printer", "Make it print-ready for a printer",
+         "Prepare for printing on a printer",
+         unseen=("This has to go to a printer",)),
+    swap(r"The plate's corner is at the origin, the plate spanning \+X and \+Y at Z = 0",
+         "The plate's corner is at the origin and the plate spans +X and +Y at Z = 0",
+         "The build plate starts at the origin and spans +X and +Y at Z = 0",
+         "The plate has its corner at the origin, spanning +X and +Y at Z = 0",
+         "The plate's corner sits at the origin, the plate covering +X and +Y at Z = 0",
+         "The plate's corner is at the origin, the plate spanning +X and +Y at Z = 0",
+         unseen=("The printer's plate begins at the origin and runs along +X and +Y at Z = 0",)),
+    *LEADS,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="print_deliverables",
     description="Deliver parts for 3D printing: 3MF and millimetre STL, on the build plate, inside the "
@@ -164,5 +186,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", "files"),
+    wordings=WORDINGS,
     make=print_deliverables,
 )

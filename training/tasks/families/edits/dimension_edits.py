@@ -16,9 +16,11 @@ from training.tasks.recipes.cad_edit import (
     cad_script,
     place_at,
 )
+from training.tasks.recipes.phrases import CAD
 from training.tasks.recipes.scene import fmt
 from training.tasks.spec import Family, TaskSpec
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def random_part(kind: str, name: str, rng: random.Random) -> CadPart:
@@ -158,6 +160,23 @@ def dimension_edits(level: int, rng: random.Random) -> TaskSpec:
                     constraints=cons, start=start)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"^The scene holds ", "The scene has ", "In the scene there is ", "The scene contains ",
+         "Here is ", "The scene holds ",
+         unseen=("You'll find this in the scene: ", "Already in the scene: ")),
+    swap(r"Edit it: ", "The change: ", "Change: ", "Edit: ", "Please change it: ", "Edit it: ",
+         unseen=("What needs changing: ",)),
+    swap(r" Keep every other dimension, feature and placement as it is\.",
+         " Everything else stays the same.", " Keep all other dimensions, features and placement.",
+         " Leave every other dimension, feature and placement alone.", " Nothing else changes.",
+         " Keep every other dimension, feature and placement as it is.",
+         unseen=(" All other sizes, features and positions must not change.",)),
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="dimension_edits",
     description="Change one dimension of a prepared CAD part (a hole, a length, a thickness), keep the rest.",
@@ -167,5 +186,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad"),
+    wordings=WORDINGS,
     make=dimension_edits,
 )

@@ -18,9 +18,11 @@ from training.tasks.recipes.cad_edit import (
     place_at,
     placement_of,
 )
+from training.tasks.recipes.phrases import CAD, N
 from training.tasks.recipes.scene import fmt
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _features(base: CadPart, level: int, rng: random.Random):
@@ -120,6 +122,33 @@ def feature_edits(level: int, rng: random.Random) -> TaskSpec:
                     constraints=cons, start=start)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"^The scene holds ", "The scene has ", "In the scene there is ", "The scene contains ",
+         "Here is ", "The scene holds ",
+         unseen=("You'll find this in the scene: ", "Already in the scene: ")),
+    swap(r"(?P<w>Add to it|Add features), in this order(?P<on>[:,])",
+         "{w}, in this order{on}", "{w}, in order{on}", "{w} in this order{on}",
+         "{w}, each after the last{on}", "{w}, in this order{on}",
+         unseen=("{w}, strictly in this sequence{on}",)),
+    swap(rf"round its four vertical edges with r=(?P<r>{N}) mm",
+         "fillet its four vertical edges to radius {r} mm", "round the four vertical edges, r = {r} mm",
+         "give its four vertical edges {r} mm fillets", "round its four vertical edges with radius {r} mm",
+         "round its four vertical edges with r={r} mm",
+         unseen=("soften the four upright edges with {r} mm radius fillets",)),
+    swap(rf"chamfer its (?P<e>bottom|top) edges (?P<c>{N}) mm",
+         "put a {c} mm chamfer on its {e} edges", "chamfer the {e} edges by {c} mm",
+         "bevel its {e} edges {c} mm", "add a {c} mm chamfer to the {e} edges",
+         "chamfer its {e} edges {c} mm",
+         unseen=("break the {e} edges with a {c} mm chamfer",)),
+    swap(r" Leave the rest as it is\.", " Leave everything else alone.", " Nothing else changes.",
+         " Keep the rest as it is.", " The rest stays as it is.", " Leave the rest as it is.",
+         unseen=(" Don't change anything else about it.",)),
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="feature_edits",
     description="Add features to a prepared CAD part: holes, pockets, fillets, chamfers, bosses, patterns.",
@@ -129,5 +158,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad"),
+    wordings=WORDINGS,
     make=feature_edits,
 )

@@ -18,8 +18,10 @@ from training.tasks.recipes.assembly import (
     r2,
     r4,
 )
+from training.tasks.recipes.phrases import N
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================== mirror and pattern edits
 
@@ -138,6 +140,30 @@ def mirror_pattern_edits(level: int, rng: random.Random) -> TaskSpec:
                     oracle=oracle, constraints=cons, start=start)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"Mirror it across that plane \(X\) to make the pair, one object",
+         "Mirror it across that plane (X) to make the pair, as one object",
+         "Make the pair by mirroring it across that plane (X), one object",
+         "Mirror it in that plane (X) so the pair is one object",
+         "Mirror it over that plane (X) into a pair, one object",
+         "Mirror it across that plane (X) to make the pair, one object",
+         unseen=("Reflect it through that plane (X) so both halves form one object",)),
+    swap(rf"repeat the pair (?P<n>\d+) times along \+x with (?P<g>{N}) m gaps between repeats",
+         "repeat the pair {n} times along +x with {g} m gaps between them",
+         "repeat the pair {n} times in +x, gaps of {g} m between repeats",
+         "array the pair {n} times along +x with {g} m gaps between repeats",
+         "repeat the pair {n} times along +x, leaving {g} m gaps between repeats",
+         "repeat the pair {n} times along +x with {g} m gaps between repeats",
+         unseen=("repeat the pair {n} times heading in +x, {g} m of gap between neighbours",)),
+    swap(r"evenly spaced", "equally spaced", "spaced evenly", "evenly spaced", "at equal spacing",
+         "evenly spaced", unseen=("at even intervals",)),
+    swap(r"counter-clockwise", "anticlockwise", "counterclockwise", "counter-clockwise",
+         "anticlockwise", "counter-clockwise", unseen=("going anticlockwise",)),
+))
+
+
 FAMILY = Family(
     name="mirror_pattern_edits",
     description="Mirror a prepared half-model, pattern a feature in a row or circle; mirror then pattern.",
@@ -147,5 +173,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", extra=("modifier", "join")),
+    wordings=WORDINGS,
     make=mirror_pattern_edits,
 )

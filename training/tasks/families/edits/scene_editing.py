@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 from training.tasks.config import SCENE_WEIGHTS
+from training.tasks.recipes.phrases import MOVES
 from training.tasks.recipes.scene import (
     add_call,
     fmt,
@@ -18,6 +19,7 @@ from training.tasks.recipes.scene import (
 )
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _edit(rng: random.Random, it: dict[str, Any], op: str) -> tuple[str, dict | None, dict]:
@@ -142,6 +144,21 @@ def scene_editing(level: int, rng: random.Random) -> TaskSpec:
     return _edit_task(rng, items, texts, oracle, constraints, finals)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"^(?:In this scene, |Edit the scene: |Please )",
+         "Changes to the scene: ", "Make these edits: ", "In this scene, ", "Edit the scene: ",
+         "Please ", unseen=("A few changes are needed: ", "Here's what should change: ")),
+    swap(r" Leave everything else as it is\.",
+         " Don't touch anything else.", " Everything else stays as it is.",
+         " Nothing else should change.", " Keep the rest unchanged.",
+         " Leave everything else as it is.",
+         unseen=(" The rest of the scene must not move.", " Anything not mentioned stays put.")),
+    *MOVES,
+))
+
+
 FAMILY = Family(
     name="scene_editing",
     description="Move, scale, turn or delete objects of a prepared scene to meet constraints.",
@@ -151,5 +168,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene"),
+    wordings=WORDINGS,
     make=scene_editing,
 )

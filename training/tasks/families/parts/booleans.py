@@ -8,10 +8,12 @@ import math
 import random
 
 from training.tasks.config import SCENE_WEIGHTS
+from training.tasks.recipes.phrases import LEADS
 from training.tasks.recipes.scene import add_call, counted, fmt, item, r05
 from training.tasks.scene_geometry import SEGMENTS
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def polygon_area(radius: float, n: int = SEGMENTS) -> float:
@@ -215,6 +217,25 @@ def booleans(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"with a boolean difference", "using a boolean difference", "by a boolean difference",
+         "with a difference boolean", "with a boolean difference", "using boolean subtraction",
+         unseen=("by subtracting it (boolean)",)),
+    swap(r"with boolean differences", "using boolean differences", "by boolean differences",
+         "with difference booleans", "with boolean differences", "using boolean subtractions",
+         unseen=("by subtracting cylinders (booleans)",)),
+    swap(r"with a boolean union", "using a boolean union", "by a boolean union",
+         "with a union boolean", "with a boolean union", "by a union",
+         unseen=("by merging them (boolean union)",)),
+    swap(r"Remove every cutter\.", "Delete every cutter.", "Remove all the cutters.",
+         "No cutter may be left.", "Remove every cutter.", "Clean up every cutter.",
+         unseen=("Leave no cutters behind.",)),
+    *LEADS,
+))
+
+
 FAMILY = Family(
     name="booleans",
     description="Cut holes and join parts with mesh booleans; repeat parts with an array modifier.",
@@ -224,5 +245,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("mesh", extra=("duplicate",)),
+    wordings=WORDINGS,
     make=booleans,
 )

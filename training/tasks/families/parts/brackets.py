@@ -16,8 +16,10 @@ from training.tasks.recipes.cad_plan import (
     pts_text,
     spec,
 )
+from training.tasks.recipes.phrases import CAD, LEADS, N
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def numbers(plan: list[dict[str, Any]]) -> list[float]:
@@ -140,6 +142,29 @@ def brackets(level: int, rng: random.Random) -> TaskSpec:
     return spec(prompt, plan, names, {"brackets": kinds, "level": level}, holes=holes)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"drawn as a profile in the XY plane from the points",
+         "its profile in the XY plane through the points", "as an XY-plane profile with the points",
+         "sketched in the XY plane through the points", "a profile in the XY plane with corners",
+         "drawn as a profile in the XY plane from the points",
+         unseen=("outlined in the XY plane by the points",)),
+    swap(rf"extruded (?P<e>{N}) mm along \+Z from Z=0",
+         "extruded {e} mm in +Z from Z=0", "pulled {e} mm along +Z from Z=0",
+         "extruded along +Z by {e} mm from Z=0", "extruded {e} mm up along +Z from Z=0",
+         "extruded {e} mm along +Z from Z=0",
+         unseen=("given a depth of {e} mm along +Z starting at Z=0",)),
+    swap(rf"(?P<w>inside|outside) of each bend rounded r=(?P<r>{N}) mm",
+         "{w} of each bend rounded to radius {r} mm", "{w} of every bend filleted r = {r} mm",
+         "{w} of each bend with a {r} mm radius", "{w} of each bend rounded r={r} mm",
+         "{w} of each bend rounded r={r} mm",
+         unseen=("{w} of each bend softened to a {r} mm radius",)),
+    *LEADS,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="brackets",
     description="Sheet-metal-like L, U and Z brackets: a profile of a thickness, bends rounded as fillets, "
@@ -150,5 +175,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad"),
+    wordings=WORDINGS,
     make=brackets,
 )

@@ -15,8 +15,10 @@ from training.tasks.recipes.catalogue import (
     pick_pair,
     topology_check,
 )
+from training.tasks.recipes.phrases import CAD, N
 from training.tasks.spec import Family, TaskSpec
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def cad_parts(level: int, rng: random.Random) -> TaskSpec:
@@ -44,6 +46,28 @@ def cad_parts(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"^(?:Model two parts:|Create two CAD parts:) ",
+         "Create two CAD parts: ", "Build two exact CAD solids: ", "Two CAD parts: ",
+         "Make two parts: ", "Model two parts: ", unseen=("I need two CAD parts: ",)),
+    swap(r"^Build, as exact CAD solids, ",
+         "Build these as exact CAD solids: ", "Create, as exact CAD solids, ", "CAD parts: ",
+         "Make these exact CAD solids: ", "Build, as exact CAD solids, ",
+         unseen=("I need these as precise CAD bodies: ",)),
+    swap(r"^(?:Model|Create a CAD part:|Build, as an exact CAD solid,) (?!two )",
+         "Model, as a CAD part, ", "Create a CAD part: ", "Build this as an exact CAD solid: ",
+         "Make a CAD part: ", "Model ", unseen=("As a precise CAD body, build ",
+                                                "I need a CAD part: ")),
+    swap(rf"(?P<d>{N}) mm diameter for (?P<l>{N}) mm",
+         "{d} mm diameter for {l} mm", "{d} mm across for {l} mm", "{d} mm diameter over {l} mm",
+         "{d} mm in diameter for {l} mm", "{d} mm diameter for {l} mm",
+         unseen=("a {l} mm length at {d} mm diameter",)),
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="cad_parts",
     description="Model dimensioned CadQuery parts: plates with hole patterns, shafts, flanges, brackets, trays.",
@@ -53,5 +77,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", extra=("cadquery_script",)),
+    wordings=WORDINGS,
     make=cad_parts,
 )

@@ -14,8 +14,10 @@ from training.tasks.recipes.cad_plan import (
     pts_text,
     spec,
 )
+from training.tasks.recipes.phrases import CAD, LEADS, N
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def enclosures(level: int, rng: random.Random) -> TaskSpec:
@@ -82,6 +84,22 @@ def enclosures(level: int, rng: random.Random) -> TaskSpec:
     return spec(prompt, plan, names, {"level": level, "size": [ln, wd, ht]}, holes=holes)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"open at the top with (?P<w>{N}) mm walls and floor",
+         "open-topped, walls and floor {w} mm thick", "with an open top and {w} mm walls and floor",
+         "open on top, with {w} mm walls and floor", "open at the top, {w} mm thick walls and floor",
+         "open at the top with {w} mm walls and floor",
+         unseen=("with no top, its walls and floor {w} mm thick",)),
+    swap(r"lying on the rim", "resting on the rim", "sitting on the rim", "on the rim",
+         "lying on the rim", "lying on the rim", unseen=("laid on top of the walls",)),
+    swap(r"a separate lid ", unseen=("a loose lid ",)),
+    *LEADS,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="enclosures",
     description="Shelled enclosures: boxes with walls, filleted corners, lids, screw bosses, screw holes "
@@ -92,5 +110,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", extra=("boolean",)),
+    wordings=WORDINGS,
     make=enclosures,
 )

@@ -14,8 +14,10 @@ from training.tasks.recipes.cad_plan import (
     reference,
     spec,
 )
+from training.tasks.recipes.phrases import CAD, LEADS, N
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 WORDS = ("PUMP", "FAN", "VALVE", "IN", "OUT", "A-12", "12V", "MAIN", "AUX", "TEST", "OK", "B7",
          "LINE", "GND", "ZONE 3", "NO 5")
@@ -114,6 +116,25 @@ def _panel(rng: random.Random, name: str) -> TaskSpec:
                                                    "size": [ln, wd, t]})
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"(?<!with )letters (?P<h>{N}) mm tall", "{h} mm high letters", "in {h} mm letters",
+         "letter height {h} mm", "with {h} mm tall letters", "letters {h} mm tall",
+         unseen=("a text height of {h} mm",)),
+    swap(rf"(?P<how>embossed|engraved) (?P<d>{N}) mm on the top face",
+         "{how} on the top face, {d} mm", "{how} by {d} mm on the top face",
+         "{how} {d} mm on the top", "on the top face, {how} {d} mm",
+         "{how} {d} mm on the top face",
+         unseen=("{how} to {d} mm on the upper face",)),
+    swap(rf"rounded r=(?P<r>{N}) mm", "rounded to radius {r} mm", "rounded r = {r} mm",
+         "rounded with radius {r} mm", "rounded r={r} mm", "rounded r={r} mm",
+         unseen=("rounded off at {r} mm",)),
+    *LEADS,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="engraved_text",
     description="Engrave or emboss text on plates, tags and panels (with corner rounds, holes and labels).",
@@ -123,5 +144,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", extra=("cad_text",)),
+    wordings=WORDINGS,
     make=engraved_text,
 )

@@ -14,8 +14,10 @@ from training.tasks.recipes.cad_plan import (
     lead,
     spec,
 )
+from training.tasks.recipes.phrases import CAD, LEADS, N
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _bolt_circle(rb: float, n: int, start: float = 0.0) -> list[list[float]]:
@@ -119,6 +121,22 @@ def feature_patterns(level: int, rng: random.Random) -> TaskSpec:
     return spec(prompt, plan, [plate, fl], {"level": 5}, holes=holes)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"(?P<g>{N}) mm apart along X and (?P<h>{N}) mm along Y",
+         "spaced {g} mm in X and {h} mm in Y", "at {g} mm pitch in X and {h} mm in Y",
+         "{g} mm apart in X, {h} mm in Y", "with {g} mm spacing along X and {h} mm along Y",
+         "{g} mm apart along X and {h} mm along Y",
+         unseen=("{g} mm from each other in X and {h} mm in Y",)),
+    swap(r"centred on the origin", "centred on the origin", "centred at the origin",
+         "around the origin", "centred about the origin", "centred on the origin",
+         unseen=("with the origin in its middle",)),
+    *LEADS,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="feature_patterns",
     description="Hole grids and bolt circles on plates and flanges, with filleted corners and chamfered "
@@ -129,5 +147,6 @@ FAMILY = Family(
     held_out=True,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad"),
+    wordings=WORDINGS,
     make=feature_patterns,
 )

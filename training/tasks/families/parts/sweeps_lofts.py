@@ -11,8 +11,10 @@ from training.tasks.recipes.cad_plan import (
     lead,
     spec,
 )
+from training.tasks.recipes.phrases import CAD, LEADS, N
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _pipe_bend(rng: random.Random, name: str):
@@ -164,6 +166,25 @@ def sweeps_lofts(level: int, rng: random.Random) -> TaskSpec:
     return spec(prompt, plan, [name], {"level": level}, holes=holes)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"its centreline through", "its centre line passing through",
+         "following a centreline through", "with its centreline through",
+         "its axis running through", "its centreline through",
+         unseen=("whose centreline runs through",)),
+    swap(rf"(?P<o>{N}) mm outside and (?P<i>{N}) mm inside",
+         "{o} mm OD and {i} mm ID", "{o} mm outer and {i} mm inner diameter",
+         "with {o} mm outside and {i} mm inside diameters", "{o} mm outside, {i} mm inside",
+         "{o} mm outside and {i} mm inside",
+         unseen=("{o} mm across outside, {i} mm across inside",)),
+    swap(r"open at both ends", "open at both ends", "with both ends open", "open-ended",
+         "open at each end", "open at both ends", unseen=("with no caps on its ends",)),
+    *LEADS,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="sweeps_lofts",
     description="Sweep profiles along paths and loft between sections: rods, handles, mugs, duct "
@@ -174,5 +195,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", extra=("boolean", "cad_sweep", "cad_loft")),
+    wordings=WORDINGS,
     make=sweeps_lofts,
 )

@@ -15,8 +15,10 @@ from training.tasks.recipes.cad_plan import (
     lead,
     spec,
 )
+from training.tasks.recipes.phrases import CAD, LEADS, N
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _profile(kind: str, rng: random.Random, name: str) -> dict[str, Any]:
@@ -115,6 +117,26 @@ def turned_parts(level: int, rng: random.Random) -> TaskSpec:
                 holes={a: holes_a, b: holes_b})
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"turned about the Z axis from Z=0",
+         "revolved about the Z axis, starting at Z=0", "turned around Z from Z=0",
+         "a solid of revolution about Z from Z=0", "turned on the Z axis from Z=0",
+         "turned about the Z axis from Z=0",
+         unseen=("lathe-turned around the Z axis starting at Z=0",)),
+    swap(rf"the top end's edge chamfered (?P<c>{N}) mm",
+         "the top edge chamfered {c} mm", "a {c} mm chamfer on the top edge",
+         "its top edge chamfered {c} mm", "the edge at the top chamfered {c} mm",
+         "the top end's edge chamfered {c} mm",
+         unseen=("a {c} mm chamfer breaking the top edge",)),
+    swap(rf"up to Z=(?P<z>{N}) mm", "as far as Z={z} mm", "to Z={z} mm", "until Z={z} mm",
+         "up to Z={z} mm", "up to Z={z} mm", unseen=("reaching Z={z} mm",)),
+    *LEADS,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="turned_parts",
     description="Turn parts by revolving a profile: pins, knobs, stepped shafts, bottles; then grooves, "
@@ -125,5 +147,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", extra=("boolean", "cad_sweep")),
+    wordings=WORDINGS,
     make=turned_parts,
 )

@@ -10,8 +10,10 @@ import random
 from training.tasks import shapes
 from training.tasks.config import CAD_WEIGHTS
 from training.tasks.recipes import parts as P
+from training.tasks.recipes.phrases import CAD
 from training.tasks.spec import Family, TaskSpec
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ drawing reconstruction
 
@@ -100,6 +102,26 @@ def drawing_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"^(?:Here is a drawing to turn into CAD|Model what the drawing shows)",
+         "A drawing to model", "Turn this drawing into CAD", "Build the CAD from the drawing",
+         "Model the part from the drawing", "Here is a drawing to turn into CAD",
+         unseen=("Build what this drawing shows",)),
+    swap(r"Build each as an exact CAD part of the name shown, where the table puts it\.",
+         "Model each as an exact CAD part with the name shown, placed where the table says.",
+         "Build each of them as an exact CAD part, named and placed as the table says.",
+         "Make each an exact CAD part of the name shown, where the table puts it.",
+         "Each becomes an exact CAD part of the name shown, placed as in the table.",
+         "Build each as an exact CAD part of the name shown, where the table puts it.",
+         unseen=("Every part named there should become an exact CAD part, placed as listed.",)),
+    swap(r"The table reads: ", "The table says: ", "The dimension table: ", "From the table: ",
+         "Table: ", "The table reads: ", unseen=("In the table: ",)),
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="drawing_reconstruction",
     description="Rebuild CAD parts from an orthographic drawing sheet with a dimension table.",
@@ -109,5 +131,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", extra=("import_file",)),
+    wordings=WORDINGS,
     make=drawing_reconstruction,
 )

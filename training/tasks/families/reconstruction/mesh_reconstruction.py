@@ -15,8 +15,10 @@ from training.tasks.recipes.catalogue import (
     pick_pair,
     topology_check,
 )
+from training.tasks.recipes.phrases import NAME
 from training.tasks.spec import Family, TaskSpec
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _mesh_pair(rng: random.Random) -> TaskSpec:
@@ -71,6 +73,26 @@ def mesh_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"Rebuild it as an exact CAD part named (?P<n>{NAME}) in the same place\.",
+         "Model it as an exact CAD part {n}, in the same position.",
+         "Recreate it as a CAD part called {n}, where it is.",
+         "Turn it into an exact CAD part named {n} at the same place.",
+         "Reconstruct it as the exact CAD part {n}, in place.",
+         "Rebuild it as an exact CAD part named {n} in the same place.",
+         unseen=("I want it back as a proper CAD part, {n}, sitting where the mesh is.",)),
+    swap(r"Its bounding box is ", "Its bounding box: ", "Overall it measures ", "It is ",
+         "Its bounding box measures ", "Its bounding box is ", unseen=("Its outer size comes to ",)),
+    swap(r"(?P<h>[Hh])ole diameters are whole (?P<rest>or half millimetres|millimetres)",
+         "{h}ole diameters are whole {rest}", "{h}ole sizes are whole {rest}",
+         "{h}ole diameters come in whole {rest}", "{h}ole diameters are whole {rest}",
+         "{h}ole diameters are round numbers: whole {rest}",
+         unseen=("{h}oles were drilled in whole {rest}",)),
+))
+
+
 FAMILY = Family(
     name="mesh_reconstruction",
     description="Rebuild a CAD part from a target mesh file and its overall size.",
@@ -80,5 +102,6 @@ FAMILY = Family(
     held_out=True,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", extra=("cadquery_script", "import_file", "measure")),
+    wordings=WORDINGS,
     make=mesh_reconstruction,
 )

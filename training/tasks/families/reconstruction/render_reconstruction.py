@@ -8,6 +8,7 @@ import math
 import random
 from typing import Any
 
+from training.tasks.recipes.phrases import SCENE, N
 from training.tasks.recipes.scene import (
     KIND_WORDS,
     SIZE_TOL,
@@ -22,6 +23,7 @@ from training.tasks.recipes.scene import (
 )
 from training.tasks.spec import Family, TaskSpec
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def grid_cell(items: list[dict[str, Any]]) -> float:
@@ -95,6 +97,29 @@ def render_reconstruction(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"^(?:Rebuild the scene shown in the target image|Recreate what the target render shows)",
+         "Rebuild the scene in the target image", "Reproduce the scene the target image shows",
+         "Model the scene from the target render", "Recreate the target image's scene",
+         "Copy the scene in the target render",
+         unseen=("Make a scene that looks like the target image",
+                 "Build the scene you see in the target render")),
+    swap(rf"the ground grid has (?P<g>{N}) m cells",
+         "the ground grid's cells are {g} m", "grid squares are {g} m", "the ground grid has {g} m cells",
+         "the floor grid is in {g} m cells", "each grid cell is {g} m",
+         unseen=("each square of the floor grid is {g} m across",)),
+    swap(r" Read their positions from the image\.",
+         " Work out where they are from the image.", " Take their positions from the picture.",
+         " Their positions are in the image.", " Judge the positions from the render.",
+         " Read their positions from the image.",
+         unseen=(" Where each goes, the render shows.",
+                 " You'll have to estimate positions from the views.")),
+    *SCENE,
+))
+
+
 FAMILY = Family(
     name="render_reconstruction",
     description="Rebuild a scene of primitives from a rendered target image.",
@@ -110,5 +135,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", extra=("render",)),
+    wordings=WORDINGS,
     make=render_reconstruction,
 )

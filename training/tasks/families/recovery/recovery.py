@@ -8,9 +8,11 @@ import math
 import random
 from typing import Any
 
+from training.tasks.recipes.phrases import MOVES, NAME, PAINT, N
 from training.tasks.recipes.scene import COLOURS, add_call, fmt, placed, random_items
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _suffixed(rng: random.Random, n: int) -> list[dict[str, Any]]:
@@ -165,6 +167,29 @@ def recovery(level: int, rng: random.Random) -> TaskSpec:
     return _fillet(rng) if level == 2 else _naming(rng, level)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"(?P<r>[Rr])ound the four vertical edges of the CAD part (?P<n>{NAME}) with a fillet "
+         rf"of radius (?P<mm>{N}) mm",
+         "{r}ound the four vertical edges of the CAD part {n}, fillet radius {mm} mm",
+         "{r}ound the four upright edges of CAD part {n} with a {mm} mm fillet",
+         "{r}ound the four vertical edges of the CAD part {n} to radius {mm} mm",
+         "{r}ound the vertical edges (all four) of the CAD part {n}, radius {mm} mm",
+         "{r}ound the four vertical edges of the CAD part {n} with a fillet of radius {mm} mm",
+         unseen=("{r}ound off the four vertical edges of the CAD part {n} at a {mm} mm radius",)),
+    swap(r"(?P<i>[Ii])f the kernel refuses that radius, halve it and try again until it works",
+         "{i}f the kernel refuses it, halve the radius and try again until it works",
+         "{i}f that radius fails, halve it and retry until it works",
+         "{i}f the kernel says no, halve the radius and keep trying",
+         "{i}f the kernel refuses that radius, try half of it, and so on until it works",
+         "{i}f the kernel refuses that radius, halve it and try again until it works",
+         unseen=("{i}f it won't take that radius, keep halving it until it does",)),
+    *MOVES,
+    *PAINT,
+))
+
+
 FAMILY = Family(
     name="recovery",
     description="Recover from a failing first call: suffixed names, an impossible fillet radius.",
@@ -179,5 +204,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", extra=("undo", "cad_fillet", "cad_chamfer", "cad_query")),
+    wordings=WORDINGS,
     make=recovery,
 )

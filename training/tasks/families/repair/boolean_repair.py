@@ -12,6 +12,7 @@ from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded
 from training.tasks.recipes.scene import counted
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ boolean_repair
 
@@ -122,6 +123,25 @@ def _at_m(loc) -> str:
     return f"({x:g}, {y:g}) m"
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"Fix it so the part matches, with no cutters left over\.",
+         "Repair it to match, leaving no cutters behind.",
+         "Fix the part so it matches, and remove every cutter.",
+         "Make the part match, with no leftover cutters.",
+         "Fix it so the part matches and no cutter is left.",
+         "Fix it so the part matches, with no cutters left over.",
+         unseen=("Put the part right and clean away all the cutters.",)),
+    swap(r"Its booleans went wrong: ", "The booleans failed: ", "What went wrong: ",
+         "Its booleans went wrong: ", "Problems: ", "Its booleans went wrong: ",
+         unseen=("Here is what the booleans did instead: ",)),
+    swap(r"does not go through", "is blind (not through)", "stops short of the bottom",
+         "doesn't go all the way through", "does not go through", "does not go through",
+         unseen=("never breaks out of the bottom",)),
+))
+
+
 FAMILY = Family(
     name="boolean_repair",
     description="Fix a drilled CAD plate whose booleans went wrong: blind, misplaced, leftover, unioned cutters.",
@@ -131,5 +151,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("history", extra=("boolean", "cad_box", "cad_cylinder", "cad_hole", "cad_query")),
+    wordings=WORDINGS,
     make=boolean_repair,
 )

@@ -11,6 +11,7 @@ from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded, to_cm
 from training.tasks.recipes.scene import placed
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ mesh_repair
 
@@ -144,6 +145,20 @@ def mesh_repair(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"Repair (?P<w>it|each) so", "Fix {w} so", "Mend {w} so", "Repair {w} so",
+         "Clean up {w} so", "Repair {w} so", unseen=("Sort out {w} so",)),
+    swap(r"watertight", "closed (watertight)", "watertight", "water-tight", "watertight",
+         "watertight", unseen=("sealed (no open edges)",)),
+    swap(r"keeping its size and place", "without moving or resizing it",
+         "leaving its size and position unchanged", "keeping its size and position",
+         "at the same size and place", "keeping its size and place",
+         unseen=("not changing where it is or how big",)),
+))
+
+
 FAMILY = Family(
     name="mesh_repair",
     description="Make imported meshes watertight: weld seams, fill holes, fix normals, delete loose parts.",
@@ -153,5 +168,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("mesh", extra=("measure",)),
+    wordings=WORDINGS,
     make=mesh_repair,
 )

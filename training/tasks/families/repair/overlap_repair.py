@@ -7,10 +7,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from training.tasks.recipes.phrases import NAME
 from training.tasks.recipes.repair import GAP_TOL, REPAIR_WEIGHTS, add_box, box_item, rounded, to_cm
 from training.tasks.recipes.scene import placed
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 NAMES = (
     "Crate", "Drum", "Block", "Tin", "Brick", "Box", "Can", "Case", "Cube", "Jar", "Vase",
@@ -158,6 +160,29 @@ def overlap_repair(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"^(?P<n>{NAME}) is floating above the floor or sunk into it\.",
+         "{n} is not resting on the floor: it floats or is sunk into it.",
+         "{n} sits at the wrong height, above the floor or into it.",
+         "{n} floats above the floor or sinks into it.",
+         "{n} is hovering above the floor or sunk into it.",
+         "{n} is floating above the floor or sunk into it.",
+         unseen=("Something's wrong with {n}: it hovers above the floor or cuts into it.",)),
+    swap(r"float above what they should stand on or sink into it",
+         "hover above their supports or sink into them",
+         "are floating above or sunk into what should hold them",
+         "don't sit on their supports (they float or are sunk)",
+         "float above or sink into what they should stand on",
+         "float above what they should stand on or sink into it",
+         unseen=("are not sitting on what holds them: some hover, some are buried",)),
+    swap(r"keeping (?P<w>its|each object's) x and y", "without changing {w} x and y",
+         "leaving {w} x and y as they are", "keeping {w} x and y", "keeping {w} x and y unchanged",
+         "keeping {w} x and y", unseen=("with {w} x and y staying where they are",)),
+))
+
+
 FAMILY = Family(
     name="overlap_repair",
     description="Move floating or sunken parts so each rests on its support, touching and not intersecting.",
@@ -167,5 +192,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", extra=("boolean",)),
+    wordings=WORDINGS,
     make=overlap_repair,
 )

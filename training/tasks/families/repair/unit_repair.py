@@ -11,6 +11,7 @@ from training.tasks.recipes.repair import REPAIR_WEIGHTS, box_item, rounded, to_
 from training.tasks.recipes.scene import fmt, placed
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ unit_repair
 
@@ -70,6 +71,23 @@ def unit_repair(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"Bring each to its declared size: ", "Scale each to its real size: ",
+         "Give each its declared size: ", "Resize each to the size it should have: ",
+         "Each should be: ", "Bring each to its declared size: ",
+         unseen=("Their true sizes are: ",)),
+    swap(r"(?P<k>keeping it|Keep each part) centred where it is",
+         "{k} centred where it is", "{k} centred in place", "{k} centred where it is now",
+         "{k} centred on the same spot", "{k} centred where it is",
+         unseen=("{k} centred on the point it is at",)),
+    swap(r"Scale it to its real size, ", "Scale it to its real size, ", "Resize it to its true size, ",
+         "Bring it to its real size, ", "Scale it back to its real size, ",
+         "Scale it to its real size, ", unseen=("Give it back its true size, ",)),
+))
+
+
 FAMILY = Family(
     name="unit_repair",
     description="Bring parts imported in the wrong units (1000x, inches as mm) back to their declared size.",
@@ -79,5 +97,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", extra=("rename",)),
+    wordings=WORDINGS,
     make=unit_repair,
 )

@@ -7,9 +7,11 @@ from __future__ import annotations
 import random
 
 from training.tasks.config import SCENE_WEIGHTS
+from training.tasks.recipes.phrases import LEADS, SCENE
 from training.tasks.recipes.scene import add_call, item, placed, r05, scene_geometry
 from training.tasks.spec import Family, TaskSpec
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 REL_TOL = 0.03
 
@@ -176,6 +178,22 @@ def composition(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"standing on the ground", "standing on the ground", "on the ground",
+         "resting on the ground", "standing on the floor", "standing on the ground",
+         unseen=("planted on the ground",)),
+    swap(r"centre to centre", "between centres", "centre to centre", "on centres",
+         "measured centre to centre", "centre to centre", unseen=("between neighbouring centres",)),
+    swap(r"touching the one below", "touching the one below", "each resting on the one below",
+         "sitting on the one below", "in contact with the one below", "touching the one below",
+         unseen=("each on the one below without a gap",)),
+    *LEADS,
+    *SCENE,
+))
+
+
 FAMILY = Family(
     name="composition",
     description="Arrange objects by spatial relations: stacks, snowmen, furnished tables.",
@@ -185,5 +203,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", extra=("parent",)),
+    wordings=WORDINGS,
     make=composition,
 )

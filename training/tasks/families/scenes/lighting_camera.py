@@ -18,9 +18,11 @@ from training.tasks.recipes.boxes import (
     size_text,
     where,
 )
+from training.tasks.recipes.phrases import LEADS, SCENE
 from training.tasks.recipes.scene import COLOURS, fmt
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ lighting and camera
 
@@ -210,6 +212,23 @@ def lighting_camera(level: int, rng: random.Random) -> TaskSpec:
                     oracle=oracle, constraints=cons, start=start)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"aimed at", "pointed at", "pointing at", "aimed at", "looking at", "aimed at",
+         unseen=("trained on",)),
+    swap(r"at a distance where they fill (?P<a>\d+)-(?P<b>\d+) % of the frame",
+         "far enough that they fill {a}-{b} % of the frame",
+         "at a distance where they take up {a}-{b} % of the frame",
+         "placed so they fill {a} to {b} % of the frame",
+         "at a distance where they fill between {a} and {b} % of the frame",
+         "at a distance where they fill {a}-{b} % of the frame",
+         unseen=("so the subjects cover {a}-{b} % of the picture",)),
+    *SCENE,
+    *LEADS,
+))
+
+
 FAMILY = Family(
     name="lighting_camera",
     description="Place a camera and lights so a described subject is framed and lit (three-point lighting).",
@@ -219,5 +238,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", "shot"),
+    wordings=WORDINGS,
     make=lighting_camera,
 )

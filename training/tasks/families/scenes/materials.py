@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 from training.tasks.config import RELATION_WEIGHTS
+from training.tasks.recipes.phrases import PAINT, N
 from training.tasks.recipes.scene import (
     COLOURS,
     add_call,
@@ -16,6 +17,7 @@ from training.tasks.recipes.scene import (
 )
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def _materials_5(rng: random.Random) -> TaskSpec:
@@ -87,6 +89,28 @@ def materials(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"^(?:Paint the scene: |Set materials: )",
+         "Materials: ", "Paint these: ", "Colour the objects: ", "Set materials: ",
+         "Paint the scene: ", unseen=("Time to paint: ", "Give these objects new materials: ")),
+    swap(rf"^Paint every object in the scene taller than (?P<h>{N}) m ",
+         "Paint each object taller than {h} m ", "Colour every object in the scene taller than {h} m ",
+         "Paint all objects taller than {h} m ", "Paint every object in the scene over {h} m tall ",
+         "Make every object taller than {h} m ",
+         unseen=("Anything in the scene taller than {h} m should be painted ",
+                 "Objects over {h} m tall get painted ")),
+    swap(r" Check the heights in the scene first\.",
+         " Look up the heights in the scene first.", " Read the heights from the scene before painting.",
+         " The scene tells you the heights: check them first.", " Check each object's height first.",
+         " Check the heights in the scene first.",
+         unseen=(" You'll need the objects' heights from the scene.",
+                 " Heights aren't given here; find them in the scene.")),
+    *PAINT,
+))
+
+
 FAMILY = Family(
     name="materials",
     description="Give objects of a prepared scene the named colours and finishes.",
@@ -96,5 +120,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene"),
+    wordings=WORDINGS,
     make=materials,
 )

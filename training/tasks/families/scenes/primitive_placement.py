@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 from training.tasks.config import SCENE_WEIGHTS
+from training.tasks.recipes.phrases import LEADS, SCENE
 from training.tasks.recipes.scene import (
     KIND_WORDS,
     add_call,
@@ -21,6 +22,7 @@ from training.tasks.recipes.scene import (
 )
 from training.tasks.spec import Family, TaskSpec
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 
 def describe_stacked(it: dict[str, Any], base: dict[str, Any]) -> str:
@@ -73,6 +75,21 @@ def primitive_placement(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"^In an empty scene, (?P<v>\w+) ",
+         "Starting from an empty scene, {v} ", "In a blank scene, {v} ",
+         "The scene is empty, so {v} ", "With nothing in the scene yet, {v} ",
+         "In an empty scene, please {v} ",
+         unseen=("From scratch, {v} ", "Begin with nothing and {v} ")),
+    swap(r" Then add ", " After that, add ", " Next, add ", " Then also add ", " Finally add ",
+         " Then add ", unseen=(" Once those are down, add ", " Last of all, add ")),
+    *SCENE,
+    *LEADS,
+))
+
+
 FAMILY = Family(
     name="primitive_placement",
     description="Add primitives of given kind, size, position and turn.",
@@ -82,5 +99,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene"),
+    wordings=WORDINGS,
     make=primitive_placement,
 )

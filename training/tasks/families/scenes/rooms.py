@@ -16,8 +16,10 @@ from training.tasks.recipes.boxes import (
     size_text,
     where,
 )
+from training.tasks.recipes.phrases import LEADS
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ rooms
 
@@ -198,6 +200,26 @@ def _table_on_legs(top_item, oracle, constraints):
     return oracle, constraints, text
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"just outside the floor's", "right outside the floor's",
+         "along the outside of the floor's", "just outside the floor's",
+         "immediately outside the floor's", "just outside the floor's",
+         unseen=("hugging the outside of the floor's",)),
+    swap(r" Everything stands on the floor\.", " All of it stands on the floor.",
+         " Everything rests on the floor.", " Everything sits on the floor.",
+         " It all stands on the floor.", " Everything stands on the floor.",
+         unseen=(" Nothing floats: it all stands on the floor.",)),
+    swap(r"against the (?P<w>north|south|east|west) wall, centred on it",
+         "centred against the {w} wall", "against the middle of the {w} wall",
+         "up against the {w} wall, centred", "against the {w} wall, centred along it",
+         "against the {w} wall, centred on it",
+         unseen=("pushed to the {w} wall, in the middle of it",)),
+    *LEADS,
+))
+
+
 FAMILY = Family(
     name="rooms",
     description="Furnish a room: floor, walls, table, chairs, bed and rug placed by relations.",
@@ -207,5 +229,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", extra=("parent",)),
+    wordings=WORDINGS,
     make=rooms,
 )

@@ -15,8 +15,10 @@ from training.tasks.recipes.boxes import (
     rounded_all,
     where,
 )
+from training.tasks.recipes.phrases import LEADS
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ stairs and shelving
 
@@ -160,6 +162,22 @@ def stairs_shelving(level: int, rng: random.Random) -> TaskSpec:
     return TaskSpec(prompt=prompt, parameters=params, oracle=oracle, constraints=cons)
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(r"as ONE object", "as just one object", "as one object", "as ONE object",
+         "all one object", "as ONE object", unseen=("merged into one object",)),
+    swap(r"each one run further along \+Y and one rise higher",
+         "each one run further in +Y and one rise up",
+         "each step one run further in +Y and one rise up",
+         "each one run on along +Y and one rise higher",
+         "each one run on along +Y and one rise up",
+         "each one run further along +Y and one rise higher",
+         unseen=("each moved on by one run in +Y and up by one rise",)),
+    *LEADS,
+))
+
+
 FAMILY = Family(
     name="stairs_shelving",
     description="Stairs of a given rise, run and count, shelving and bookcases with evenly spaced shelves.",
@@ -169,5 +187,6 @@ FAMILY = Family(
     held_out=True,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", extra=("modifier", "join")),
+    wordings=WORDINGS,
     make=stairs_shelving,
 )

@@ -7,10 +7,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from training.tasks.recipes.phrases import LEADS, NAME, N
 from training.tasks.recipes.repair import GAP_TOL, REPAIR_WEIGHTS, add_box, box_item, rounded, to_cm
 from training.tasks.recipes.scene import placed
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ mass_targets (held out)
 
@@ -123,6 +125,23 @@ def mass_targets(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"an? (?P<mat>steel|oak|concrete|brass|aluminium) box (?P<n>{NAME}) of (?P<kg>{N}) kg",
+         "a {kg} kg {mat} box {n}", "a {mat} box {n} weighing {kg} kg", "a box {n} of {mat}, {kg} kg",
+         "a {mat} block {n} with a mass of {kg} kg", "a {mat} box {n} of {kg} kg",
+         unseen=("{n}, a box made of {mat} that weighs {kg} kg",)),
+    swap(r"Densities \(kg/m³\): ", "Densities in kg/m³: ", "Use these densities (kg/m³): ",
+         "Material densities (kg/m³): ", "Densities (kg/m³): ", "Densities (kg/m³): ",
+         unseen=("Take the densities (kg/m³) as: ",)),
+    swap(r"lies over the pivot", "lies over the pivot", "is right above the pivot",
+         "sits over the pivot", "falls over the pivot", "lies over the pivot",
+         unseen=("balances over the pivot",)),
+    *LEADS,
+))
+
+
 FAMILY = Family(
     name="mass_targets",
     description="Size parts of given materials to a mass and place a counterweight so the centre of mass "
@@ -133,5 +152,6 @@ FAMILY = Family(
     held_out=True,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("scene", extra=("mass_properties",)),
+    wordings=WORDINGS,
     make=mass_targets,
 )

@@ -7,9 +7,11 @@ from __future__ import annotations
 import math
 import random
 
+from training.tasks.recipes.phrases import CAD, N
 from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ print_walls
 
@@ -93,6 +95,30 @@ def print_walls(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"hollowed from the top with (?P<w>{N}) mm walls and floor",
+         "hollowed from the top, walls and floor {w} mm", "shelled from the top with {w} mm walls and floor",
+         "hollowed out from the top with {w} mm walls and floor",
+         "open at the top with {w} mm walls and floor", "hollowed from the top with {w} mm walls and floor",
+         unseen=("emptied from the top, leaving {w} mm of wall and floor",)),
+    swap(rf"too thin to print: redo it with (?P<w>{N}) mm walls",
+         "too thin to print, so redo it with {w} mm walls",
+         "too thin to print; hollow it again with {w} mm walls",
+         "which won't print: redo it with {w} mm walls",
+         "too thin to print: make the walls {w} mm instead",
+         "too thin to print: redo it with {w} mm walls",
+         unseen=("far too flimsy to print; give it {w} mm walls instead",)),
+    swap(rf"with its upright edges rounded to (?P<r>{N}) mm",
+         "its vertical edges filleted to {r} mm", "with {r} mm rounds on the upright edges",
+         "with the upright edges rounded to {r} mm", "with rounded upright edges ({r} mm)",
+         "with its upright edges rounded to {r} mm",
+         unseen=("with its vertical corners softened to {r} mm",)),
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="print_walls",
     description="Hollow CAD parts for 3D printing to a wall thickness, measured through the material.",
@@ -102,5 +128,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", "history"),
+    wordings=WORDINGS,
     make=print_walls,
 )

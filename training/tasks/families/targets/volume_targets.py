@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 import random
 
+from training.tasks.recipes.phrases import CAD, LEADS, N
 from training.tasks.recipes.repair import REPAIR_WEIGHTS, rounded
 from training.tasks.recipes.scene import counted
 from training.tasks.spec import Family, TaskSpec, call
 from training.tasks.toolbox import declare
+from training.tasks.wording import Wordings, swap
 
 # ================================================================ volume_targets
 
@@ -105,6 +107,21 @@ def volume_targets(level: int, rng: random.Random) -> TaskSpec:
     )
 
 
+# Its goals re-said in the other wordings (training/tasks/wording.py): its own phrases,
+# then the shared ones (training/tasks/recipes/phrases.py).
+WORDINGS = Wordings(swaps=(
+    swap(rf"whose height gives (?P<v>{N}) cm³",
+         "with its height set so the volume is {v} cm³", "tall enough for a volume of {v} cm³",
+         "with the height that makes {v} cm³", "whose height makes the volume {v} cm³",
+         "whose height gives {v} cm³",
+         unseen=("high enough to hold {v} cm³ of material",)),
+    swap(r"\(within 1 %\)", "(to within 1 %)", "(1 % either way)", "(1 % tolerance)", "(within 1 %)",
+         "(within 1 %)", unseen=("(no more than 1 % off)",)),
+    *LEADS,
+    *CAD,
+))
+
+
 FAMILY = Family(
     name="volume_targets",
     description="Size CAD parts (boxes, cans, drilled plates, bossed flanges) to hit a target volume.",
@@ -114,5 +131,6 @@ FAMILY = Family(
     held_out=False,
     # Its prompts' tools, chosen without looking at its solutions (training/tasks/toolbox.py):
     toolbox=declare("cad", extra=("mass_properties",)),
+    wordings=WORDINGS,
     make=volume_targets,
 )
