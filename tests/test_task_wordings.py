@@ -200,3 +200,35 @@ def test_the_template_wording_is_the_goal_ids_showed_before() -> None:
     task = get_task("primitive_placement:1:0:w0")
     assert task.prompt == ("In an empty scene, create a cylinder named 'Ball' of size "
                            "(1, 1, 1.1) m centred at (-9.2, -2.85, 0.55) m.")
+
+
+# --- eval reports the two phrasings apart --------------------------------------------------------
+
+
+def test_an_eval_report_has_seen_and_unseen_phrasings_apart() -> None:
+    from training.eval.harness import aggregate
+
+    ids = split_ids("test", per_family=2, families=["materials", "hinges"])
+    ids += split_ids("test", per_family=2, families=["materials", "hinges"], phrasing="unseen")
+    records = [{"task": i, "family": i.split(":")[0], "success": not i.endswith(":unseen"),
+                "reward": 1.0 if not i.endswith(":unseen") else 0.25} for i in ids]  # fmt: skip
+    report = aggregate(records + [{"task": "plate_01", "family": "benchmark", "success": True,
+                                   "reward": 1.0}])  # a benchmark case: in neither
+    seen, unseen = report["phrasings"]["seen"], report["phrasings"]["unseen"]
+    assert seen["overall"]["episodes"] == unseen["overall"]["episodes"] == 4
+    assert (seen["overall"]["success_rate"], unseen["overall"]["success_rate"]) == (1.0, 0.0)
+    assert unseen["families"]["hinges"]["mean_reward"] == 0.25
+    assert "phrasings" not in aggregate(records[:4])  # seen goals only: nothing to set apart
+
+
+def test_eval_refuses_a_phrasing_it_does_not_know_and_unseen_training_goals() -> None:
+    from typer.testing import CliRunner
+
+    from studio.cli import build_app
+
+    app = build_app()
+    bad = CliRunner().invoke(app, ["eval", "--policy", "none", "--phrasing", "loud"])
+    assert bad.exit_code == 2 and "unknown phrasing 'loud'" in bad.output
+    train = CliRunner().invoke(app, ["eval", "--policy", "none", "--split", "train",
+                                     "--phrasing", "unseen"])
+    assert train.exit_code == 2 and "never shows held-out phrasings" in train.output

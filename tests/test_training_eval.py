@@ -196,3 +196,19 @@ def test_eval_benchmark_scores_references_and_skips_malformed_cases(
     specs, _ = benchmark_specs(bench)
     none = evaluate(specs, lambda: make_policy("none"), session_factory=lambda: ToolSession(worker_pool))
     assert none["overall"]["success_rate"] == 0.0
+
+
+def test_eval_reports_templated_and_held_out_phrasings_apart(cli, tmp_path) -> None:
+    """`--phrasing both` (#49): each task in a seen and in a held-out phrasing; the oracle
+    solves both (the checker never reads the goal's words) and the report sets them apart."""
+    out = tmp_path / "phrasings.json"
+    result = cli("eval", "--policy", "oracle", "--split", "test", "--per-family", "1",
+                 "--families", "materials", "--phrasing", "both", "--no-record",
+                 "--json", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert [e["task"] for e in report["episodes"]] == [
+        "materials:1:110000", "materials:1:110000:unseen"]
+    assert {k: v["overall"]["success_rate"] for k, v in report["phrasings"].items()} == {
+        "seen": 1.0, "unseen": 1.0}
+    assert "unseen phrasings 100.0%" in result.output

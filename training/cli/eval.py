@@ -183,6 +183,9 @@ def register(app: typer.Typer) -> None:
         cluster: str = typer.Option(
             None, "--cluster", help="Run on a Ray cluster: auto or ADDRESS (`cluster up`)."
         ),
+        phrasing: str = typer.Option(
+            "seen", "--phrasing", help="seen | unseen | both: the goals' wordings (unseen: "
+            "held-out phrasings no training run shows); both reports the two apart."),
     ) -> None:
         """Evaluate a policy and report per-family success, reward, steps, errors, tokens, latency."""
         from training.eval.harness import compare as compare_reports
@@ -206,7 +209,7 @@ def register(app: typer.Typer) -> None:
         _run_eval(
             policy, split, families, benchmark, per_family, workers,
             _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter),
-            max_steps, no_record, data_dir, json_out, seed, cluster,
+            max_steps, no_record, data_dir, json_out, seed, cluster, phrasing,
         )  # fmt: skip
 
 
@@ -262,7 +265,7 @@ def shared_model_policies(built, specs, workers: int, max_steps: int | None):
 
 
 def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
-              no_record, data_dir, json_out, seed, cluster=None) -> None:  # fmt: skip
+              no_record, data_dir, json_out, seed, cluster=None, phrasing="seen") -> None:  # fmt: skip
     from agents import LoopConfig, PolicyError
     from training.eval.harness import evaluate, task_spec
     from training.eval.policies import make_policy
@@ -279,7 +282,9 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
                 typer.echo(f"skipped case {case['case']}: {case['reason']}", err=True)
         else:
             chosen = [f.strip() for f in families.split(",")] if families else None
-            specs = [task_spec(i) for i in split_ids(split, per_family=per_family, families=chosen)]
+            kinds = ("seen", "unseen") if phrasing == "both" else (phrasing,)
+            specs = [task_spec(i) for p in kinds
+                     for i in split_ids(split, per_family=per_family, families=chosen, phrasing=p)]
         built = make_policy(policy, **options)  # fail fast on a bad spec, before workers start
     except (ValueError, PolicyError) as exc:  # TaskError, UnknownPolicyError, bad values: 2
         fail(str(exc))
@@ -345,7 +350,9 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
         Outbox(json_out.parent).save_text(json_out.name, text)
     o = report["overall"]
     typer.echo(
-        f"{policy}: success {100 * o['success_rate']:.1f}% over {o['episodes']} episodes, "
+        f"{policy}: success {100 * o['success_rate']:.1f}% over {o['episodes']} episodes"
+        + "".join(f", {k} phrasings {100 * v['overall']['success_rate']:.1f}%"
+                  for k, v in report.get("phrasings", {}).items()) + ", "
         f"mean reward {o['mean_reward']:.3f}, tool error rate {o['tool_error_rate']:.3f}",
         err=True,
     )

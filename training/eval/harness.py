@@ -117,15 +117,39 @@ def _record(outcome: Any, spec: EpisodeSpec) -> dict:
 
 
 def aggregate(records: list[dict]) -> dict:
-    """The report: overall and per family metrics, plus the episode records."""
+    """The report: overall and per family metrics, plus the episode records. When some
+    episodes' goals were in held-out phrasings (task ids `...:unseen`, training/tasks/
+    wording.py), `phrasings` has the same metrics for `seen` and `unseen` goals apart."""
     families: dict[str, list[dict]] = {}
     for r in records:
         families.setdefault(r["family"], []).append(r)
-    return {
+    report = {
         "overall": _metrics(records),
         "families": {name: _metrics(rs) for name, rs in sorted(families.items())},
         "episodes": records,
     }
+    by_phrasing = phrasings(records)
+    if "unseen" in by_phrasing:
+        report["phrasings"] = {
+            name: {"overall": _metrics(rs),
+                   "families": {f: _metrics([r for r in rs if r["family"] == f])
+                                for f in sorted({r["family"] for r in rs})}}
+            for name, rs in by_phrasing.items()
+        }  # fmt: skip
+    return report
+
+
+def phrasings(records: list[dict]) -> dict[str, list[dict]]:
+    """Task episodes by the phrasing their goal was in, `seen` or `unseen` (benchmark cases,
+    whose ids are no task ids, are in neither)."""
+    from training.tasks.wording import phrasing_of_id
+
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        name = phrasing_of_id(r.get("task", ""))
+        if name is not None:
+            out.setdefault(name, []).append(r)
+    return out
 
 
 def _metrics(records: list[dict]) -> dict:

@@ -130,3 +130,17 @@ def check_phrasing(text: str) -> str | None:
 
 def phrasing_of(index: int) -> str:
     return "seen" if index < SEEN else "unseen"
+
+
+def phrasing_of_id(task_id: str) -> str | None:
+    """`seen` or `unseen` for a task id (from its fourth field alone, without building the
+    task); None for an id that is no task id."""
+    parts = task_id.split(":")
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        return "seen"
+    if len(parts) != 4 or not (parts[1].isdigit() and parts[2].isdigit()):
+        return None
+    field = check_phrasing(parts[3])
+    if field is None:
+        return None
+    return phrasing_of(int(field[1:])) if field.startswith("w") else field
