@@ -225,3 +225,21 @@ def test_quick_applies_the_configs_own_overrides_key_by_key(tmp_path):
     bare.write_text("kind: sft\nmodel: {build_tiny: true}\nsft: {}\n")
     with pytest.raises(ConfigError, match="quick"):
         load_config(bare, quick=True)
+
+
+def test_the_pipeline_eval_can_score_held_out_phrasings_apart(tmp_path):
+    """`eval.phrasing: both` (#49): the eval's tasks in the wordings training shows, then the
+    same tasks in held-out phrasings; the report's `phrasings` sets them apart."""
+    from training.eval.run_eval import task_ids
+
+    text = (CONFIGS / "pipeline-tiny-cpu.yaml").read_text()
+    assert load_config(CONFIGS / "pipeline-tiny-cpu.yaml").eval.phrasing == "seen"
+    both = load_config(_write(tmp_path, text.replace(
+        "  held_out_per_family: 10\n", "  held_out_per_family: 10\n  phrasing: both\n")))
+    spec = both.eval
+    ids = task_ids(spec.families, spec.levels, spec.split, 2, spec.phrasing)
+    seen = task_ids(spec.families, spec.levels, spec.split, 2)
+    assert ids == seen + [f"{i}:unseen" for i in seen]
+    with pytest.raises(ConfigError, match=r"eval\.phrasing"):
+        load_config(_write(tmp_path, text.replace(
+            "  held_out_per_family: 10\n", "  held_out_per_family: 10\n  phrasing: loud\n")))

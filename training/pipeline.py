@@ -124,7 +124,8 @@ def select_sft_checkpoint(config: TrainConfig, out: Path, model_dir: Path) -> di
     val = config.model_copy(
         update={
             "eval": config.eval.model_copy(
-                update={"split": select.split, "per_family": select.per_family}
+                update={"split": select.split, "per_family": select.per_family,
+                        "phrasing": "seen"}  # held-out phrasings never choose a checkpoint
             )
         }
     )

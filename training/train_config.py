@@ -271,6 +271,10 @@ class EvalSpec(Strict):
     held_out_per_family: int = Field(0, ge=0)
     # Which held-out families that eval scores; empty: every one the registry marks held out.
     held_out_families: list[str] = Field(default_factory=list)
+    # The goals' wordings (training/tasks/wording.py): `seen` (those training shows),
+    # `unseen` (held-out phrasings) or `both`, whose report sets the two apart (`phrasings`).
+    # Checkpoint selection always scores seen phrasings only.
+    phrasing: Literal["seen", "unseen", "both"] = "seen"
 
     @model_validator(mode="before")
     @classmethod

@@ -32,13 +32,18 @@ from training.train_config import TrainConfig
 log = logging.getLogger(__name__)
 
 
-def task_ids(families: list[str], levels: list[int], split: str, per_family: int) -> list[str]:
-    """`per_family` ids per family, cycling `levels`, seeds from the start of the split's range."""
+def task_ids(families: list[str], levels: list[int], split: str, per_family: int,
+             phrasing: str = "seen") -> list[str]:  # fmt: skip
+    """`per_family` ids per family, cycling `levels`, seeds from the start of the split's range.
+    `phrasing`: `unseen` gives the same tasks in held-out phrasings (`...:unseen`), `both` the
+    seen ids then the unseen ones (training/tasks/wording.py)."""
     from training.tasks import SPLITS
 
     seeds = SPLITS[split]
+    tails = {"seen": ("",), "unseen": (":unseen",), "both": ("", ":unseen")}[phrasing]
     return [
-        f"{f}:{levels[k % len(levels)]}:{seeds[k]}" for f in families for k in range(per_family)
+        f"{f}:{levels[k % len(levels)]}:{seeds[k]}{tail}"
+        for tail in tails for f in families for k in range(per_family)
     ]
 
 
@@ -110,7 +115,7 @@ def evaluate_loaded(
     from agents.policies.hf_policy import HFPolicy, LockstepBatcher
 
     spec = config.eval
-    ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family)
+    ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family, spec.phrasing)
     tally, lock = {"valid": 0, "attempts": 0}, threading.Lock()
     batcher = None
     workers = spec.workers
@@ -168,7 +173,8 @@ class PeriodicEval:
         """Evaluate now; write eval/step-N.json and a metrics row; returns the row."""
         started = time.time()
         spec = self.config.eval
-        total = len(task_ids(spec.families, spec.levels, spec.split, spec.per_family))
+        total = len(task_ids(spec.families, spec.levels, spec.split, spec.per_family,
+                             spec.phrasing))
         _say(f"eval at step {step}: {total} held-out episode(s)...")
         try:
             report = self._evaluate(step, model, processor)
