@@ -143,8 +143,9 @@ def test_run_records_the_real_models_token_ids(data_dir, sft_adapter, tmp_path):
          "--max-steps", "2", "--data-dir", str(store_dir), "--json"],
         capture_output=True, text=True, env=env, timeout=900,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]  # 1: the episode ran and failed
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["success"] is (proc.returncode == 0)
     store = Store(store_dir)
     episode = store.episode(summary["episode_id"])
     assert episode.policy.startswith("hf:")

@@ -66,6 +66,12 @@ def packaged_gguf(dist: str = BASE_DIST) -> Path:
                            f"reinstall it: {INSTALL_BASE}")
 
 
+def progress(message: str) -> None:
+    """One line on stderr for a stage that takes a while (the first use builds the packaged
+    base: minutes on a loaded machine), so a command is never silent that long."""
+    print(f"modelwright: {message}", file=sys.stderr, flush=True)
+
+
 def sha256_of(path: Path) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -78,6 +84,8 @@ def convert_gguf(gguf: Path, folder: Path, name: str, source: str,
     gguf = Path(gguf)
     if not gguf.is_file():
         raise ModelError(f"no GGUF file at {gguf}")
+    if expected_sha256 is not None:
+        progress(f"checking {gguf.name} against its pinned sha256")
     digest = sha256_of(gguf)
     if expected_sha256 is not None and digest != expected_sha256:
         raise HashMismatch(f"{gguf} has sha256 {digest[:12]}..., not the pinned "
@@ -91,28 +99,32 @@ def convert_gguf(gguf: Path, folder: Path, name: str, source: str,
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
         try:
             os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide the model from other users
-            print(f"converting {gguf.name} into {folder} (once)", file=sys.stderr, flush=True)
-            config = _convert(gguf, tmp)
+            started = time.monotonic()
+            progress(f"converting {gguf.name} into {folder} (once; about 30 s on 2 idle cores)")
+            config = _convert(gguf, tmp, lambda stage: progress(f"  {stage}"))
             manifest = {"name": name, "kind": kind_of(config), "source": source,
                         "gguf": str(gguf), "gguf_sha256": digest, "created": now()}
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
             if folder.exists():  # a folder without a manifest: an interrupted older layout
                 shutil.rmtree(folder)
             os.rename(tmp, folder)
+            progress(f"converted {name} in {time.monotonic() - started:.0f} s")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 
-def _convert(gguf: Path, out: Path) -> dict:
+def _convert(gguf: Path, out: Path, stage=lambda _text: None) -> dict:
     """Dequantize to a plain folder PEFT and TRL accept. Without `dequantize=True`
     transformers may fetch a kernel from the hub; a model loaded from GGUF keeps a quantizer
     that refuses training and saving, so it is dropped before the save."""
+    stage("loading transformers")
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     where = {"pretrained_model_name_or_path": str(gguf.parent), "gguf_file": gguf.name,
              "local_files_only": True}
     try:
+        stage("reading the tokenizer and dequantizing the weights")
         tokenizer = AutoTokenizer.from_pretrained(**where)
         model = AutoModelForCausalLM.from_pretrained(
             **where, quantization_config=GgufConfig(dequantize=True))
@@ -122,6 +134,7 @@ def _convert(gguf: Path, out: Path) -> dict:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    stage("saving safetensors and the tokenizer")
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return json.loads((out / "config.json").read_text())

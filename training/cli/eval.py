@@ -16,6 +16,9 @@ import typer
 from tools.cli.exits import ExitCode, fail, one_line
 
 ORACLE_POLICIES = ("oracle", "reference")
+# `run --policy hf`: the first reply must begin a tool call within this many tokens (a goal
+# the local model cannot act on ends in seconds, not after 256 tokens of prose).
+PROSE_STOP_TOKENS = 12
 
 
 def _check_model(policy: str, model: str | None) -> None:
@@ -107,14 +110,20 @@ def register(app: typer.Typer) -> None:
         max_tokens: int = typer.Option(None, help="Tokens per reply."),
         timeout: float = typer.Option(None, help="Seconds per model request."),
         device: str = typer.Option(None, help="Device for the hf policy."),
-        adapter: str = typer.Option(None, help="LoRA adapter folder for the hf policy."),
+        adapter: str = typer.Option(None, help="LoRA adapter folder or name for the hf policy "
+                                            "(default with no --model: the shipped one)."),
+        prose_stop_tokens: int = typer.Option(
+            PROSE_STOP_TOKENS, "--prose-stop-tokens", min=0,
+            help="hf: end the episode when the first reply's first N tokens begin no tool "
+                 "call (0: off)."),
         max_steps: int = typer.Option(None, help="Step budget (default: the task's)."),
         out: Path = typer.Option(None, "--out", help="Keep renders and the final scene here."),
         no_record: bool = typer.Option(False, "--no-record", help="Do not record the episode."),
         data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> None:
-        """Run one episode of a task with a policy and print its summary."""
+        """Run one episode of a task with a policy and print its summary. Exits 1 when the
+        episode did not solve the task, 3 when the policy could not go on."""
         from agents import LoopConfig, PolicyError
         from training.eval.harness import task_spec
         from training.eval.policies import make_policy
@@ -124,6 +133,7 @@ def register(app: typer.Typer) -> None:
         options = _policy_options(
             base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter
         )
+        options["prose_stop_tokens"] = prose_stop_tokens
         try:
             agent = make_policy(policy, **options)
         except (ValueError, PolicyError) as exc:  # how it was asked for: the user's to fix
@@ -155,6 +165,8 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"error: {one_line(summary['error'])}", err=True)
         if summary["status"] == "fatal":  # the policy could not go on: its server, its model
             raise typer.Exit(int(ExitCode.UNAVAILABLE))
+        if not summary["success"]:  # the episode ran and did not solve the task
+            raise typer.Exit(int(ExitCode.FAILED))
 
     @app.command("eval")
     def eval_(
