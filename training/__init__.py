@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from training.eval.harness import EpisodeSpec, evaluate, run_spec, task_spec
     from training.eval.policies import make_policy, policy_names
     from training.rewards import RewardBreakdown
-    from training.runs import latest_checkpoint
+    from training.runs import latest_checkpoint, newest_adapter
     from training.tasks import Task, TaskError, get_task, list_families, split_ids
     from training.tasks.benchmark import load_benchmark
     from training.tasks.verifier import verify
@@ -27,7 +27,7 @@ _LAZY = {
     "EpisodeSpec": "training.eval.harness", "evaluate": "training.eval.harness",
     "run_spec": "training.eval.harness", "task_spec": "training.eval.harness",
     "RewardBreakdown": "training.rewards",
-    "latest_checkpoint": "training.runs",
+    "latest_checkpoint": "training.runs", "newest_adapter": "training.runs",
     "Task": "training.tasks", "TaskError": "training.tasks", "get_task": "training.tasks",
     "list_families": "training.tasks", "split_ids": "training.tasks",
     "load_benchmark": "training.tasks.benchmark",
@@ -39,6 +39,7 @@ _LAZY = {
 __all__ = [
     "ConfigError", "EpisodeSpec", "RewardBreakdown", "Task", "TaskError", "evaluate", "get_task",
     "latest_checkpoint", "list_families", "load_benchmark", "load_config", "make_policy",
+    "newest_adapter",
     "policy_names", "run_spec",
     "split_ids", "task_spec", "verify"
 ]

@@ -11,6 +11,10 @@
                                the last step), with an `eval/...` row in metrics.jsonl each
                                (see `training/eval/run_eval.py`)
     RUN/adapter/               the final adapter
+    RUN/adapter-latest/        the newest adapter saved while the run trains (every
+                               `run.adapter_every_s` seconds or `run.adapter_every_steps` steps,
+                               whichever comes first; `saved.json` holds its step), so the
+                               studio's "Use in agent" works before the end
 
 Transformers' Trainer writes a checkpoint in place, so a kill -9 during a save leaves a partial
 folder; `COMPLETE` is written by a callback after the Trainer is done with it, and resume only
@@ -26,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 COMPLETE = "COMPLETE"
+LATEST = "adapter-latest"  # agents/models/registry.py lists it under DATA/runs too
+SAVED = "saved.json"
 
 
 def trainer_options(spec: Any, run: Any, out_dir: Path, use_cpu: bool) -> dict[str, Any]:
@@ -63,6 +69,56 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
         if (ckpt / COMPLETE).is_file() and (best is None or step > best[0]):
             best = (step, ckpt)
     return best[1] if best else None
+
+
+def newest_adapter(run_dir: str | Path) -> tuple[Path, int | None] | None:
+    """The newest usable adapter of a run (the final RUN/adapter, RUN/adapter-latest saved while
+    it trains, or the last complete checkpoint), by when its weights were written, with its
+    step when known; None when there is none yet."""
+    run_dir = Path(run_dir)
+    found: list[tuple[float, Path, int | None]] = []
+    final = run_dir / "adapter"
+    if (final / "adapter_config.json").is_file():
+        found.append((_written(final), final, None))
+    latest = run_dir / LATEST
+    if (latest / "adapter_config.json").is_file():
+        try:
+            step = int(json.loads((latest / SAVED).read_text())["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            step = None
+        found.append((_written(latest), latest, step))
+    ckpt = latest_checkpoint(run_dir)
+    if ckpt is not None and (ckpt / "adapter_config.json").is_file():
+        found.append((_written(ckpt), ckpt, int(ckpt.name.split("-", 1)[1])))
+    if not found:
+        return None
+    _, path, step = max(found, key=lambda f: f[0])
+    return path, step
+
+
+def _written(folder: Path) -> float:
+    weights = [p.stat().st_mtime for p in folder.glob("adapter_model.*")]
+    return max(weights, default=(folder / "adapter_config.json").stat().st_mtime)
+
+
+def save_latest_adapter(model: Any, run_dir: Path, step: int, max_steps: int | None) -> Path:
+    """Write the LoRA adapter of `model` (a PEFT model) to RUN/adapter-latest, whole or not at
+    all: saved beside it, then swapped in (a reader sees the old or the new folder)."""
+    import shutil
+
+    dest = run_dir / LATEST
+    tmp, old = run_dir / f".{LATEST}.tmp", run_dir / f".{LATEST}.old"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    (tmp / SAVED).write_text(json.dumps({"step": step, "max_steps": max_steps,
+                                         "time": round(time.time(), 3)}) + "\n")
+    _fsync_tree(tmp)
+    if dest.exists():
+        os.rename(dest, old)
+    os.rename(tmp, dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return dest
 
 
 def checkpoint_step(ckpt: Path) -> int:
@@ -133,9 +189,11 @@ def make_callbacks(
     serve_url: str | None = None,
     serve_name: str = "",
     eval_config: Any = None,
+    run: Any = None,
 ):
     """Callbacks: metrics JSONL, COMPLETE markers (+ extra state), optional adapter hot-load,
-    and, with `eval_config` whose `run.eval_every` is set, periodic held-out evals."""
+    with `eval_config` whose `run.eval_every` is set, periodic held-out evals, and with `run`
+    (a RunSpec) the adapter saved to RUN/adapter-latest as it trains."""
     from transformers import TrainerCallback
 
     class RunCallback(TrainerCallback):
@@ -145,6 +203,28 @@ def make_callbacks(
             self.start = time.time()
             self.metrics = run_dir / "metrics.jsonl"
             self.evals: Any = None
+            self.every_s = float(getattr(run, "adapter_every_s", 0) or 0)
+            self.every_steps = int(getattr(run, "adapter_every_steps", 0) or 0)
+            self.saved_at, self.saved_step = time.monotonic(), 0
+
+        def on_step_end(self, args, state, control, **kwargs):
+            """RUN/adapter-latest every `every_s` seconds or `every_steps` steps, whichever
+            comes first (not at the last step: the final adapter is saved then)."""
+            if not (self.every_s or self.every_steps) or not state.is_world_process_zero:
+                return
+            step = state.global_step
+            if step >= (state.max_steps or 0) > 0 or step <= self.saved_step:
+                return
+            due = (self.every_steps and step - self.saved_step >= self.every_steps) or (
+                self.every_s and time.monotonic() - self.saved_at >= self.every_s)
+            model = kwargs.get("model")
+            if not due or model is None or not hasattr(model, "peft_config"):
+                return  # a full fine-tune saves whole models at its checkpoints only
+            save_latest_adapter(model, run_dir, step, state.max_steps)
+            self.saved_at, self.saved_step = time.monotonic(), step
+            with self.metrics.open("a") as fh:
+                fh.write(json.dumps({"step": step, "time": round(time.time(), 3),
+                                     "adapter_saved": LATEST}) + "\n")
 
         def on_train_begin(self, args, state, control, **kwargs):
             if _GOVERNOR is not None and state.is_world_process_zero:
@@ -263,6 +343,10 @@ def prepare_run_dir(run_dir: Path, config_text: str, resume: bool) -> Path | Non
             continue
         if stale:
             report.unlink()
+    if ckpt is None:  # a fresh run: an earlier run's adapter is not this one's newest
+        import shutil
+
+        shutil.rmtree(run_dir / LATEST, ignore_errors=True)
     (run_dir / "config.yaml").write_text(config_text)
     return ckpt
 

@@ -89,6 +89,11 @@ class RunSpec(Strict):
     logging_steps: int = Field(1, ge=1)
     cpu_threads: int | None = Field(1, ge=1)  # torch threads on CPU; 1 is fastest on a busy box
     report_to: list[str] = Field(default_factory=lambda: ["tensorboard"])
+    # Save the LoRA adapter to RUN/adapter-latest while training, every this many seconds
+    # or steps, whichever comes first (0: not by that measure; both 0: never), so the studio's
+    # "Use in agent" has an adapter before the end. A save is the adapter's weights only.
+    adapter_every_s: float = Field(180.0, ge=0)
+    adapter_every_steps: int = Field(0, ge=0)
     # After each checkpoint, hot-load the adapter into a running `modelwright serve`.
     serve_url: str | None = None
     serve_adapter_name: str = "modelwright"

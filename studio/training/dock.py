@@ -4,8 +4,10 @@ Stop and Resume, open the report, load the finished adapter into the running mod
 
 For a newcomer: "From my demonstrations" exports this studio's finished episodes and writes
 an SFT config from the shipped one (`assets/configs/sft-studio-demos.yaml`: LoRA on the
-packaged base, nothing downloaded); Launch trains; "Use in agent" puts the adapter on that base
-in the Agent dock. A run resolves model names in the studio's data dir, as the dock does.
+packaged base, nothing downloaded); Launch trains; "Use in agent" puts the newest saved adapter
+on that base in the Agent dock: the run saves one every few steps or minutes
+(RUN/adapter-latest, `training/runs.py`), so it works long before the run ends, and the button
+says which step it would use. A run resolves model names in the studio's data dir, as the dock does.
 A failed run shows its own error line here, and the log is as tall as the person drags it."""
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ class TrainingDock(QWidget):
         self.extra.setPlaceholderText("extra arguments, e.g. for eval: --policy oracle --per-family 1")
         demos, use = QPushButton("From my demonstrations"), QPushButton("Use in agent")
         demos.setToolTip("Export this studio's finished episodes and prepare an SFT run on them")
-        use.setToolTip("Drive the Agent dock with the run's adapter (hf policy)")
+        use.setToolTip("Drive the Agent dock with the run's newest saved adapter (hf policy)")
+        self.use_button = use
         demos.clicked.connect(self.from_demonstrations)
         use.clicked.connect(self.use_in_agent)
         self.error = plain_label()  # it quotes the run's output
@@ -184,6 +187,7 @@ class TrainingDock(QWidget):
         self.tail = MetricsTail(metrics)
         self.loss_plot.set_series({})
         self.reward_plot.set_series({})
+        self.use_button.setText("Use in agent")
         from agents.models.cpu import background_command, child_env
 
         # Below the GUI (nice 5, SCHED_BATCH), its torch threads sleeping when they wait.
@@ -234,7 +238,10 @@ class TrainingDock(QWidget):
     def poll(self) -> None:
         if self.tail is None:
             return
-        if self.metrics.add(self.tail.read_new()):
+        rows = self.tail.read_new()
+        if any("adapter_saved" in row for row in rows):
+            self.show_newest_adapter()
+        if self.metrics.add(rows):
             series = self.metrics.series
             self.loss_plot.set_series({k: v for k, v in series.items() if k == "loss"})
             self.reward_plot.set_series(
@@ -258,6 +265,7 @@ class TrainingDock(QWidget):
 
     def _finished(self, code: int, status) -> None:
         self.poll()
+        self.show_newest_adapter()
         self.timer.stop()
         self.launch_button.setEnabled(True)
         self.resume_button.setEnabled(True)
@@ -292,12 +300,31 @@ class TrainingDock(QWidget):
         self.controller.sig_status.emit(f"SFT on {n} demonstration(s) ready: press Launch")
         return True
 
+    def show_newest_adapter(self) -> tuple[Path, int | None] | None:
+        """Name the adapter "Use in agent" would use on its button: the step of one saved while
+        the run trains, or the final one."""
+        from training import newest_adapter
+
+        found = newest_adapter(Path(self.out.text().strip()))
+        if found is None:
+            self.use_button.setText("Use in agent")
+        else:
+            path, step = found
+            final = path.name == "adapter"
+            self.use_button.setText("Use in agent (final)" if final else
+                                    f"Use in agent (step {step})" if step is not None
+                                    else "Use in agent")
+            self.use_button.setToolTip(f"Drive the Agent dock with {path}")
+        return found
+
     def use_in_agent(self) -> bool:
-        """Drive the Agent dock with this run's adapter on the model it was trained from."""
+        """Drive the Agent dock with this run's newest saved adapter on the model it was trained
+        from (a run saves one every few steps or minutes, so before it ends too)."""
         adapter, base = self.adapter_path(), base_model(Path(self.out.text().strip()))
         if adapter is None or base is None:
             self.controller.sig_error.emit(
-                "No finished adapter in the run folder yet: launch a run and let it finish.")
+                "No adapter saved in the run folder yet: launch a run; it saves one every few "
+                "steps or minutes, and at its end.")
             return False
         from agents.models.registry import remember_adapter
         from tools.cli.exits import UserError
@@ -307,7 +334,9 @@ class TrainingDock(QWidget):
         except (UserError, OSError):
             pass  # the run's adapter still drives the agent; it is only not listed
         self.controller.sig_agent_policy.emit("hf", {"model": str(base), "adapter": str(adapter)})
-        self.controller.sig_status.emit(f"Agent dock: hf policy with the adapter {adapter}")
+        found = self.show_newest_adapter()
+        step = f" (step {found[1]})" if found and found[1] is not None and found[0] == adapter else ""
+        self.controller.sig_status.emit(f"Agent dock: hf policy with the adapter {adapter}{step}")
         return True
 
     # -- results ------------------------------------------------------------------------
@@ -325,12 +354,11 @@ class TrainingDock(QWidget):
         self.controller.sig_error.emit(f"No report in {out} yet.")
 
     def adapter_path(self) -> Path | None:
-        from training import latest_checkpoint
+        """The run's newest saved adapter: final, saved while training, or a checkpoint's."""
+        from training import newest_adapter
 
-        out = Path(self.out.text().strip())
-        if (out / "adapter").is_dir():
-            return out / "adapter"
-        return latest_checkpoint(out)
+        found = newest_adapter(Path(self.out.text().strip()))
+        return found[0] if found else None
 
     def load_adapter(self) -> None:
         path = self.adapter_path()

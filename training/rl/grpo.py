@@ -350,6 +350,7 @@ def run_grpo(
                 serve_url=run.serve_url,
                 serve_name=run.serve_adapter_name,
                 eval_config=config,
+                run=run,
             ),
         )
         # Before the metrics writer and TensorBoard, so they see the rollout figures.

@@ -254,6 +254,7 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
             serve_url=run.serve_url,
             serve_name=run.serve_adapter_name,
             eval_config=config,
+            run=run,
         ),
     )
     trainer.samples_path = out_dir / "samples.jsonl"
