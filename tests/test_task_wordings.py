@@ -34,8 +34,9 @@ def worded(family: str, level: int, seed: int) -> tuple[str, ...]:
 
 _SPELLED = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
             "ten", "eleven", "twelve")
-_METRES = {"mm": 0.001, "millimetres": 0.001, "millimeters": 0.001, "cm": 0.01,
-           "centimetres": 0.01, "centimeters": 0.01, "m": 1.0, "metres": 1.0, "meters": 1.0}
+_METRES = {"mm": 0.001, "cm": 0.01, "m": 1.0}
+_METRES |= {f"{w}{e}{s}": _METRES[u] for u, w in (("mm", "millime"), ("cm", "centime"), ("m", "me"))
+            for e in ("tre", "ter") for s in ("", "s")}
 _SKIPPED = re.compile(r"(?<!\w)'[^']*'(?!\w)|#[0-9A-Fa-f]{3,8}\b|\S*/\S*"
                       r"|\b[\w-]+\.(?:step|stl|glb|3mf|svg|obj)\b")
 _TOKEN = re.compile(r"(?<![\w.])(?P<sign>[-+±]?)(?P<num>\d+(?:\.\d+)?)(?!\.?\w)"
@@ -97,6 +98,8 @@ def test_numbers_are_said_as_people_write_them_and_names_are_never_touched() -> 
     assert say("a shank 0.06 m across", NumberStyle(units="small")) == "a shank 60 mm across"
     assert say("walls 2 mm thick", NumberStyle(words=True)) == "walls 2 millimetres thick"
     assert say("a 2 mm wall", NumberStyle(words=True)) == "a 2 mm wall"  # not "a 2 millimetres wall"
+    assert say("z = 1 m, 0.5 x 1 m, (1, 1) m", NumberStyle(words=True, spelling="us")) == \
+        "z = 1 meter, 0.5 x 1 meters, (1, 1) meters"
     assert say("drill 4 holes, centred", NumberStyle(counts=True, spelling="us")) == \
         "drill four holes, centered"
     assert say("turned 15° about Z", NumberStyle(words=True)) == "turned 15 degrees about Z"

@@ -47,7 +47,7 @@ _COUNT = re.compile(r"(?<![\w.,±+\-=/(°])(?<!x )(?<!by )(?<!× )(?P<n>\d{1,2})
 _UNIT_AS_WORD = re.compile(
     r"(?<=[\d)]) (mm|cm|m)(?![\w³²/])(?=[,.;:)]|$| (?:across|long|wide|tall|high|deep|thick"
     r"|apart|above|below|from|in|on|to|and|or|along|away|up|down|behind|beyond|each|with"
-    r"|by|x|×|radius|diameter|off|clear|of|at|outside|inside|over|under)\b)")
+    r"|by|x|×|off|clear|of|at|outside|inside|over|under)\b)")
 US = {"centre": "center", "centres": "centers", "centred": "centered", "centring": "centering",
       "metre": "meter", "metres": "meters", "millimetre": "millimeter",
       "millimetres": "millimeters", "centimetre": "centimeter", "centimetres": "centimeters",
@@ -138,6 +138,15 @@ def _counts(text: str) -> str:
     return _COUNT.sub(one, text)
 
 
+def _unit_word(m: re.Match) -> str:
+    """" metres", or " metre" after a lone 1 ("1 metre", but "0.5 x 1 metres")."""
+    before = m.string[: m.start()]
+    one = re.search(r"(?<![\d.])[-±]?1$", before) and not re.search(
+        r"(?:, | x | by | × | and | or | to )[-±]?1$", before)
+    word = UNIT_WORDS[m.group(1)]
+    return " " + (word[:-1] if one else word)
+
+
 def _us(text: str) -> str:
     def one(m: re.Match) -> str:
         word = US[m.group(0).lower()]
@@ -162,7 +171,7 @@ def say_numbers(text: str, style: NumberStyle) -> str:
     out = re.sub(r"(\d|\)|\b(?:mm|cm|m)) x (?=[-±]?\d|\()", lambda m: m.group(1) + style.times,
                  out)
     if style.words:
-        out = _UNIT_AS_WORD.sub(lambda m: " " + UNIT_WORDS[m.group(1)], out)
+        out = _UNIT_AS_WORD.sub(_unit_word, out)
         out = re.sub(r"(?<=\d)°", " degrees", out)
     if style.counts:
         out = _counts(out)
