@@ -48,6 +48,8 @@ _UNIT_AS_WORD = re.compile(
     r"(?<=[\d)]) (mm|cm|m)(?![\w³²/])(?=[,.;:)]|$| (?:across|long|wide|tall|high|deep|thick"
     r"|apart|above|below|from|in|on|to|and|or|along|away|up|down|behind|beyond|each|with"
     r"|by|x|×|off|clear|of|at|outside|inside|over|under)\b)")
+_DEGREES_AS_WORD = re.compile(r"(?<=\d)°(?=[,.;:)]|$| (?:about|around|above|below|from|to|and|or"
+                              r"|closed|flat|open|with|so|in|on)\b)")  # not "a 15° turn"
 US = {"centre": "center", "centres": "centers", "centred": "centered", "centring": "centering",
       "metre": "meter", "metres": "meters", "millimetre": "millimeter",
       "millimetres": "millimeters", "centimetre": "centimeter", "centimetres": "centimeters",
@@ -172,7 +174,7 @@ def say_numbers(text: str, style: NumberStyle) -> str:
                  out)
     if style.words:
         out = _UNIT_AS_WORD.sub(_unit_word, out)
-        out = re.sub(r"(?<=\d)°", " degrees", out)
+        out = _DEGREES_AS_WORD.sub(" degrees", out)
     if style.counts:
         out = _counts(out)
     if style.spelling == "us":

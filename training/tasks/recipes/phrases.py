@@ -31,15 +31,15 @@ LEADS = (
 SCENE = (
     swap(rf"a (?P<kind>box|cylinder|sphere|cone|cube) named (?P<name>{NAME}) of size "
          rf"(?P<size>{SIZE})",
-         "a {kind} called {name}, {size} in size", "{name}, a {kind} measuring {size}",
+         "a {kind} called {name}, {size} in size,", "{name}, a {kind} measuring {size}",
          "a {kind} {name} sized {size}", "a {kind} named {name} with size {size}",
          "a {kind} {name} of size {size}",
          unseen=("a {kind} (name it {name}) whose bounding box is {size}",
                  "a {kind} that should be called {name}, {size} overall")),
     swap(rf"(?<= m) centred at (?P<at>{SIZE})",
          " with its centre at {at}", " centred on {at}", ", centre {at}", " at {at} (centre)",
-         " placed with its centre at {at}",
-         unseen=(" whose middle sits at {at}", ", its centre point being {at}")),
+         " with its centre point at {at}",
+         unseen=(", its middle at {at}", ", its centre point being {at}")),
     swap(r"turned (?P<a>\d+)° about Z",
          "rotated {a}° about Z", "turned {a}° around the Z axis", "at {a}° about Z",
          "yawed {a}° (about Z)", "with a {a}° turn about Z",
@@ -110,7 +110,7 @@ MOVES = (
          "its centre then at {at}",
          "make {n} {f} times its size (uniformly), still resting on the ground, i.e. centred "
          "at {at}",
-         "scale {n} by {f} on all axes; it stays on the ground, centred at {at}",
+         "scale {n} by {f} on all axes so that it stays on the ground, centred at {at}",
          "uniformly scale {n} by {f} and keep it grounded, centred at {at}",
          unseen=("grow or shrink {n} by {f} in every direction without lifting it off the "
                  "ground, so its centre lands at {at}",
@@ -155,9 +155,9 @@ PAINT = (
          "make it {c}, {hex}", "make it {c} ({hex})",
          unseen=("have it come out {c} (hex {hex})", "turn it {c}, that is {hex}")),
     swap(rf", metallic (?P<m>[01]), roughness (?P<r>{N})",
-         " with metallic {m} and roughness {r}", " (metallic {m}, roughness {r})",
+         " with metallic {m} and roughness {r}", ", finish metallic {m}, roughness {r}",
          ", metalness {m} and roughness {r}", ", roughness {r}, metallic {m}",
          ", metallic {m}, roughness {r}",
-         unseen=(", a metalness of {m} and a roughness of {r}",
+         unseen=(" with a metalness of {m} and a roughness of {r}",
                  " (finish: metallic {m} / roughness {r})")),
 )
