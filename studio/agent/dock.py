@@ -7,7 +7,13 @@ A run that cannot start (the oracle without a task) says so before anything chan
 
 Each event of the episode loop becomes a line: the model's message, the tool call, the
 result or error, and a thumbnail of the render. Risky calls wait in a banner for
-Approve/Reject when approval is on.
+Approve/Reject when approval is on. Every run keeps its transcript: runs are appended, each
+under a "Run N" header, and the Run selector jumps to one.
+
+Above the steps, a line says what the selected agent can do (`describe`): for the Local
+agent, the shipped adapter's measured table (`agents/models/shipped.py`); for the bare base,
+that it makes no tool calls and what to use instead. A run that made no tool call says so
+and what to try (`no_call_hint`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPixmap
@@ -37,7 +44,8 @@ from PySide6.QtWidgets import (
 )
 
 from agents.models.registry import BASE_NAME
-from studio.agent.runner import AgentRequest, AgentRunner, refusal
+from agents.models.shipped import ShippedAdapter, default_shipped, shipped_at
+from studio.agent.runner import PROSE_STOP_TOKENS, AgentRequest, AgentRunner, refusal
 from studio.foreign import plain_label, png_image
 from tools.cli.exits import UserError
 from tools.text import printable
@@ -46,8 +54,9 @@ POLICIES = ("oracle", "openai", "hf", "none")
 
 
 def default_policy(settings) -> str:
-    """With nothing saved: a configured model server's (openai), else the packaged local
-    model (hf on the base), which acts on a free-form goal; the oracle only plays tasks."""
+    """With nothing saved: a configured model server's (openai), else the Local agent (hf:
+    the shipped adapter on the packaged base, else the bare base), which acts on a free-form
+    goal; the oracle only plays tasks."""
     if settings.contains("agent/policy"):
         return str(settings.value("agent/policy"))
     configured = (settings.contains("agent/base_url") or settings.contains("server/endpoint")
@@ -55,6 +64,76 @@ def default_policy(settings) -> str:
     return "openai" if configured else "hf"
 
 REPLY_CHARS = 300  # of a model's reply in the steps list (a small model may ramble for 256 tokens)
+RUN_HEADER = re.compile(r"^━━ Run (\d+)")
+LARGER = ("a larger model through Ollama or `modelwright serve` (policy openai, its "
+          "endpoint and model)")
+
+
+def local_choice(model: str, adapter: str) -> tuple[str, str, ShippedAdapter | None]:
+    """(model, adapter, shipped) the hf policy runs with the Model and Adapter fields as they
+    are: both empty is the default local agent, the shipped adapter on its base when one is
+    shipped (else the bare packaged base)."""
+    if not model and not adapter:
+        shipped = default_shipped()
+        if shipped is not None:
+            return shipped.base, shipped.path, shipped
+        return BASE_NAME, "", None
+    return model or BASE_NAME, adapter, shipped_at(adapter) if adapter else None
+
+
+def describe(policy: str, model: str = "", adapter: str = "", base_url: str = "") -> str:
+    """What the selected agent can do, in a line or two (shown before a run)."""
+    name, _, arg = policy.strip().partition(":")
+    if name == "hf":
+        model, adapter, shipped = local_choice(arg or model.strip(), adapter.strip())
+        if shipped is not None:
+            return (f"Local agent {shipped.name} (shipped, on {shipped.base}) can do "
+                    f"{shipped.can_do()}. For more, use {LARGER}.")
+        if not adapter and model == BASE_NAME:
+            return bare_base_words()
+        if adapter:
+            return (f"A LoRA adapter on {model}: it does what its training showed it (a studio "
+                    "fine-tune: the steps of your demonstrations).")
+        return (f"The local model {model}: what it can do depends on the model; a small one "
+                "may make no tool calls.")
+    if name == "openai":
+        return (f"A served model at {base_url or 'the endpoint'}: as capable as that model, "
+                "shown every tool.")
+    return {"oracle": "Plays the chosen task's own solution: pick a task in the Task dock.",
+            "reference": "Plays a benchmark case's reference script.",
+            "none": "Makes no call and stops at once (the floor of an evaluation).",
+            "script": f"Replays the calls in {arg or 'a JSONL file'}."}.get(name, "")
+
+
+def bare_base_words() -> str:
+    shipped = default_shipped()
+    untrained = _untrained_rate(shipped)
+    instead = (f"the shipped agent {shipped.name} (clear Model and Adapter), " if shipped else "")
+    return (f"The bare {BASE_NAME} makes no tool calls{untrained}: it answers in prose and "
+            f"the scene stays as it is. Use {instead}an adapter you trained (Training dock → "
+            f"Use in agent), or {LARGER}.")
+
+
+def _untrained_rate(shipped: ShippedAdapter | None) -> str:
+    for row in (shipped.measured.get("table") or []) if shipped else []:
+        if row.get("stage") == "untrained" and isinstance(row.get("valid_call_rate"), int | float):
+            return f" ({100 * row['valid_call_rate']:.0f} % valid calls on its test tasks)"
+    return ""
+
+
+def no_call_hint(policy: str) -> str:
+    """What to try after a run that made no tool call."""
+    name = policy.partition(":")[0]
+    if name == "none":
+        return "No tool call was made: the none policy never makes one."
+    shipped = default_shipped()
+    tries = ["pick a task in the Task dock (the oracle plays its solution)"]
+    if name == "hf" and shipped is not None:
+        tries.append(f"a one-call edit the shipped agent {shipped.name} knows ("
+                     f"{shipped.can_do().split(';')[0]})")
+    tries.append(LARGER)
+    return ("No tool call was made: the model answered in prose and the scene is unchanged. "
+            "Try " + "; or ".join(tries) + ".")
 
 
 class AgentDock(QWidget):
@@ -85,13 +164,15 @@ class AgentDock(QWidget):
         self.policy.setCurrentText(default_policy(settings))
         self.base_url = QLineEdit(str(settings.value("agent/base_url", "http://127.0.0.1:8000/v1")))
         self.model = QLineEdit(str(settings.value("agent/model", "")))
-        self.model.setPlaceholderText(f"served model name (openai); name or folder (hf: {BASE_NAME})")
+        self.model.setPlaceholderText("served model name (openai); name or folder (hf; empty: "
+                                      "the default local agent)")
         self.local = QComboBox()  # the registry's models and adapters (`modelwright models list`)
         self.local.setToolTip("Drive the agent with a local model or adapter (hf policy)")
         self.local.activated.connect(self._use_local)
         self.fill_local()
         self.adapter = QLineEdit(str(settings.value("agent/adapter", "")))
-        self.adapter.setPlaceholderText("LoRA adapter folder (hf), optional")
+        self.adapter.setPlaceholderText("LoRA adapter folder or name (hf); empty with no Model: "
+                                        "the shipped one")
         self.max_steps = QSpinBox()
         self.max_steps.setRange(0, 200)
         self.max_steps.setSpecialValueText("task budget")
@@ -151,9 +232,23 @@ class AgentDock(QWidget):
         self.steps.setMinimumHeight(200)
         self.steps.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.status = plain_label("Idle")  # it quotes the policy's errors
+        self.about = plain_label("")  # what the selected agent can do
+        self.about.setObjectName("hint")
+        self.about.setWordWrap(True)
+        self.runs = QComboBox()  # every run's transcript stays in the list: jump to one
+        self.runs.setToolTip("Each run's steps stay in the list below; jump to one")
+        self.runs.activated.connect(self.show_run)
+        for field in (self.policy.currentTextChanged, self.model.textChanged,
+                      self.adapter.textChanged, self.base_url.textChanged):
+            field.connect(self.update_about)
+        self.steps.model().rowsRemoved.connect(self.refresh_runs)
+        self.steps.model().modelReset.connect(self.refresh_runs)
+        self.update_about()
+        self.refresh_runs()
         layout = QVBoxLayout(self)
         layout.addWidget(self.goal)
         layout.addLayout(form)
+        layout.addWidget(self.about)
         checks = QHBoxLayout()
         checks.addWidget(self.use_task)
         checks.addWidget(self.approval)
@@ -162,6 +257,10 @@ class AgentDock(QWidget):
         layout.addLayout(checks)
         layout.addLayout(buttons)
         layout.addWidget(self.banner)
+        runs_row = QHBoxLayout()
+        runs_row.addWidget(QLabel("Run"))
+        runs_row.addWidget(self.runs, 1)
+        layout.addLayout(runs_row)
         layout.addWidget(self.steps, 1)
         layout.addWidget(self.status)
 
@@ -171,16 +270,22 @@ class AgentDock(QWidget):
         options = {}
         if policy.startswith("openai"):
             options = {"base_url": self.base_url.text().strip() or None, "model": self.model.text().strip() or None}
-        elif policy == "hf":  # no model named: the packaged base, the default local choice
-            policy = f"hf:{self.model.text().strip() or BASE_NAME}"
-            if self.adapter.text().strip():
-                options = {"adapter": self.adapter.text().strip()}
+        elif policy == "hf":  # nothing named: the shipped adapter on its base (else the bare base)
+            model, adapter, shipped = local_choice(self.model.text().strip(),
+                                                   self.adapter.text().strip())
+            policy = f"hf:{model}"
+            if adapter:
+                options = {"adapter": adapter}
+            if shipped is not None and shipped.tools:  # the tools its prompts showed
+                options["goal_tools"] = list(shipped.tools)
         task = self.controller.task if self.use_task.isChecked() else None
         goal = self.goal.toPlainText().strip()
         if task is not None and not self.goal_fresh:  # the task's prompt, not a stale goal
             goal = ""
+        # the Local agent: a goal it cannot act on ends after a few tokens (0: off)
+        stop = int(self.settings.value("agent/prose_stop_tokens", PROSE_STOP_TOKENS) or 0)
         return AgentRequest(policy=policy, task_id=task.id if task else None,
-                            goal=goal, options=options,
+                            goal=goal, options=options, prose_stop_tokens=stop,
                             max_steps=self.max_steps.value() or None, record=self.record.isChecked(),
                             attachment=self.attachment, new_scene=self.new_scene.isChecked())
 
@@ -207,8 +312,8 @@ class AgentDock(QWidget):
         elif request.record and not request.task_id:  # the goal names a person's episode
             self.controller.demo.use_goal(request.goal)
         self.goal_fresh = False  # sent: the next run needs a goal typed for it
-        self.steps.clear()
         self.steps_seen = 0
+        self.run_started(request)
         self.runner = AgentRunner(self.controller.worker, request,
                                   approval=self.approval.isChecked(), parent=self,
                                   episode=self.controller.demo if request.record else None,
@@ -228,6 +333,45 @@ class AgentDock(QWidget):
         self.runner.start()
         self.sig_started.emit()
 
+    # -- transcripts -------------------------------------------------------------------------
+    def run_started(self, request: AgentRequest) -> None:
+        """A header for the new run's transcript, below the earlier runs' (kept)."""
+        n = 1 + max((int(m.group(1)) for m in map(RUN_HEADER.match, self.run_headers()) if m),
+                    default=0)
+        what = request.goal or (f"task {request.task_id}" if request.task_id else "")
+        self._add(f"━━ Run {n}: {what[:80]} ({request.policy}) ━━", "#9aa0a6")
+        self.refresh_runs()
+        self.runs.setCurrentIndex(self.runs.count() - 1)
+
+    def run_headers(self) -> list[str]:
+        return [self.steps.item(i).text() for i in range(self.steps.count())
+                if RUN_HEADER.match(self.steps.item(i).text())]
+
+    def refresh_runs(self, *_args) -> None:
+        """The Run selector from the headers in the list (a restored project's too)."""
+        self.runs.clear()
+        for header in self.run_headers():
+            self.runs.addItem(header.strip("━ "))
+        self.runs.setEnabled(self.runs.count() > 0)
+
+    def show_run(self, index: int) -> None:
+        """Scroll the list to run `index`'s header."""
+        headers = [i for i in range(self.steps.count())
+                   if RUN_HEADER.match(self.steps.item(i).text())]
+        if 0 <= index < len(headers):
+            item = self.steps.item(headers[index])
+            self.steps.scrollToItem(item, QAbstractItemView.ScrollHint.PositionAtTop)
+
+    def update_about(self, *_args) -> None:
+        """Say what the selected agent can do."""
+        try:
+            text = describe(self.policy.currentText(), self.model.text(), self.adapter.text(),
+                            self.base_url.text().strip())
+        except (UserError, OSError) as exc:  # an unreadable shipped folder: say it
+            text = str(exc)
+        self.about.setText(printable(text))
+        self.about.setVisible(bool(text))
+
     def _goal_edited(self) -> None:
         self.goal_fresh = bool(self.goal.toPlainText().strip())
 
@@ -245,11 +389,16 @@ class AgentDock(QWidget):
         self.fill_local()  # a new adapter may have been registered
 
     def fill_local(self) -> None:
-        """The registered models, each followed by its adapters."""
+        """The default local agent, then the registered models, each followed by its adapters
+        (the shipped ones marked)."""
         from agents.models.registry import list_adapters, list_models
 
         self.local.clear()
         self.local.addItem("registered models and adapters...", None)
+        shipped = default_shipped()
+        default = (f"Local agent (default): {shipped.name} on {shipped.base}" if shipped
+                   else f"Local agent (default): {BASE_NAME}, no adapter shipped")
+        self.local.addItem(default, {"model": "", "adapter": ""})
         try:
             models, adapters = (list_models(self.controller.data_dir),
                                 list_adapters(self.controller.data_dir))
@@ -257,10 +406,12 @@ class AgentDock(QWidget):
             return
         for m in models:
             built = "" if m.path else ", built on first use"
-            self.local.addItem(f"{m.name} ({m.kind}{built})", {"model": m.name, "adapter": ""})
+            bare = ", bare: no tool calls" if m.name == BASE_NAME else ""
+            self.local.addItem(f"{m.name} ({m.kind}{built}{bare})", {"model": m.name, "adapter": ""})
             for a in adapters:
                 if a.base_name == m.name:
-                    self.local.addItem(f"    {a.name}: adapter on {m.name}",
+                    mark = " (shipped)" if a.shipped else ""
+                    self.local.addItem(f"    {a.name}: adapter on {m.name}{mark}",
                                        {"model": m.name, "adapter": a.path})
         for a in adapters:  # trained on an unregistered folder (a run's own base-model)
             if a.base_name is None and a.base:
@@ -353,7 +504,16 @@ class AgentDock(QWidget):
             words += f" (episode: {demo.n_steps} steps)"
         if summary.get("error"):
             words += f" — {summary['error']}"
-        self.status.setText(printable(words))
+        if summary.get("status") in ("done", "budget", "stuck", "success") \
+                and not summary.get("calls"):
+            hint = no_call_hint(str(summary.get("policy") or self.policy.currentText()))
+            words = f"{summary.get('status')}: no tool call made"
+            self._add(hint, "#e0b050")
+            self.status.setText(printable(f"{words} — {hint}"))
+        else:
+            self.status.setText(printable(words))
         self._add(f"end: {words}", None)
+        self.refresh_runs()
+        self.runs.setCurrentIndex(self.runs.count() - 1)
         self.controller.agent_finished(summary)
         self.sig_finished.emit(summary)

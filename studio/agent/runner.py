@@ -20,6 +20,9 @@ from studio.runtime.proxy import ApprovalGate, BlockingSession
 
 log = logging.getLogger(__name__)
 ORACLE_POLICIES = ("oracle", "reference")
+# The Local agent's stop-on-prose budget (agents/policies/hf_policy.py ProseStop); the Agent
+# dock's setting agent/prose_stop_tokens changes it.
+PROSE_STOP_TOKENS = 12
 
 
 @dataclass
@@ -33,6 +36,9 @@ class AgentRequest:
     attachment: bytes | None = None  # "send what I see": a PNG shown to the model with the goal
     new_scene: bool = False  # False: continue from the scene as it is ("continue from here")
     start: list[dict] = field(default_factory=list)  # the calls that built the current scene
+    # hf: end the run when the first reply's first N tokens begin no tool call (a goal the
+    # local model cannot act on ends in seconds); None or 0: off
+    prose_stop_tokens: int | None = PROSE_STOP_TOKENS
 
 
 def needs_task(policy: str) -> bool:
@@ -131,8 +137,18 @@ class AgentRunner(QThread):
         why = refusal(r)
         if why:
             raise RunRefused(why)
-        # fails here, before the scene is touched
-        policy = make_policy(local_model(r.policy, self.data_dir), **r.options)
+        # fails here, before the scene is touched: a missing model, a tampered shipped adapter
+        # are one line in the studio's words
+        from agents import PolicyError
+        from tools.cli.exits import UserError
+
+        options = dict(r.options)
+        if r.policy.partition(":")[0] == "hf" and r.prose_stop_tokens:
+            options.setdefault("prose_stop_tokens", r.prose_stop_tokens)
+        try:
+            policy = make_policy(local_model(r.policy, self.data_dir), **options)
+        except (PolicyError, UserError) as exc:
+            raise RunRefused(str(exc)) from None
         loaded = loaded_model(policy)
         if r.attachment:
             policy = AttachmentPolicy(policy, r.attachment)
