@@ -127,7 +127,7 @@ class StudioController(QObject):
 
     def shutdown(self) -> None:
         try:
-            self.demo.abandon()
+            self.drop_demonstration()
         except Exception:
             log.exception("closing the demonstration failed")
         self.worker.stop()
@@ -233,7 +233,7 @@ class StudioController(QObject):
         """Empty scene; a demonstration in progress is closed first."""
         if not self.confirm_replace("New scene"):
             return
-        self.finish_demonstration(check=False)
+        self.drop_demonstration()
         self.worker.fresh_episode()
         self.worker.submit(lambda s: (s.reset(), self.worker.sig_reset.emit("human")), "reset")
 
@@ -241,7 +241,7 @@ class StudioController(QObject):
         """Choose a task: build its start state; later manual calls are checked against it."""
         if task_id and not self.confirm_replace("Load task"):
             return
-        self.finish_demonstration(check=False)
+        self.drop_demonstration()
         if not task_id:
             self.task = None
             self.demo.set_task(None, None)
@@ -300,6 +300,25 @@ class StudioController(QObject):
         calls = list(self.demo.calls)
         self.worker.submit(lambda s: task.evaluate(s, calls), "check", on_done=self.sig_reward.emit,
                            on_error=lambda e: self.sig_error.emit(f"Checking the task failed: {e}"))
+
+    def drop_demonstration(self) -> None:
+        """The open episode ends without Finish (a replacement, or closing): never saved as a
+        demonstration (`Demonstration.discard` says what is kept)."""
+        try:
+            ended = self.demo.discard()
+        except Exception as exc:  # the store refused: said in one line, the studio goes on
+            log.exception("ending the episode failed")
+            self.demo.turns = None
+            self.sig_error.emit(f"Ending the unfinished episode failed: {exc}")
+            return
+        if ended is None:
+            return
+        episode_id, outcome = ended
+        if outcome == "finished":  # the agent's run, as it ended
+            self.session_episodes.append(episode_id)
+            self.sig_episode_saved.emit(episode_id)
+        elif outcome == "removed":
+            self.sig_status.emit("The unfinished episode was not kept (Finish saves a demonstration)")
 
     def finish_demonstration(self, check: bool = True, drop: set[int] | None = None,
                              prompt: str | None = None) -> bool:

@@ -185,8 +185,14 @@ def test_manual_steps_undo_redo_outliner_and_a_replayable_human_episode(fresh, q
     w.episodes.restore(episode, 0)
     qtbot.waitUntil(lambda: w.outliner.names() == ["A"], timeout=120_000)
     w.episodes.select_episode(episode_id)
-    w.episodes.delete_selected()
+    asked = []
+    w.episodes.answer_delete = lambda q: asked.append(q) and False  # Cancel: nothing goes
+    assert not w.episodes.delete_selected()
+    assert episode_id in [e.id for e in store.list_episodes()] and episode_id in asked[0]
+    w.episodes.answer_delete = lambda q: True
+    assert w.episodes.delete_selected()
     assert episode_id not in [e.id for e in store.list_episodes()]
+    assert episode_id not in [e.id for e in w.episodes.episodes]  # the list follows
 
 
 def test_worker_crash_shows_an_error_and_the_studio_keeps_working(fresh, qtbot):

@@ -10,12 +10,14 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QIcon, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPushButton,
     QSplitter,
     QTableWidget,
@@ -24,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from studio.folders import remember, start_folder
 from studio.foreign import png_image, tooltip
 from tools import Session
 from tools.text import printable_line
@@ -51,6 +54,9 @@ class EpisodesDock(QWidget):
         self.episodes: list[Any] = []
         self.steps_of: list[Any] = []
         self.last_replay: Any = None
+        # tests and scripts answer "Delete …?" here: f(question) -> bool (None: a real dialog)
+        self.answer_delete: Any = None
+        self.delete_box: QMessageBox | None = None
         self.source = QComboBox()
         self.source.addItems(["any source", "human", "agent", "oracle", "rollout"])
         self.family = QLineEdit()
@@ -77,7 +83,7 @@ class EpisodesDock(QWidget):
         self.timeline.setGridSize(QSize(130, 130))
         buttons = QHBoxLayout()
         for label, slot in (("Restore step", self.restore_selected_step), ("Replay", self.replay_selected),
-                            ("Export...", self.export_selected), ("Delete", self.delete_selected)):
+                            ("Export...", self.export_selected), ("Delete…", self.delete_selected)):
             b = QPushButton(label)
             b.clicked.connect(slot)
             buttons.addWidget(b)
@@ -174,7 +180,7 @@ class EpisodesDock(QWidget):
             return
         calls = list(episode.setup) + [{"tool": s.tool, "args": s.args} for s in self.steps_of[: index + 1]]
         worker = self.controller.worker
-        self.controller.finish_demonstration(check=False)
+        self.controller.drop_demonstration()
 
         def rebuild(s: Any) -> list[dict]:
             s.reset()
@@ -202,7 +208,7 @@ class EpisodesDock(QWidget):
         if not self.controller.confirm_replace("Replay"):
             return
         store, worker = self.controller.store(), self.controller.worker
-        self.controller.finish_demonstration(check=False)
+        self.controller.drop_demonstration()
 
         def run(s: Any):
             report = replay_episode(store, episode_id, session_factory=lambda: _Unclosed(s))
@@ -236,22 +242,55 @@ class EpisodesDock(QWidget):
         if not chosen:
             return
         if not path:
-            path = QFileDialog.getExistingDirectory(self, "Export the selected episodes to")
+            window = self.window()
+            settings = getattr(window, "settings", None)
+            path = QFileDialog.getExistingDirectory(self, "Export the selected episodes to",
+                                                    start_folder(window, settings))
             if not path:
                 return
+            remember(settings, path)
         try:
-            report = export_parquet(self.controller.store(), Path(path),
-                                    EpisodeFilter(ids=tuple(e.id for e in chosen)))
+            report = export_parquet(self.controller.store(), Path(path),  # chosen by hand: all of them
+                                    EpisodeFilter(ids=tuple(e.id for e in chosen)), include_untasked=True)
         except Exception as exc:
             self.controller.sig_error.emit(f"Export failed: {exc}")
             return
         self.controller.sig_status.emit(f"Exported to {path}: {report}")
 
-    def delete_selected(self) -> None:
+    def delete_selected(self) -> bool:
+        """Delete the selected episodes from the store, after the person confirms (its rows,
+        frames and artifacts go; nothing else). True when they were deleted."""
         chosen = self.selected()
-        if chosen:
-            self.controller.store().delete([e.id for e in chosen])
-            self.refresh()
+        if not chosen:
+            return False
+        what = chosen[0].id if len(chosen) == 1 else f"{len(chosen)} episodes"
+        if not self._confirm_delete(f"Delete {what} from the store? Its steps, frames and files "
+                                    "go with it; this cannot be undone."):
+            return False
+        from agents.store import StoreError
+
+        try:
+            deleted = self.controller.store().delete([e.id for e in chosen])
+        except StoreError as exc:  # the open demonstration is still being recorded
+            self.controller.sig_error.emit(f"Not deleted: {exc}")
+            return False
+        self.refresh()
+        self.controller.sig_status.emit(
+            f"Deleted {deleted[0] if len(deleted) == 1 else f'{len(deleted)} episodes'}")
+        return True
+
+    def _confirm_delete(self, text: str) -> bool:
+        if self.answer_delete is not None:  # tests and scripts answer here
+            return bool(self.answer_delete(text))
+        if QApplication.platformName() == "offscreen":  # nobody to ask: nothing is deleted
+            return False
+        box = QMessageBox(QMessageBox.Icon.Warning, "Delete episodes", text,
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        self.delete_box = box  # a test reaches the open dialog here
+        answer = box.exec()
+        self.delete_box = None
+        return QMessageBox.StandardButton(answer) == QMessageBox.StandardButton.Yes
 
 
 def _built_by(store: Any, episode_id: str) -> list[dict]:

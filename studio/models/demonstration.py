@@ -4,8 +4,10 @@ The journal is every successful mutating call since the scene was last emptied (
 setup, the agent's calls, the person's calls, undos): when the episode begins, the journal
 so far is its start state (`setup`), so replay, export and eval rebuild the same scene.
 The episode begins at the first call of either actor and stays open while they take turns
-(the person can stop the agent, edit by hand and let it go on); it ends at Finish, a new
-scene, another task or when the studio closes. A person's calls are recorded through
+(the person can stop the agent, edit by hand and let it go on). Only Finish saves it as a
+demonstration; anything else that ends it (a new scene, another task, Open, Restore, Replay,
+closing the studio) `discard`s it: a person's unfinished session leaves nothing in the store,
+an agent's run that ended on its own is kept as the agent left it. A person's calls are recorded through
 `agents.loop.turns.HumanTurns`, as the turns the agent would have had; the agent's through the
 episode loop itself (`EpisodeLoop(recorder=...)`). Each step says who made it.
 """
@@ -61,6 +63,7 @@ class Demonstration:
         # the loop's verdict while it still stands (the episode is that run, nothing since)
         self.loop_verdict: LoopVerdict | None = None
         self.record_error: str | None = None  # the last recording failure, for the GUI
+        self.agent_acted = False  # the agent made steps in the open episode
         self.changed = Emitter()  # (n_steps)
 
     @property
@@ -91,7 +94,7 @@ class Demonstration:
 
         self.turns = HumanTurns(recorder, _loop_config(), None)
         self.episode_id, self.calls, self.final_message = recorder.episode_id, [], None
-        self.loop_verdict = None
+        self.loop_verdict, self.agent_acted = None, False
         return recorder
 
     # -- on the session thread ----------------------------------------------------------
@@ -110,7 +113,7 @@ class Demonstration:
                     StartState(tuple(start), keep=True), _loop_config())
                 self.episode_id, self.calls, self.final_message = (
                     self.turns.recorder.episode_id, [], None)
-                self.loop_verdict = None
+                self.loop_verdict, self.agent_acted = None, False
             except Exception as exc:
                 log.exception("beginning the episode failed")
                 self.record_error = f"Recording could not start: {exc}"
@@ -147,6 +150,7 @@ class Demonstration:
         run began."""
         calls = list(summary.get("checker_calls") or ())
         n = self.n_steps - first_step
+        self.agent_acted = self.agent_acted or n > 0
         for i, c in enumerate(calls):  # one recorded step per call, in order
             self.calls.append({**c, "step": first_step + i if len(calls) == n else None})
         self.final_message = summary.get("final_message")
@@ -199,14 +203,37 @@ class Demonstration:
                       success=bool(verdict.success))
         self.turns.recorder.finish(**kw)
         episode_id, self.turns, self.episode_prompt, self.loop_verdict = self.episode_id, None, "", None
-        self.typed_prompt = ""
+        self.typed_prompt, self.agent_acted = "", False
         self.changed.emit(0)
         return episode_id
 
-    def abandon(self) -> None:
-        if self.turns is not None:
-            self.turns.recorder.abort("the studio closed before Finish")
-            self.turns, self.episode_prompt = None, ""
+    def discard(self) -> tuple[str, str] | None:
+        """End the open episode without the person's Finish (a replacement, or the studio
+        closing). An agent's run that ended on its own, nothing done since, closes as the agent
+        left it (its loop's reward when it has one); one with the agent's steps and the
+        person's after them is kept as `interrupted` (never exported by default); a person's
+        own unfinished session is removed from the store. Returns (episode id, "finished" |
+        "interrupted" | "removed"), or None when no episode was open."""
+        if self.turns is None:
+            return None
+        recorder, episode_id = self.turns.recorder, self.episode_id
+        if self.final_message is not None:  # the agent spoke last
+            kw: dict[str, Any] = {"final_message": self.final_message}
+            if self.loop_verdict is not None:
+                kw.update(reward=self.loop_verdict.total, components=self.loop_verdict.components,
+                          success=self.loop_verdict.success)
+            recorder.finish(**kw)
+            outcome = "finished"
+        else:
+            recorder.abort("ended without Finish")
+            outcome = "interrupted"
+            if not self.agent_acted:  # the person's alone: not a demonstration, not kept
+                self._store_factory().delete([episode_id])
+                outcome = "removed"
+        self.turns, self.episode_prompt, self.loop_verdict = None, "", None
+        self.typed_prompt, self.agent_acted = "", False
+        self.changed.emit(0)
+        return episode_id, outcome
 
 
 def _loop_config() -> Any:
