@@ -94,13 +94,3 @@ def grid_step(pixels_per_unit: float, min_px: float = 12.0) -> float:
         if step >= unit:
             return step
     return 10.0 ** (k + 1)
-
-
-def format_length(metres: float) -> str:
-    if metres >= 1000:
-        return f"{metres / 1000:g} km"
-    if metres >= 1:
-        return f"{metres:g} m"
-    if metres >= 0.01:
-        return f"{metres * 100:g} cm"
-    return f"{metres * 1000:g} mm"

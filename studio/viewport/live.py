@@ -18,13 +18,13 @@ import sys
 import time
 
 import numpy as np
-from PySide6.QtCore import QKeyCombination, QPointF, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QKeyCombination, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QSurfaceFormat
 from PySide6.QtOpenGL import QOpenGLWindow
 
 from studio.models.orbit import OrbitCamera
 from studio.models.units import display_unit, length_text
-from studio.viewport.camera import VIEWS, ViewMath, format_length
+from studio.viewport.camera import VIEWS, ViewMath
 from studio.viewport.gizmo import GIZMO_PX, drag_amount, dragged_model, no_change, rotated_euler
 from studio.viewport.live_tools import SelectionTools
 from studio.viewport.typed import AXES, TypedTransform
@@ -94,6 +94,7 @@ class LiveView(SelectionTools, QOpenGLWindow):
         controller.sig_scene_changed.connect(self.sync)
         controller.sig_ready.connect(self.sync)
         controller.scene.selection_changed.connect(lambda _n: self.update())
+        controller.scene.changed.connect(self.update)  # View → Units: the grid's label follows
 
     # -- the worker's meshes ---------------------------------------------------------------
     def known(self) -> dict[str, str]:
@@ -170,8 +171,7 @@ class LiveView(SelectionTools, QOpenGLWindow):
             self.ctx.finish()
             self.scene_to_frame_s = time.perf_counter() - self.changed_at
             self.changed_at, self._frame_after_change = None, False
-        step, unit = self.renderer.grid_step, self.unit()
-        grid = length_text(step, unit) if unit == "mm" else format_length(step)  # mm projects: mm
+        grid = length_text(self.renderer.grid_step, self.unit())  # in the unit View → Units shows
         shown = self.view_name if self.view_name == "orbit" else f"{self.view_name} (ortho)"
         self.sig_status.emit(f"grid {grid}  ·  {shown}")
         self.sig_frame.emit()
@@ -366,6 +366,15 @@ class LiveView(SelectionTools, QOpenGLWindow):
                 self.controller.scene.select(hit if isinstance(hit, str) else None)
         self._press = None
         self.update()
+
+    def event(self, event) -> bool:
+        # While a typed G/R/S is open every key is its own (digits, sign, point, X/Y/Z in either
+        # case, Backspace, Enter, Esc): claimed before the window's shortcuts see it, so 0, 1,
+        # 3, 7 and the other view keys do nothing until Enter or Esc closes it.
+        if event.type() == QEvent.Type.ShortcutOverride and self.typed is not None:
+            event.accept()
+            return True
+        return super().event(event)
 
     def keyPressEvent(self, event) -> None:
         if self.typed is not None:

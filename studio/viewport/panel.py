@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from studio.folders import remember, start_folder
 from studio.viewport.capture import capture, on_real_display, png_bytes
 from studio.viewport.widget import MODES, Viewport
 
@@ -50,6 +51,32 @@ MOUSE_HELP = ("click: select · shift-click: add · drag: orbit · shift-drag: p
               "arrow: move · ring: rotate · box: scale (Ctrl snaps) · F1: keys")
 
 
+class ElidedLabel(QLabel):
+    """One line that ends in "…" when its room is short (the whole text is the tooltip); its
+    minimum width is a few letters, so a long help line never sets the window's width."""
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__(text)
+        self.full = text
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def setText(self, text: str) -> None:
+        self.full = text
+        self._elide()
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().horizontalAdvance("…") * 4, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        shown = self.fontMetrics().elidedText(self.full, Qt.TextElideMode.ElideRight, self.contentsRect().width())
+        if shown != super().text():
+            super().setText(shown)
+
+
 def live_wanted() -> bool:
     return on_real_display() and os.environ.get("MW_VIEWPORT", "live") != "worker"
 
@@ -71,6 +98,9 @@ class ViewportPanel(QWidget):
             self.live_widget = QWidget.createWindowContainer(self.live)
             self.live_widget.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
             self.live_widget.setMinimumSize(320, 320)
+            # keys that reach the container (the main window kept the focus) while a typed
+            # G/R/S is open: they are the live view's, never the window's shortcuts
+            self.live_widget.installEventFilter(self)
             self.stack.addWidget(self.live_widget)
             self.live.sig_status.connect(self._status)
             self.live.sig_frame.connect(self._check_live)
@@ -91,7 +121,7 @@ class ViewportPanel(QWidget):
         send.setObjectName("accent")
         send.clicked.connect(self.send_to_agent)
         send.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a later Space never sends it again
-        self.hint = QLabel(MOUSE_HELP)
+        self.hint = ElidedLabel(MOUSE_HELP)  # shortened to the room it has: never widens the window
         self.hint.setObjectName("hint")
         self.hint.setToolTip(MOUSE_HELP)
         self.hint.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -167,6 +197,16 @@ class ViewportPanel(QWidget):
             self.set_mode(self.mode.currentText())
             self.viewport.request()
 
+    def eventFilter(self, watched, event) -> bool:
+        if watched is self.live_widget and self.live is not None and self.live.typed is not None:
+            if event.type() == QEvent.Type.ShortcutOverride:
+                event.accept()
+                return True
+            if event.type() == QEvent.Type.KeyPress:
+                self.live.keyPressEvent(event)
+                return True
+        return super().eventFilter(watched, event)
+
     def _key_from_live(self, seq: QKeySequence) -> None:
         """A key pressed in the live view triggers the window's action with that shortcut."""
         for action in self.window().findChildren(QAction):
@@ -235,8 +275,12 @@ class ViewportPanel(QWidget):
         self.sig_send_to_agent.emit(self.capture_png())
 
     def _screenshot(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save the viewport", "viewport.png", "PNG (*.png)")
+        window = self.window()
+        settings = getattr(window, "settings", None)
+        start = os.path.join(start_folder(window, settings), "viewport.png")
+        path, _ = QFileDialog.getSaveFileName(self, "Save the viewport", start, "PNG (*.png)")
         if path:
+            remember(settings, path)
             self.capture_image().save(path, "PNG")
 
 

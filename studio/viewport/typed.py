@@ -19,15 +19,23 @@ class TypedTransform:
         self.text = ""
 
     def key(self, char: str) -> bool:
-        """One typed character ('\\b' deletes); False when it means nothing here."""
-        if char.upper() in AXES and len(char) == 1:
+        """One typed character ('\\b' deletes); False when it means nothing here. X/Y/Z in
+        either case choose the axis, '-' flips the sign and '+' makes it positive, ',' is a
+        decimal point as '.' is."""
+        if len(char) != 1:
+            return False
+        if char.upper() in AXES:
             self.axis = AXES.index(char.upper())
         elif char == "\b":
             self.text = self.text[:-1]
-        elif char.isdigit() or (char == "." and "." not in self.text):
+        elif char in "0123456789":
             self.text += char
+        elif char in ".," and "." not in self.text:
+            self.text += "."
         elif char == "-":
             self.text = self.text[1:] if self.text.startswith("-") else "-" + self.text
+        elif char == "+":
+            self.text = self.text.removeprefix("-")
         else:
             return False
         return True
