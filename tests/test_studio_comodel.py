@@ -68,8 +68,8 @@ def test_the_agent_continues_a_hand_made_model_in_one_undo_step_and_replays(
     assert sizes(w) == {"Base": "1000 × 1000 × 1000 mm", "Plate": "100 × 70 × 10 mm"}
     labels = _labels(w.palette.select("cad_hole"))  # every value with its unit
     assert {"diameter (mm) *", "positions (mm)", "depth (mm)"} <= labels
-    # the project shows mm, so a metre tool's lengths are typed in mm too (sent in metres)
-    assert {"location (mm)", "rotation_deg (°)"} <= _labels(w.palette.select("add_primitive"))
+    # the project shows mm; a metre tool's lengths are still typed in metres, as labelled
+    assert {"location (m)", "rotation_deg (°)"} <= _labels(w.palette.select("add_primitive"))
     c.finish_demonstration(check=False)  # the hand-made model is now just the current scene
     hand = list(c.journal.calls)
     undo_before = c.undo_stack.count()

@@ -1,7 +1,8 @@
 """Handling in the studio window (offscreen Qt, the real tool runtime; issue #33): new and
 duplicated objects become the selection, F zooms to fit the selection and a restore reframes,
 errors clear on the next success without moving the layout, the palette lists plain names
-(the tool name stays the tooltip and is searchable), and every outliner row uses one unit."""
+(the tool name stays the tooltip and is searchable), and every outliner row uses one unit
+while the palette keeps each tool's own."""
 
 from __future__ import annotations
 
@@ -124,14 +125,17 @@ def test_every_outliner_row_uses_the_projects_one_unit(fresh, qtbot):
         assert rows()["Plate"][0] == "100 × 70 × 6 mm"  # auto: a part authored in mm, so mm
         assert rows()["Cube"] == ("1000 × 1000 × 1000 mm", "(0, 90, 500) mm")
         assert all(text.endswith(" mm") for row in rows().values() for text in row)
-        # the palette too: lengths typed in mm, sent in the unit the tool takes
-        form = w.palette.select("transform", name="Cube", location="0, 90, 600")
-        assert form.lengths["location"][1].text().startswith("location (mm)")
-        result = send_ok(qtbot, w, "transform", name="Cube", location="0, 90, 600")
+        # the palette is not display: its lengths stay in the tool's own unit, as labelled
+        # (issue #50), and are sent as typed
+        form = w.palette.select("transform", name="Cube", location="0, 0.09, 0.6")
+        assert form.lengths["location"][1].text().startswith("location (m)")
+        assert "metres (m)" in w.palette.units_note.text()
+        result = send_ok(qtbot, w, "transform", name="Cube", location="0, 0.09, 0.6")
         assert result.args["location"] == pytest.approx([0.0, 0.09, 0.6])
         qtbot.waitUntil(lambda: rows()["Cube"][1] == "(0, 90, 600) mm", timeout=WAIT_MS)
         set_units(c.scene, w.settings, "m")
-        assert form.fields["location"].text() == "0, 0.09, 0.6"  # the same place, in metres
+        assert form.fields["location"].text() == "0, 0.09, 0.6"  # as typed, whatever is shown
+        assert form.lengths["location"][1].text().startswith("location (m)")
         assert (
             rows()["Cube"] == ("1 × 1 × 1 m", "(0, 0.09, 0.6) m")
             and rows()["Plate"][0] == "0.1 × 0.07 × 0.006 m"

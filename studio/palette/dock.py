@@ -17,12 +17,12 @@ from PySide6.QtWidgets import (
 )
 
 from studio.foreign import plain_label
-from studio.models.units import display_unit
 from studio.palette.forms import FormError, ToolForm
 from tools import TOOLS, ToolError, validate_call
 from tools.text import printable
 
 WORDS = {"cad": "CAD", "cadquery": "CadQuery", "bpy": "bpy", "3mf": "3MF"}
+UNIT_WORDS = {"m": "metres (m)", "mm": "millimetres (mm)"}
 
 
 def plain_name(tool: str) -> str:
@@ -48,6 +48,9 @@ class PaletteDock(QWidget):
         self.description = QLabel()
         self.description.setWordWrap(True)
         self.description.setObjectName("hint")
+        self.units_note = QLabel()  # the unit this tool's lengths are typed in, said once more
+        self.units_note.setWordWrap(True)
+        self.units_note.setObjectName("hint")
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.send_button = QPushButton("Send")
@@ -65,6 +68,7 @@ class PaletteDock(QWidget):
         layout.addWidget(self.search)
         layout.addWidget(self.tool)
         layout.addWidget(self.description)
+        layout.addWidget(self.units_note)
         layout.addWidget(self.scroll, 1)
         layout.addWidget(self.error)
         layout.addWidget(self.send_button)
@@ -73,23 +77,8 @@ class PaletteDock(QWidget):
         self.sent = 0
         self.show_tool(self.tool.currentData())
         controller.scene.selection_changed.connect(self._selected)
-        controller.scene.changed.connect(self._unit_changed)  # a CAD part or View → Units
         if hasattr(controller, "sig_call"):  # the next call that works clears "Not sent"
             controller.sig_call.connect(lambda result, _o: result.ok and self._clear_error())
-
-    def unit(self) -> str | None:
-        """The unit lengths are typed in: the project's, except that Auto in a metre project
-        leaves a CAD tool in the millimetres it is authored in (None: each tool's own)."""
-        scene = self.controller.scene
-        choice = getattr(scene, "units", "auto")
-        unit = display_unit(scene.objects, choice)
-        return None if choice == "auto" and unit == "m" else unit
-
-    def _unit_changed(self) -> None:
-        unit = self.unit()
-        for form in self.forms.values():
-            if form.length_unit != unit:
-                form.show_lengths_in(unit)
 
     def _clear_error(self) -> None:
         self.error.setText("")
@@ -117,9 +106,16 @@ class PaletteDock(QWidget):
         self.scroll.takeWidget()  # keep the previous form alive (setWidget would delete it)
         if name not in self.forms:
             self.forms[name] = ToolForm(name, spec.schema())
-            self.forms[name].show_lengths_in(self.unit())
         self.form = self.forms[name]
+        units = sorted(self.form.units())
+        self.units_note.setText(
+            f"Lengths in {' and '.join(UNIT_WORDS.get(u, u) for u in units)}, as labelled: "
+            "View → Units changes only what is shown." if units else "")
+        self.units_note.setVisible(bool(units))
         self.scroll.setWidget(self.form)
+        # wide enough for the form's labels and choices: nothing is cut or scrolled sideways
+        bar = self.scroll.verticalScrollBar().sizeHint().width()
+        self.scroll.setMinimumWidth(self.form.minimumSizeHint().width() + bar + 2 * self.scroll.frameWidth())
         self._clear_error()
 
     def select(self, tool: str, /, **values) -> ToolForm:

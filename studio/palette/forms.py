@@ -3,8 +3,9 @@
 Enums become combo boxes, booleans check boxes, everything else a line edit holding a
 number, a comma-separated list or JSON. Reading the form parses the text; the caller then
 validates with `tools.validate_call`, so a bad value is refused before anything is sent.
-Lengths are typed in the project's display unit (`show_lengths_in`) and sent in the unit
-the tool takes, so the call recorded is the call the runtime ran.
+Lengths are typed in the unit the tool takes, which each label names ("dimensions (m)",
+"length (mm)"), and sent as typed: View → Units changes what the studio shows, never what a
+typed number means, so the call recorded is the call the person wrote.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any
 
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QLabel, QLineEdit, QWidget
 
-from studio.models.units import from_scene, to_scene
 from tools.specs import field_unit
 
 UNSET = "(default)"
@@ -31,7 +31,6 @@ class ToolForm(QWidget):
         self.required = set(schema.get("required", []))
         self.fields: dict[str, QWidget] = {}
         self.lengths: dict[str, tuple[str, QLabel]] = {}  # length field -> (the tool's unit, label)
-        self.length_unit: str | None = None  # the unit lengths are typed in (None: the tool's)
         layout = QFormLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         for name, prop in schema.get("properties", {}).items():
@@ -49,10 +48,16 @@ class ToolForm(QWidget):
                 hint.setWordWrap(True)
                 layout.addRow("", hint)
 
+    def units(self) -> set[str]:
+        """The length units this tool's values are typed in."""
+        return {unit for unit, _ in self.lengths.values()}
+
     def _widget(self, name: str, prop: dict) -> QWidget:
         default = prop.get("default")
         if "enum" in prop:
             box = QComboBox()
+            # as wide as its longest choice: "uv_sphere" is never cut to "uv_…ere"
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
             if name not in self.required:
                 box.addItem(UNSET)
             box.addItems([str(v) for v in prop["enum"]])
@@ -98,24 +103,7 @@ class ToolForm(QWidget):
                 text = widget.text().strip()  # QLineEdit, CodeEditor or ColorField
                 if text:
                     args[name] = parse(text, prop, name)
-                    if name in self.lengths and self.length_unit:
-                        args[name] = convert(args[name], self.length_unit, self.lengths[name][0])
         return args
-
-    def show_lengths_in(self, shown: str | None) -> None:
-        """Type lengths in `shown` (None: each in the tool's own unit): the labels say it,
-        and what is typed is converted."""
-        for name, (tool_unit, label) in self.lengths.items():
-            was, unit = self.length_unit or tool_unit, shown or tool_unit
-            widget = self.fields[name]
-            text = widget.text().strip() if isinstance(widget, QLineEdit) else ""
-            if was != unit and text:
-                try:
-                    widget.setText(_show(convert(parse(text, self.schema["properties"][name], name), was, unit)))
-                except FormError:
-                    pass  # not a value yet: left as typed
-            label.setText(label.text().replace(f"({was})", f"({unit})"))
-        self.length_unit = shown
 
 
 def _text_editor(name: str, prop: dict) -> QWidget:
@@ -149,17 +137,6 @@ def parse(text: str, prop: dict, name: str) -> Any:
         return json.loads(text)
     except (ValueError, json.JSONDecodeError):
         raise FormError(f"{name}: {text!r} is not a valid {kind or 'JSON value'}") from None
-
-
-def convert(value: Any, unit: str, to: str) -> Any:
-    """Every number in `value` (a length, a list, nested lists) from `unit` to `to`."""
-    if isinstance(value, bool) or unit == to:
-        return value
-    if isinstance(value, int | float):
-        return round(from_scene(to_scene(value, unit), to), 9)
-    if isinstance(value, list):
-        return [convert(v, unit, to) for v in value]
-    return value
 
 
 def _typed_enum(text: str, options: list) -> Any:
