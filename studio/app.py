@@ -36,6 +36,7 @@ class StudioOptions:
     goal: str | None = None  # the agent's free-form goal (continues the scene as it is)
     select: str | None = None  # select this object after the run (`auto`: the first CAD part)
     project: str | None = None  # a .mwproj to open once the session is up
+    recover: str = "ask"  # a scene left by a studio that did not close cleanly: ask | yes | no
 
 
 def settings_for(options: StudioOptions) -> QSettings:
@@ -52,8 +53,10 @@ def build(options: StudioOptions, session_factory=None) -> tuple[MainWindow, Stu
     controller = StudioController(session_factory=session_factory, data_dir=options.data_dir)
     window = MainWindow(controller, settings)
     if options.exit_when_done or options.screenshot:
+        window.fixed_size = True
         window.resize(*options.size)  # scripted runs: a known size for the screenshot
-    window.project.start(unattended=bool(options.exit_when_done or options.screenshot), open_path=options.project)
+    window.project.start(unattended=bool(options.exit_when_done or options.screenshot), open_path=options.project,
+                         recover=options.recover)
     controller.start()
     return window, controller
 

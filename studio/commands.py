@@ -12,6 +12,7 @@ import typer
 
 DEFAULT_TASK = "composition:2:5"  # what `make run` runs without a display
 OFFSCREEN_OUT = Path("runs/studio-offscreen")
+RECOVER_CHOICES = ("ask", "yes", "no")  # `--recover`: a scene a studio that did not close cleanly left
 
 
 def _no_display() -> bool:
@@ -77,6 +78,8 @@ def register(app: typer.Typer) -> None:
                                   help="JSONL of calls made by hand first ({tool, args} a line)."),
         goal: str = typer.Option(None, "--goal", help="A free-form goal for --autorun (no task)."),
         select: str = typer.Option(None, "--select", help="After the run, select this object (auto: the first CAD part)."),
+        recover: str = typer.Option("ask", "--recover", help="A scene autosaved by a studio that did not close "
+                                    "cleanly: ask (a bar offers it), yes (recover it at once) or no (discard it)."),
     ) -> None:
         """Open Modelwright Studio; with --task/--autorun it runs an episode in the window."""
         if hand and task:
@@ -89,6 +92,12 @@ def register(app: typer.Typer) -> None:
         if theme is not None and theme not in THEMES:  # else the window would quietly fall back to dark
             raise typer.BadParameter(f"unknown theme {theme!r}; choose {' or '.join(THEMES)}",
                                      param_hint="--theme")
+        if recover not in RECOVER_CHOICES:
+            raise typer.BadParameter(f"choose {', '.join(RECOVER_CHOICES)}, not {recover!r}",
+                                     param_hint="--recover")
+        if recover == "yes" and (project or task or hand):  # each would replace the recovered model
+            raise typer.BadParameter("--recover yes brings back the autosaved scene: use it without "
+                                     "PROJECT, --task and --hand", param_hint="--recover")
         if project and (task or hand):  # each would replace the project's model at once
             raise typer.BadParameter("a project opens its own scene: use it without --task and "
                                      "--hand (--goal continues it)", param_hint="PROJECT")
@@ -111,4 +120,4 @@ def register(app: typer.Typer) -> None:
                     exit_when_done=exit_when_done, theme=theme,
                     data_dir=str(data_dir) if data_dir else None,
                     settings_file=str(settings_file) if settings_file else None, select=select,
-                    project=str(project) if project else None)
+                    project=str(project) if project else None, recover=recover)

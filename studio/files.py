@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -21,6 +20,7 @@ from PySide6.QtCore import QObject, QUrl
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog
 
+from studio.folders import remember, start_folder
 from tools.errors import ToolError
 from tools.text import printable_line
 from tools.trust import confined
@@ -153,7 +153,7 @@ class FileActions(QObject):
 
     # -- export ----------------------------------------------------------------------------
     def export_dialog(self) -> None:
-        start = next(iter(self.recent_export_dirs()), str(Path.home()))
+        start = start_folder(self.parent_widget, self.settings, next(iter(self.recent_export_dirs()), None))
         path, chosen = self.save_chooser(
             self.parent_widget,
             "Export the scene",
@@ -161,6 +161,7 @@ class FileActions(QObject):
             ";;".join(label for label, _, _ in EXPORT_FORMATS),
         )
         if path:
+            remember(self.settings, path)
             self.export_to(path, chosen)
 
     def export_to(self, path: str, chosen_filter: str = "") -> None:
@@ -188,11 +189,12 @@ class FileActions(QObject):
 
     # -- import ----------------------------------------------------------------------------
     def import_dialog(self) -> None:
-        start = str(self.settings.value(IMPORT_KEY, "") or Path.home())
+        start = start_folder(self.parent_widget, self.settings, str(self.settings.value(IMPORT_KEY, "") or ""))
         path, _ = self.open_chooser(
             self.parent_widget, "Import objects from", start, f"{IMPORT_FILTER};;All files (*)"
         )
         if path:
+            remember(self.settings, path)
             self.import_from(path)
 
     def import_from(self, path: str) -> None:

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
@@ -41,6 +42,7 @@ from studio.viewport.panel import ViewportPanel
 from tools.text import printable, printable_line
 
 log = logging.getLogger(__name__)
+DEFAULT_SIZE = (1600, 1000)  # on a first start, as far as the screen allows
 
 
 class ErrorBar(QFrame):
@@ -82,6 +84,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("studio")
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks)
         self._shown_once = False
+        self.fixed_size = False  # a scripted run's size for its screenshot: not fitted to the screen
         self.errors = ErrorBar()
         self.viewport_panel = ViewportPanel(controller, size=view_size)
         central = QWidget()
@@ -151,11 +154,21 @@ class MainWindow(QMainWindow):
             self._shown_once = True
             if self.settings.value("window/state") is None:  # first start: sizes once laid out
                 QTimer.singleShot(0, self._default_sizes)
+            if not self.fixed_size:  # again with the window manager's frame known
+                QTimer.singleShot(0, self.fit_to_screen)
 
     def _dock(self, title: str, widget: QWidget, area, tab_with: str | None = None) -> None:
         dock = QDockWidget(title, self)
         dock.setObjectName(f"dock-{title}")
-        dock.setWidget(widget)
+        if widget is self.palette:  # its own form scrolls; its width is its own (never cut)
+            dock.setWidget(widget)
+        else:  # on a small screen a dock scrolls rather than push the window past the screen
+            scroll = QScrollArea()
+            scroll.setObjectName(f"scroll-{title}")
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            scroll.setWidgetResizable(True)
+            scroll.setWidget(widget)
+            dock.setWidget(scroll)
         self.addDockWidget(area, dock)
         if tab_with:
             self.tabifyDockWidget(self.docks[tab_with], dock)
@@ -229,12 +242,38 @@ class MainWindow(QMainWindow):
     def restore_layout(self) -> None:
         geometry = self.settings.value("window/geometry")
         state = self.settings.value("window/state")
-        if isinstance(geometry, QByteArray | bytes):
-            self.restoreGeometry(geometry)
-        else:
-            self.resize(1600, 1000)
+        restored = isinstance(geometry, QByteArray | bytes) and self.restoreGeometry(geometry)
+        if not restored:
+            self.resize(*DEFAULT_SIZE)
         if isinstance(state, QByteArray | bytes):
             self.restoreState(state)
+        self.fit_to_screen(centre=not restored)
+
+    def fit_to_screen(self, centre: bool = False) -> None:
+        """Size and place the window inside its screen's available area (the desktop less
+        its panels): a default or remembered size larger than this screen is cut down to it,
+        and a window off its edges is moved in. `centre`: put it in the middle (first start).
+        Offscreen there is no screen to fit: the size asked for is kept."""
+        screen = self.screen() or QApplication.primaryScreen()
+        if screen is None or QApplication.platformName() == "offscreen" or self.isMaximized() \
+                or self.isFullScreen():
+            return
+        room = screen.availableGeometry()
+        border = self.frameGeometry().size() - self.geometry().size()  # title bar, frame: known once shown
+        width = max(min(self.width(), room.width() - border.width()), self.minimumSizeHint().width())
+        height = max(min(self.height(), room.height() - border.height()), self.minimumSizeHint().height())
+        if (width, height) != (self.width(), self.height()):
+            self.resize(width, height)
+        outer = self.frameGeometry()
+        if centre:
+            x = room.x() + (room.width() - outer.width()) // 2
+            y = room.y() + (room.height() - outer.height()) // 2
+        else:
+            x, y = outer.x(), outer.y()
+        x = max(room.x(), min(x, room.x() + room.width() - outer.width()))
+        y = max(room.y(), min(y, room.y() + room.height() - outer.height()))
+        if (x, y) != (outer.x(), outer.y()):
+            self.move(x, y)
 
     def save_layout(self) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
@@ -242,6 +281,9 @@ class MainWindow(QMainWindow):
         self.settings.sync()
 
     def closeEvent(self, event) -> None:
+        if not self.project.may_close():  # unsaved changes: Save / Discard / Cancel, as New asks
+            event.ignore()
+            return
         self.save_layout()
         if self.agent.running:
             self.agent.stop()

@@ -24,11 +24,12 @@ WAIT_MS = 120_000
 
 
 @contextmanager
-def studio_window(worker_pool, root: Path, request) -> Iterator:
-    """A real studio window with its own store and settings under `root`, closed afterwards."""
+def studio_window(worker_pool, root: Path, request, **more) -> Iterator:
+    """A real studio window with its own store and settings under `root`, closed afterwards
+    (`more`: other StudioOptions, e.g. recover="yes")."""
     from studio.app import StudioOptions, build
 
-    options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"))
+    options = StudioOptions(data_dir=str(root / "data"), settings_file=str(root / "settings.ini"), **more)
     window, controller = build(options, session_factory=lambda: ToolSession(worker_pool, deadline_s=120))
     window.show()
     QtBot(request).waitUntil(lambda: controller.ready, timeout=WAIT_MS)
@@ -64,13 +65,16 @@ def send_ok(qtbot, window, tool, /, **values):
 
 
 @pytest.fixture
-def xvfb_display():
-    """A fresh Xvfb on a free display number; DISPLAY for the child; stopped afterwards."""
+def xvfb_display(request):
+    """A fresh Xvfb on a free display number; DISPLAY for the child; stopped afterwards. Its
+    screen is 1920x1200 unless a test asks for another (`@pytest.mark.parametrize(
+    "xvfb_display", ["1280x720x24"], indirect=True)`)."""
     binary = shutil.which("Xvfb")
     assert binary, "Xvfb is not installed (apt-get install xvfb; see VERIFIED.md)"
+    screen = getattr(request, "param", "1920x1200x24")
     number = next(n for n in range(90, 200) if not Path(f"/tmp/.X{n}-lock").exists()
                   and not Path(f"/tmp/.X11-unix/X{n}").exists())
-    proc = subprocess.Popen([binary, f":{number}", "-screen", "0", "1920x1200x24", "-nolisten", "tcp"],
+    proc = subprocess.Popen([binary, f":{number}", "-screen", "0", screen, "-nolisten", "tcp"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     socket = Path(f"/tmp/.X11-unix/X{number}")
     deadline = time.monotonic() + 120

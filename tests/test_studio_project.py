@@ -265,28 +265,44 @@ def test_a_damaged_or_hostile_project_is_one_line_and_changes_nothing(
     assert not (tmp_path.parent / "outside.blend").exists()
 
 
-def test_after_a_crash_the_autosave_is_offered_and_recovers_the_scene(
+def test_a_copy_left_by_a_studio_that_is_gone_is_recovered_or_discarded_as_asked(
     qapp, qtbot, worker_pool, tmp_path, request
 ):
+    """`--recover yes` brings the copy of a studio that did not close cleanly back at start
+    (modified, under its project's name), `--recover no` deletes it; a running studio's own
+    copy is never offered (tests/test_studio_recovery.py: the banner after a real kill -9)."""
+    import shutil
+
+    from studio.project import recovery
+
     with studio_window(worker_pool, tmp_path, request) as w:
         c = w.controller
         assert w.project.banner is None  # a first start: nothing to offer
         send_ok(qtbot, w, "add_primitive", kind="cube", name="Unsaved", dimensions="1, 1, 1")
-        w.project.autosave()
-        qtbot.waitUntil(lambda: w.project.autosave_path().is_file(), timeout=WAIT_MS)
-        send_ok(qtbot, w, "add_primitive", kind="cube", name="Later", dimensions="1, 1, 1")
-        qtbot.waitUntil(lambda: sorted(c.scene.names()) == ["Later", "Unsaved"], timeout=WAIT_MS)
-        # the next start while this studio never closed cleanly (as after a crash: the
-        # running mark is still set) offers the autosave in a banner, not a dialog
-        w.project.start()
-        banner = w.project.banner
-        assert banner is not None
-        qtbot.waitUntil(banner.isVisible, timeout=WAIT_MS)
+        with qtbot.waitSignal(w.project.sig_autosaved, timeout=WAIT_MS):  # after the edit
+            pass
+        slot = w.project.slot.folder
+        assert recovery.orphans(slot.parent) == []  # this studio's own: held, not offered
+        # what a studio killed now would leave: the same files, its lock no longer held
+        shutil.copytree(slot, slot.parent / "gone-1")
+        shutil.copytree(slot, slot.parent / "gone-2")
+        (slot.parent / "gone-2" / "origin.json").write_text(json.dumps({"project": str(tmp_path / "mine.mwproj")}))
+        os.utime(slot.parent / "gone-2" / "autosave.mwproj", (1, 1))  # the older of the two
         w.project.answer = lambda what: "discard"
-        banner.recover_button.click()
+    assert not slot.exists()  # a clean exit takes its own copy away
+
+    with studio_window(worker_pool, tmp_path, request, recover="yes") as w:
+        c = w.controller
         qtbot.waitUntil(lambda: c.scene.names() == ["Unsaved"], timeout=WAIT_MS)
-        assert [c.undo_stack.text(i) for i in range(c.undo_stack.count())] == [
-            "add_primitive Unsaved"
-        ]
-        assert w.isWindowModified()  # recovered, not yet saved
-        assert w.windowTitle().startswith("Untitled") and not banner.isVisible()
+        assert [c.undo_stack.text(i) for i in range(c.undo_stack.count())] == ["add_primitive Unsaved"]
+        assert w.isWindowModified() and w.windowTitle().startswith("Untitled")  # not saved yet
+        assert w.project.banner is None  # recovered unasked
+        qtbot.waitUntil(lambda: not (slot.parent / "gone-1").exists(), timeout=WAIT_MS)
+        assert w.project.slot.path.is_file()  # in this studio's own copy first
+        w.project.answer = lambda what: "discard"
+
+    assert [p.parent.name for p in recovery.orphans(slot.parent)] == ["gone-2"]
+    assert recovery.origin_of(recovery.orphans(slot.parent)[0]) == tmp_path / "mine.mwproj"
+    with studio_window(worker_pool, tmp_path, request, recover="no") as w:
+        assert w.project.banner is None and recovery.orphans(slot.parent) == []
+        assert not (slot.parent / "gone-2").exists()

@@ -1,13 +1,21 @@
 """The studio's File menu: New / Open / Save / Save As / Recent, the title's modified marker,
-the question before anything replaces the model, autosave and crash recovery.
+the question before anything replaces the model or the studio quits, autosave and crash
+recovery.
 
 The scene is saved in the worker's own format (studio/project/archive.py); the studio adds
 its undo stack, journal, view, chat and episode links. Work on the session runs as jobs on
-the session thread, in order, so a Save chosen before a replacement is taken before it.
+the session thread, in order, so a Save chosen before a replacement is taken before it; the
+file itself is written on a writer thread, never on the GUI thread.
+
+Autosave: a modified scene is copied to this studio's recovery slot (studio/project/recovery.py)
+AUTOSAVE_AFTER_EDIT_MS after an edit and every AUTOSAVE_MS while it stays modified; the copy
+goes when the scene is saved, discarded or replaced, and with the slot at a clean exit. Any
+other exit (a crash, kill -9, a lost session) leaves it, and the next start offers it.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import secrets
@@ -20,10 +28,11 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
+from studio.folders import remember, start_folder
 from studio.outliner.units_menu import set_units
-from studio.project import archive, contents
+from studio.project import archive, contents, recovery
 from studio.project.archive import Project, ProjectError
-from studio.project.recovery import RecoveryBanner
+from studio.project.recovery import AutosaveSlot, RecoveryBanner
 from tools import ToolError
 from tools.sandbox import jail
 from tools.trust.outbox import Outbox
@@ -31,14 +40,19 @@ from tools.trust.outbox import Outbox
 log = logging.getLogger(__name__)
 
 RECENT_KEY, RECENT_MAX = "project/recent", 8
-RUNNING_KEY = "project/running"  # set while a studio runs; still set at start = it crashed
-AUTOSAVE_MS = 3 * 60 * 1000
-AUTOSAVE_NAME = "autosave" + archive.SUFFIX
+AUTOSAVE_MS = 30 * 1000  # while the scene stays modified
+AUTOSAVE_AFTER_EDIT_MS = 2 * 1000  # after an edit (edits in between join the same copy)
 FILTER = f"Modelwright project (*{archive.SUFFIX})"
+_SKIPPED = object()  # a recovery copy not written: the scene was saved or discarded since
+
+# chooser(parent, caption, start, filter) -> (path, chosen filter); "" when cancelled
+Chooser = Callable[[object, str, str, str], tuple[str, str]]
 
 
 class ProjectManager(QObject):
     sig_opened = Signal(str, bool)  # (path, ok): a project is in place, or could not be opened
+    sig_autosaved = Signal(str)  # a recovery copy was written (its path)
+    _sig_written = Signal(object, object)  # internal: (callback, error or None) from the writer
 
     def __init__(self, window) -> None:
         super().__init__(window)
@@ -52,6 +66,9 @@ class ProjectManager(QObject):
         self.answer: Callable[[str], str] | None = None
         self.last_question: str | None = None
         self.episodes: list[str] = []
+        # the file dialogs (tests answer them here): QFileDialog's static functions by default
+        self.save_chooser: Chooser = QFileDialog.getSaveFileName
+        self.open_chooser: Chooser = QFileDialog.getOpenFileName
         c = self.controller
         c.confirm_replace = self.confirm_replace
         # edits are what the undo stack records (the person's calls, an agent's run, undo and
@@ -62,23 +79,45 @@ class ProjectManager(QObject):
         self.timer = QTimer(self)
         self.timer.timeout.connect(self.autosave)
         self.timer.start(AUTOSAVE_MS)
+        self.soon = QTimer(self)  # the copy after an edit
+        self.soon.setSingleShot(True)
+        self.soon.setInterval(AUTOSAVE_AFTER_EDIT_MS)
+        self.soon.timeout.connect(self.autosave)
+        self._sig_written.connect(lambda callback, error: callback(error))
+        # files are written here, one at a time, in the order they were taken
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mw-project-writer")
+        self._generation = 0  # bumped when the recovery copy is dropped: older copies are not written
+        self.slot: AutosaveSlot | None = None
+        self.recovering: Path | None = None  # the copy being recovered, until it is in place
         self.banner: RecoveryBanner | None = None
         self._title()
 
-    def start(self, unattended: bool = False, open_path: str | os.PathLike | None = None) -> None:
-        """At start: offer the autosave if the last studio did not close cleanly (a banner:
-        never a dialog that blocks), and open `open_path` once the session is up."""
+    def start(self, unattended: bool = False, open_path: str | os.PathLike | None = None,
+              recover: str = "ask") -> None:
+        """At start: take this studio's recovery slot; offer the copy a studio that did not
+        close cleanly left (a banner, never a dialog that blocks; `recover` "yes" recovers it
+        and "no" discards it unasked; scripted runs are not offered it), and open `open_path`
+        once the session is up."""
         self.unattended = unattended
-        crashed = str(self.settings.value(RUNNING_KEY, "false")).lower() == "true"
-        self.settings.setValue(RUNNING_KEY, True)
-        self.settings.sync()
-        if crashed and not unattended and self.autosave_path().is_file():
-            self.banner = RecoveryBanner(self.window, self.autosave_path(), self.open)
+        root = self.autosave_root()
+        left = recovery.orphans(root)  # (this studio's own slot is held: never among them)
+        if self.slot is None:
+            self.slot = AutosaveSlot(root)
+        if left and recover == "no":
+            for copy in left:
+                recovery.forget(copy)
+        elif left and recover == "yes":
+            self._when_ready(lambda: self.recover(left[0]))
+        elif left and not unattended:
+            self.banner = RecoveryBanner(self.window, left[0], self.recover, self.discard_copy)
         if open_path is not None:
-            if self.controller.ready:
-                self.open(open_path)
-            else:
-                self.controller.sig_ready.connect(lambda: self.open(open_path))
+            self._when_ready(lambda: self.open(open_path))
+
+    def _when_ready(self, then: Callable[[], object]) -> None:
+        if self.controller.ready:
+            then()
+        else:
+            self.controller.sig_ready.connect(lambda: then())
 
     # -- menu ------------------------------------------------------------------------------
     def add_actions(self, menu) -> None:
@@ -126,11 +165,14 @@ class ProjectManager(QObject):
         if edited:
             self.modified = self._since_autosave = True
             self._title()
+            if not self.soon.isActive():
+                self.soon.start()
 
     def _replaced(self, origin: str) -> None:
         if origin != "project":  # the person was asked first (Save / Discard)
-            self.modified = False
+            self.modified = self._since_autosave = False
             self._title()
+            self.drop_copy()  # what it held was saved or discarded
 
     def _agent_finished(self, summary: dict) -> None:
         if summary.get("episode_id"):
@@ -150,22 +192,36 @@ class ProjectManager(QObject):
         first) or Discard; Cancel keeps everything."""
         if not self.modified:
             return True
-        self.last_question = what
-        if self.answer is not None:
-            choice = self.answer(what)
-        elif self.unattended or QApplication.platformName() == "offscreen":
-            choice = "discard"  # nobody to ask; the autosave keeps the last state
-        else:
-            choice = self._ask(what)
+        choice = self._choice(what, f"{what} replaces the model. Save your changes first?")
         if choice == "save":
             return self.save()
         return choice == "discard"
 
-    def _ask(self, what: str) -> str:
+    def may_close(self) -> bool:
+        """Quit or the window's close: True when the studio may close now. A modified scene
+        asks Save / Discard / Cancel first, as New does; with Save the window closes once the
+        file is written (False now; it stays open when the save fails or is cancelled)."""
+        if not self.modified:
+            return True
+        choice = self._choice("Quit", "The model has unsaved changes. Save them before you quit?")
+        if choice == "save":
+            self.save(then=lambda _path: QTimer.singleShot(0, self.window.close))
+            return False
+        return choice == "discard"
+
+    def _choice(self, what: str, question: str) -> str:
+        self.last_question = what
+        if self.answer is not None:
+            return self.answer(what)
+        if self.unattended or QApplication.platformName() == "offscreen":
+            return "discard"  # nobody to ask
+        return self._ask(question)
+
+    def _ask(self, question: str) -> str:
         box = QMessageBox(
             QMessageBox.Icon.Question,
             "Unsaved changes",
-            f"{what} replaces the model. Save your changes first?",
+            question,
             QMessageBox.StandardButton.Save
             | QMessageBox.StandardButton.Discard
             | QMessageBox.StandardButton.Cancel,
@@ -190,24 +246,28 @@ class ProjectManager(QObject):
         self.window.agent.steps.clear()
         self._title()
 
-    def save(self) -> bool:
-        """Save to the project's file (Save As when it has none); False if cancelled."""
+    def save(self, then: Callable[[Path], None] | None = None) -> bool:
+        """Save to the project's file (Save As when it has none); False if cancelled. `then`:
+        called with the path once the file is written."""
         if self.path is None:
-            return self.save_as()
-        return self.save_to(self.path)
+            return self.save_as(then)
+        return self.save_to(self.path, done=then)
 
-    def save_as(self) -> bool:
-        start = str(self.path or Path(self._last_folder(), "Untitled" + archive.SUFFIX))
-        chosen, _ = QFileDialog.getSaveFileName(self.window, "Save project", start, FILTER)
+    def save_as(self, then: Callable[[Path], None] | None = None) -> bool:
+        name = self.path.name if self.path else "Untitled" + archive.SUFFIX
+        start = os.path.join(self._start_folder(), name)
+        chosen, _ = self.save_chooser(self.window, "Save project", start, FILTER)
         if not chosen:
             return False
+        remember(self.settings, chosen)
         if not chosen.endswith(archive.SUFFIX):
             chosen += archive.SUFFIX
-        return self.save_to(Path(chosen))
+        return self.save_to(Path(chosen), done=then)
 
-    def _last_folder(self) -> str:
+    def _start_folder(self) -> str:
+        """The open project's folder, else the last project's, else the last any dialog used."""
         recent = self.recent()
-        return str(Path(recent[0]).parent) if recent else str(Path.home())
+        return start_folder(self.window, self.settings, str(Path(recent[0]).parent) if recent else None)
 
     def save_to(
         self, path: Path, done: Callable[[Path], None] | None = None, autosave: bool = False
@@ -219,43 +279,78 @@ class ProjectManager(QObject):
             self._error(f"The agent is working on the scene: press Stop, then save {path.name}.")
             return False
         project, steps = contents.snapshot(self.window, self.episodes)
+        generation, origin, keep = self._generation, self.path, self.autosave_path()
 
-        def write(taken: tuple[dict, int]) -> None:
+        def write(taken: tuple[dict, int]) -> None:  # on the writer thread
+            if autosave and generation != self._generation:
+                return _SKIPPED  # dropped since it was taken (saved, discarded, replaced)
             try:
                 _write(path, project, taken)
+                if autosave and self.slot is not None:
+                    self.slot.note_origin(origin)
             except (ToolError, OSError) as e:
                 why = f"Saving {path.name} failed: {getattr(e, 'message', None) or e}"
                 if not autosave:  # a replacement may follow: keep the scene where it can be found
                     try:
-                        _write(self.autosave_path(), project, taken)
-                        why += f"; the scene was kept in {self.autosave_path()}"
+                        _write(keep, project, taken)
+                        why += f"; the scene was kept in {keep}"
                     except (ToolError, OSError):
                         pass
+                return why
+            return None
+
+        def written(why: object) -> None:  # back on the GUI thread
+            if why is _SKIPPED:
+                return
+            if why is not None:
                 self._error(why)
                 return
-            if not autosave:
-                self.path, self.modified = path, False
+            if autosave:
+                self.sig_autosaved.emit(str(path))
+            else:
+                self.path = path
                 self._remember(path)
+                if self.controller.undo_stack.index() == undo_index:  # nothing done since
+                    self.modified = False
+                    self.drop_copy()
                 self._title()
                 self.controller.sig_status.emit(f"Saved {path}")
             if done is not None:
                 done(path)
 
+        def taken(state: tuple[dict, int]) -> None:
+            self._in_writer(lambda: write(state), written)
+
+        undo_index = self.controller.undo_stack.index()
         self._since_autosave = False
         self.controller.worker.submit(
             lambda s: archive.take_state(os.fspath(s.scratch), steps),
             "save project",
-            on_done=write,
+            on_done=taken,
             on_error=lambda e: self._error(f"Saving {path.name} failed: {e}"),
         )
         return True
 
+    def _in_writer(self, job: Callable[[], object], then: Callable[[object], None]) -> None:
+        """Run `job` on the writer thread; `then(its value)` on the GUI thread."""
+        def run() -> None:
+            try:
+                value = job()
+            except Exception as e:  # never lost: said in the error bar
+                log.exception("writing a project failed")
+                value = f"Writing the project failed: {e}"
+            self._sig_written.emit(then, value)
+
+        try:
+            self._writer.submit(run)
+        except RuntimeError:  # the studio is closing
+            log.debug("a project write after close was dropped")
+
     # -- open --------------------------------------------------------------------------------
     def open_dialog(self) -> None:
-        chosen, _ = QFileDialog.getOpenFileName(
-            self.window, "Open project", self._last_folder(), FILTER
-        )
+        chosen, _ = self.open_chooser(self.window, "Open project", self._start_folder(), FILTER)
         if chosen:
+            remember(self.settings, chosen)
             self.open(chosen)
 
     def open(self, path: str | os.PathLike) -> bool:
@@ -294,17 +389,21 @@ class ProjectManager(QObject):
         def placed(_: object) -> None:
             self._quiet = True
             try:
-                c.finish_demonstration(check=False)
+                c.drop_demonstration()
                 self._restore(project)
             finally:
                 self._quiet = False
-            if path.parent == self.autosave_path().parent:  # recovered: not saved anywhere yet
-                self.path, self.modified, self._since_autosave = None, True, True
+            copy, self.recovering = self.recovering, None
+            if copy is not None and copy == path:  # recovered: as it was, not saved anywhere yet
+                self.path, self.modified, self._since_autosave = recovery.origin_of(copy), True, True
+                # this studio's own copy first, then the old one goes
+                self.autosave(then=lambda _p: recovery.forget(copy))
             else:
                 self.path, self.modified, self._since_autosave = path, False, False
                 self._remember(path)
+                self.drop_copy()
             self._title()
-            c.sig_status.emit(f"Opened {path}")
+            c.sig_status.emit("Recovered the autosaved scene" if copy is not None else f"Opened {path}")
             # after the scene read that the reset queued: else its first frame would reframe
             c.worker.submit(
                 lambda _s: None, "view", on_done=lambda _: self._apply_view(path, project.view)
@@ -321,6 +420,8 @@ class ProjectManager(QObject):
         return True
 
     def _failed(self, path: Path, message: str) -> None:
+        if self.recovering == path:
+            self.recovering = None
         self._error(message)
         self.sig_opened.emit(str(path), False)
 
@@ -365,28 +466,56 @@ class ProjectManager(QObject):
         self.sig_opened.emit(str(path), True)
 
     # -- autosave and recovery -------------------------------------------------------------------
-    def autosave_path(self) -> Path:
-        return Path(self.controller.store().data_dir) / "autosave" / AUTOSAVE_NAME
+    def autosave_root(self) -> Path:
+        return Path(self.controller.store().data_dir) / "autosave"
 
-    def autosave(self) -> None:
+    def autosave_path(self) -> Path:
+        """Where this studio's recovery copy is written."""
+        if self.slot is None:  # not started (a window built without `build`): take one now
+            self.slot = AutosaveSlot(self.autosave_root())
+        return self.slot.path
+
+    def autosave(self, then: Callable[[Path], None] | None = None) -> bool:
+        """Write the recovery copy if the scene changed since the last one (the state is taken
+        on the session thread, the file written on the writer thread). False if not now."""
         c = self.controller
-        if self._since_autosave and c.ready and not c.agent_running:
-            self.save_to(self.autosave_path(), autosave=True)
+        if not (self._since_autosave and c.ready and not c.agent_running):
+            return False  # the timer tries again; an agent's run is one step once it ends
+        return self.save_to(self.autosave_path(), done=then, autosave=True)
+
+    def drop_copy(self) -> None:
+        """The scene was saved, discarded or replaced: its recovery copy goes (and a copy
+        already on its way is not written)."""
+        self._generation += 1
+        self.soon.stop()
+        if self.slot is not None:
+            slot = self.slot
+            self._in_writer(slot.clear, lambda _v: None)
+
+    def recover(self, copy: Path) -> bool:
+        """Open a recovery copy: the scene comes back modified, under its project's name."""
+        if self.banner is not None:
+            self.banner.hide()
+        self.recovering = Path(copy)
+        if not self.open(copy):
+            self.recovering = None
+            return False
+        return True
+
+    def discard_copy(self, copy: Path) -> None:
+        recovery.forget(copy)
+        self.controller.sig_status.emit("The autosaved scene was discarded")
 
     def on_close(self) -> None:
-        """Autosave what changed (waiting for it: the session ends next), then mark a clean exit."""
-        c = self.controller
-        if self._since_autosave and c.ready:
-            try:
-                project, steps = contents.snapshot(self.window, self.episodes)
-                fut = c.worker.submit(
-                    lambda s: archive.take_state(os.fspath(s.scratch), steps), "autosave"
-                )
-                _write(self.autosave_path(), project, fut.result(timeout=30))
-            except Exception as e:  # closing must not fail: say it in the log
-                log.warning("autosave on close failed: %s", e)
-        self.settings.setValue(RUNNING_KEY, False)
-        self.settings.sync()
+        """A clean exit (the person saved, discarded, or changed nothing): the recovery slot
+        goes, once the writes already taken are on disk."""
+        self.timer.stop()
+        self.soon.stop()
+        self._generation += 1
+        self._writer.shutdown(wait=True)  # file writes only: never the worker or a model
+        if self.slot is not None:
+            self.slot.close()
+            self.slot = None
 
 
 def _write(path: Path, project: Project, taken: tuple[dict, int]) -> None:
