@@ -95,7 +95,7 @@ def measure(ids: list[str], turns: dict, listed: list[str]) -> tuple[list[dict],
     from agents import resolve_model
     from agents.policies.hf_policy import encode_prompt, shown_tools
     from training.tasks import get_task
-    from training.tasks.toolbox import family_tools
+    from training.tasks.base import family_tools
 
     tok = AutoTokenizer.from_pretrained(resolve_model(MODEL, probe=False).name)
 

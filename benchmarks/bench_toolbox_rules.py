@@ -52,7 +52,8 @@ def main() -> None:
     args = parser.parse_args()
     from tools import catalogue
     from training.tasks import FAMILIES, SPLITS, get_task
-    from training.tasks.toolbox import SCENE_BASICS, family_tools
+    from training.tasks.base import family_tools
+    from training.tasks.toolbox import SCENE_BASICS
 
     specs = {s["name"]: s for s in catalogue()}
     index = BM25({n: words(n + " " + s.get("description", "")) for n, s in specs.items()

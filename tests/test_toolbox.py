@@ -12,7 +12,8 @@ from tools import catalogue
 from tools.specs import openai_tools
 from training.eval.spec import task_spec
 from training.tasks import FAMILIES, get_task
-from training.tasks.toolbox import KITS, SCENE_BASICS, declare, family_tools
+from training.tasks.base import family_tools
+from training.tasks.toolbox import KITS, SCENE_BASICS, declare
 
 SEEDS = range(64)  # enough that every level's rarer variants show (cad_parts L2's shell: ~1 in 7)
 # The largest toolbox's signatures, as the Hermes format shows them (agents/policies/

@@ -177,7 +177,7 @@ def test_held_out_families_show_their_declared_toolbox_not_a_hand_written_list(t
     from training.eval.spec import task_spec
     from training.pipeline import held_out_config
     from training.tasks import FAMILIES
-    from training.tasks.toolbox import family_tools
+    from training.tasks.base import family_tools
 
     for path in (CONFIGS / "pipeline-tiny-cpu.yaml", REAL_BASE):
         cfg = load_config(path)

@@ -50,7 +50,7 @@ def test_held_out_family_is_scored_on_its_test_seeds_with_its_tools_shown(tmp_pa
     from training.eval.run_eval import task_ids
     from training.pipeline import build_report, evaluate_model, held_out_config
     from training.tasks import FAMILIES
-    from training.tasks.toolbox import family_tools
+    from training.tasks.base import family_tools
     from training.train_config import TrainConfig
 
     HELD_OUT_FAMILY = "mesh_reconstruction"  # one of the held-out families

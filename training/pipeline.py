@@ -19,8 +19,7 @@ from typing import Any
 
 from training.eval.run_eval import CallCounter, evaluate_loaded, run_episodes, task_ids
 from training.eval.stats import stage_summary
-from training.tasks.base import held_out_families
-from training.tasks.toolbox import family_tools
+from training.tasks.base import family_tools, held_out_families
 from training.train_config import TrainConfig
 
 __all__ = ["CallCounter", "collect_demos", "evaluate_model", "run_pipeline", "task_ids"]

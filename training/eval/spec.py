@@ -31,7 +31,7 @@ class EpisodeSpec:
 
 def task_spec(task_id: str) -> EpisodeSpec:
     from training.tasks import get_task
-    from training.tasks.toolbox import family_tools
+    from training.tasks.base import family_tools
 
     task = get_task(task_id)
     return EpisodeSpec(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from training.rewards import RewardBreakdown
 from training.tasks.base import (
     Task,
+    family_tools,
     get_task,
     held_out_families,
     list_families,
@@ -63,6 +64,7 @@ __all__ = [
     "Task",
     "TaskError",
     "TaskSpec",
+    "family_tools",
     "get_task",
     "held_out_families",
     "list_families",

@@ -20,6 +20,7 @@ from training.rewards import RewardBreakdown
 from training.tasks.config import seed_split
 from training.tasks.families import FAMILIES, REWARD_WEIGHTS
 from training.tasks.spec import TaskError, TaskSpec
+from training.tasks.toolbox import in_catalogue_order
 from training.tasks.wording import VOICES, check_phrasing, phrasing_of, wording_index
 
 
@@ -27,6 +28,12 @@ def split_of(family: str, seed: int) -> str:
     """The split a task belongs to: held-out families are only ever `test`."""
     entry = FAMILIES.get(family)
     return seed_split(family, seed, held_out=entry is not None and entry.held_out)
+
+
+def family_tools(name: str) -> tuple[str, ...]:
+    """The tools a task of family `name` shows: its declared toolbox (training/tasks/toolbox.py),
+    in the catalogue's order."""
+    return in_catalogue_order(FAMILIES[name].toolbox)
 
 
 def held_out_families() -> list[str]:

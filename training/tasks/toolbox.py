@@ -6,7 +6,8 @@ its family's toolbox instead. A toolbox is chosen by a rule that never looks at 
 kits below (what a kind of work needs) and a few tools of its own, and it is the same for
 every level and seed of the family, held-out families included. Every toolbox holds the scene
 basics, and more than any one level's solutions call, so choosing among tools stays part of
-every task. `tests/test_toolbox.py` checks, without being the source of anything, that each
+every task; `training.tasks.base.family_tools` is a family's, as its tasks show it. This module
+reads no registry (the families import it). `tests/test_toolbox.py` checks, without being the source of anything, that each
 declared toolbox covers every tool its oracle plans use (seeds 0..63 of every level) and
 that none is just the tools some level's plans use.
 """
@@ -47,11 +48,10 @@ def declare(*kits: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
 
 
 @cache
-def family_tools(name: str) -> tuple[str, ...]:
-    """The tools a task of family `name` shows: its declared toolbox, in the catalogue's order
-    (the order the whole catalogue is shown in)."""
+def in_catalogue_order(toolbox: tuple[str, ...]) -> tuple[str, ...]:
+    """A toolbox in the order the whole catalogue is shown in (`family_tools` in
+    training/tasks/base.py: a family's, as its tasks show it)."""
     from tools import catalogue
-    from training.tasks.families import FAMILIES
 
-    declared = set(FAMILIES[name].toolbox)
+    declared = set(toolbox)
     return tuple(spec["name"] for spec in catalogue() if spec["name"] in declared)
