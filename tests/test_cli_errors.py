@@ -160,6 +160,8 @@ CASES = [
     (("studio",), ["--task", "nope:1:1"], USAGE, ["'nope'", "known:"]),
     (("studio",), ["--autorun"], USAGE, ["--autorun", "--task"]),
     (("studio",), ["--theme", "purple"], USAGE, ["--theme", "'purple'", "dark or light"]),
+    (("studio",), ["--recover", "maybe"], USAGE, ["--recover", "'maybe'", "ask, yes, no"]),
+    (("studio",), ["--recover", "yes", "--task", "primitive_placement:1:0"], USAGE, ["--recover yes", "--task"]),
 ]
 # Commands with no file, folder or id to get wrong (flags only, or a stdio server).
 NOTHING_TO_GET_WRONG = {("tools", "list"), ("tools", "stress"), ("tasks", "list"), ("mcp",)}
