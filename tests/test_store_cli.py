@@ -123,3 +123,11 @@ def test_export_leaves_out_sessions_with_neither_task_nor_goal_unless_asked(tmp_
     assert exported("all", "--include-untasked") == {"bare", "blank", "goal", "task"}
     manifest = json.loads((tmp_path / "all" / "manifest.json").read_text())
     assert manifest["include_untasked"] is True and manifest["episodes"] == 4
+    # from Python, episodes named one by one are the caller's choice: exported as named
+    from agents.store import EpisodeFilter
+    from agents.store.export import export_parquet
+
+    with Store(tmp_path / "store") as store:
+        named = export_parquet(store, tmp_path / "named", EpisodeFilter(ids=(made["bare"], made["task"])))
+        assert named.episodes == 2
+        assert export_parquet(store, tmp_path / "by-source", EpisodeFilter(source="human")).episodes == 2

@@ -155,7 +155,8 @@ def export_parquet(
 ) -> ExportReport:
     """Export the finished episodes matching `where` (and interrupted ones if asked) to `out`.
     An episode with neither a task nor a goal (a session nobody said the aim of) teaches
-    nothing: left out unless `include_untasked`."""
+    nothing: left out unless `include_untasked`, or unless `where.ids` names the episodes
+    (the caller chose them one by one)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -163,7 +164,7 @@ def export_parquet(
     where = where or EpisodeFilter()
     if not include_interrupted and where.status is None:
         where = replace(where, status="finished")  # in SQL, so that --limit counts exported ones
-    if not include_untasked and where.aimed is None:
+    if not include_untasked and where.aimed is None and where.ids is None:
         where = replace(where, aimed=True)  # in SQL too
     episodes = [
         e
