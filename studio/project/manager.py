@@ -109,7 +109,10 @@ class ProjectManager(QObject):
         elif left and recover == "yes":
             self._when_ready(lambda: self.recover(left[0]))
         elif left and not unattended:
-            self.banner = RecoveryBanner(self.window, left[0], self.recover, self.discard_copy)
+            try:
+                self.banner = RecoveryBanner(self.window, left[0], self.recover, self.discard_copy)
+            except OSError as e:  # gone meanwhile (another studio took it): nothing to offer
+                log.debug("no recovery offer: %s", e)
         if open_path is not None:
             self._when_ready(lambda: self.open(open_path))
 
@@ -467,7 +470,10 @@ class ProjectManager(QObject):
 
     # -- autosave and recovery -------------------------------------------------------------------
     def autosave_root(self) -> Path:
-        return Path(self.controller.store().data_dir) / "autosave"
+        """DATA/autosave, the store's folder (found without opening the store)."""
+        from agents.store.location import resolve_data_dir
+
+        return resolve_data_dir(self.controller.data_dir) / "autosave"
 
     def autosave_path(self) -> Path:
         """Where this studio's recovery copy is written."""
