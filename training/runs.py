@@ -259,6 +259,10 @@ def make_callbacks(
                 self.evals.close()
 
         def on_step_begin(self, args, state, control, **kwargs):
+            # the last step's activations and gradients are freed: their pages go back to the
+            # OS (glibc keeps what differently sized batches freed; an SFT stage's resident
+            # memory climbed ~27 MB a step without it, 4.5 -> 7.2 GB over 100 steps)
+            trim_heap()
             if _GOVERNOR is not None:  # the machine may have changed: threads for it now
                 _GOVERNOR.maybe_apply()
 
