@@ -22,6 +22,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     # the one writer itself, and the writer into a worker's own scratch (hostile, not a person's)
     ("tools/trust/outbox.py", "*", "*"): "the outbox: a fresh O_EXCL|O_NOFOLLOW name, never the final one",
     ("tools/trust/confined.py", "*", "*"): "a worker's scratch and the trusted side's own copies of it",
+    ("studio/project/recovery.py", "*", "*"): "the studio's own autosave slot under its data folder "
+    "(its lock file, the recovery copy's origin), never a person's folder",
+    ("agents/models/shipped.py", "ship", "*"): "scripts/ship_adapter.py (a maintainer's command) "
+    "writing a new adapter into the product's assets, in a fresh temp folder renamed into place",
     ("tools/worker/", "*", "*"): "inside the jail: the worker's own scratch",
     # supervisor, verifier and ledger bookkeeping inside their own private roots
     ("tools/sandbox/scratch.py", "*", "os.open"): "a pool's lock file in its own mkdtemp root",
