@@ -2,21 +2,34 @@
 against the worker-rendered viewport it replaced, GUI lateness during agent and training
 runs, and time from launch to a usable window.
 
-    .venv/bin/python benchmarks/bench_studio.py        (starts its own Xvfb; ~4 minutes on 2 cores)
+    .venv/bin/python benchmarks/bench_studio.py        (starts its own Xvfb; ~4 minutes on 2 cores,
+                                                        plus the fine-tune figures, ~15 minutes)
     .venv/bin/python benchmarks/bench_studio.py --viewport   (only the viewport figures)
+    .venv/bin/python benchmarks/bench_studio.py --finetune   (only the fine-tune figures, offscreen)
+    .venv/bin/python benchmarks/bench_studio.py --finetune --quick   (the tiny model: a check)
 
 Measured in the same run: orbit frames/s in a 1280x800 viewport with a ~200k-triangle scene,
 before (the worker renders PNG frames, drafts while dragging) and after (the live view);
 time from a scene change (a move; a new object) to the frame showing it, before and after;
 lateness of the idle GUI thread (baseline) and during an agent run with the live view on;
 the bare `render` tool rate; a bare Qt window's launch time.
+
+The fine-tune figures (`finetune_benchmarks`): the studio's fine-tune (the shipped studio
+config, LoRA on the packaged base, at nice 5 under SCHED_BATCH as the Training dock runs it) on
+demonstrations the oracle just recorded, first with no studio open (idle) and then launched
+from the Training dock of a real studio window while a modeller's work goes on in it (a move
+every half second, the viewport drawing it); per-step time of each (median of the steps after
+the first), their ratio, GUI lateness meanwhile, and the time from Launch to the first usable
+adapter (RUN/adapter-latest) in each. `--quick`: the tiny model and a few steps.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -94,15 +107,36 @@ def start_xvfb() -> subprocess.Popen | None:
     return proc
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Studio responsiveness: the live viewport, GUI lateness during agent and "
+                    "training runs, launch time, and a fine-tune beside the open studio.")
+    parser.add_argument("--viewport", action="store_true", help="only the viewport figures")
+    parser.add_argument("--finetune", action="store_true",
+                        help="only the fine-tune figures (offscreen: no X server needed)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the fine-tune on the tiny model, a few steps (checks the script)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="fine-tune steps per run (default 30; 12 with --quick)")
+    return parser.parse_args(argv)
+
+
 def main() -> None:
+    args = parse_args()
     if os.environ.get("MW_BENCH_CHILD"):
-        run_viewport_only() if "--viewport" in sys.argv else run_all()
+        if args.finetune:
+            run_finetune_only(args)
+        elif args.viewport:
+            run_viewport_only()
+        else:
+            run_all(args)
         sys.stdout.flush()
         os._exit(0)  # the figures are out; interpreter teardown with a live GL window can block
-    xvfb = start_xvfb()  # the run is a child so that Qt leaves the X server before it stops
+    platform = "offscreen" if args.finetune else "xcb"
+    xvfb = None if args.finetune else start_xvfb()  # a child: Qt leaves the X server first
     try:
         code = subprocess.call([sys.executable, __file__, *sys.argv[1:]], cwd=ROOT,
-                               env={**os.environ, "MW_BENCH_CHILD": "1", "QT_QPA_PLATFORM": "xcb"})
+                               env={**os.environ, "MW_BENCH_CHILD": "1", "QT_QPA_PLATFORM": platform})
     finally:
         if xvfb is not None:
             xvfb.terminate()
@@ -143,7 +177,7 @@ def print_viewport(results: dict) -> None:
           f"{results['add_to_frame_live_ms']:.0f} ms live")
 
 
-def run_all() -> None:
+def run_all(args: argparse.Namespace | None = None) -> None:
     from studio.agent.runner import AgentRequest
     from studio.probe import LatenessProbe
 
@@ -195,6 +229,7 @@ def run_all() -> None:
     dock.sig_stopped.connect(stopped.append)
     measure("lateness_training", dock.launch, lambda: bool(stopped))
     results["training_points_plotted"] = dock.metrics.points()
+    finetune = finetune_benchmarks(app, window, controller, tmp, args or parse_args([]))
     window.close()
 
     print(json.dumps({k: round(v, 3) for k, v in results.items()}, indent=1))
@@ -205,6 +240,7 @@ def run_all() -> None:
               f"p99 {results[f'lateness_{run}_p99_ms']:.1f} ms (idle p99 "
               f"{results['lateness_idle_p99_ms']:.1f} ms: {results[f'lateness_{run}_p99_ms'] / max(0.1, results['lateness_idle_p99_ms']):.1f}x)")
     print_viewport(results)
+    print_finetune(finetune)
 
 
 SPHERES = 91  # 48 x 24 UV spheres of 2208 triangles: ~201k triangles
@@ -277,6 +313,151 @@ def viewport_benchmarks(app, window, controller, results: dict) -> None:
     wait(app, future.done, 60)
     results["bare_render_fps_384"] = future.result()
     panel.set_mode("orbit")
+
+
+# -- a fine-tune beside the open studio ---------------------------------------------------------
+def run_finetune_only(args: argparse.Namespace) -> None:
+    tmp = tempfile.mkdtemp(prefix="mw-bench-finetune-")
+    app, window, controller = open_studio(tmp)
+    results = finetune_benchmarks(app, window, controller, tmp, args)
+    window.close()
+    print_finetune(results)
+
+
+def finetune_benchmarks(app, window, controller, tmp: str, args: argparse.Namespace) -> dict:
+    """The studio's fine-tune idle, then from the Training dock of `window` while a modeller
+    works in it; one run, so the ratio compares like with like."""
+    from studio.agent.runner import AgentRequest
+    from studio.probe import LatenessProbe
+
+    steps = args.steps or (12 if args.quick else 30)
+    every = 3 if args.quick else 10  # the shipped studio config saves every 10 steps
+    finished: list = []  # demonstrations: the oracle's episode, recorded in this studio
+    window.agent.sig_finished.connect(finished.append)
+    window.agent.run(AgentRequest(policy="oracle", task_id=TASK))
+    wait(app, lambda: bool(finished), 600)
+    controller.finish_demonstration(check=False)
+    config = _finetune_config(Path(tmp), controller, steps, every, args.quick)
+    results: dict = {"finetune_steps": steps, "finetune_model": "tiny" if args.quick else
+                     "smollm2-135m-instruct", "finetune_adapter_every_steps": every}
+
+    idle_run = Path(tmp) / "ft-idle"  # 1. no studio work: the process waits on the child
+    from agents.models.cpu import background_command, child_env
+
+    env = {**os.environ, **child_env(), "MODELWRIGHT_DATA_DIR": str(controller.data_dir)}
+    env.pop("QT_QPA_PLATFORM", None)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(background_command([sys.executable, "-m", "studio.cli", "train", "sft",
+                                                "--config", str(config), "--out", str(idle_run)]),
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    first = None
+    while proc.poll() is None:
+        if first is None and (idle_run / "adapter-latest" / "adapter_config.json").is_file():
+            first = time.monotonic() - t0
+        time.sleep(0.2)  # polling a file the child writes, not timing the code under test
+    if proc.returncode:
+        raise RuntimeError(f"the idle fine-tune failed: {proc.stderr.read()[-2000:]}")
+    results["finetune_idle_first_adapter_s"] = first
+    results["finetune_idle_step_s"] = _median_step(idle_run)
+
+    # 2. the same run from the Training dock while a modeller works in the window
+    dock, probe = window.training, LatenessProbe()
+    studio_run = Path(tmp) / "ft-studio"
+    dock.kind.setCurrentText("sft")
+    dock.config.setText(str(config))
+    dock.out.setText(str(studio_run))
+    stopped: list = []
+    dock.sig_stopped.connect(stopped.append)
+    seen: dict = {}
+    moves = [0]
+
+    def modeller() -> None:  # a move every half second, as a person drags an object about
+        if stopped:
+            return
+        moves[0] += 1
+        controller.send("transform", {"name": "Globe", "location": [moves[0] % 2, 0, 0.5]},
+                        origin="human", on_done=lambda _r: QTimer.singleShot(500, modeller))
+
+    from PySide6.QtCore import QTimer
+
+    probe.start()
+    t0 = time.monotonic()
+    dock.launch()
+    modeller()
+
+    def done() -> bool:
+        if "first" not in seen and (studio_run / "adapter-latest" / "adapter_config.json").is_file():
+            seen["first"] = time.monotonic() - t0
+        return bool(stopped)
+
+    wait(app, done, 7200)
+    probe.stop()
+    if stopped[0] != 0:
+        raise RuntimeError(f"the studio's fine-tune failed: {dock.log.toPlainText()[-2000:]}")
+    results["finetune_studio_first_adapter_s"] = seen.get("first")
+    results["finetune_studio_step_s"] = _median_step(studio_run)
+    results["finetune_studio_moves"] = moves[0]
+    results["finetune_step_ratio"] = results["finetune_studio_step_s"] / results["finetune_idle_step_s"]
+    results["finetune_lateness_p50_ms"] = probe.percentile(50)
+    results["finetune_lateness_p99_ms"] = probe.percentile(99)
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in results.items()},
+                     indent=1))
+    return results
+
+
+def _finetune_config(tmp: Path, controller, steps: int, every: int, quick: bool) -> Path:
+    """The studio's own SFT config on this studio's demonstrations ("From my demonstrations"),
+    with `steps` steps; on the tiny model with --quick. The packaged base is linked into the
+    studio's data dir (built once in the usual one)."""
+    import yaml
+
+    from studio.training.demos import prepare_demo_run
+
+    config, _ = prepare_demo_run(controller.store(), tmp / "demos-run",
+                                 controller.session_episodes or None)
+    raw = yaml.safe_load(config.read_text())
+    raw["sft"]["max_steps"] = steps
+    raw["run"].update(adapter_every_steps=every, save_steps=10 * steps)
+    if quick:
+        from training.sft.tiny_model import build_tiny_model
+
+        raw["model"] = {"path": str(build_tiny_model(tmp / "tiny", seed=0))}
+        raw["lora"] = {"r": 4, "alpha": 8}
+    else:
+        from agents.models.registry import BASE_NAME, ensure_base
+
+        base = ensure_base()  # the usual data dir's copy
+        link = Path(controller.data_dir) / "models" / BASE_NAME
+        if not link.exists():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(base, target_is_directory=True)
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return config
+
+
+def _median_step(run: Path) -> float:
+    """Median seconds per optimiser step, from the run's metrics (the first step, which loads
+    and warms up, left out)."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    times = {int(r["step"]): float(r["elapsed_s"]) for r in rows if "loss" in r and "elapsed_s" in r}
+    steps = sorted(times)
+    gaps = [(times[b] - times[a]) / (b - a) for a, b in zip(steps, steps[1:], strict=False)]
+    return statistics.median(gaps)
+
+
+def print_finetune(r: dict) -> None:
+    print(f"fine-tune ({r['finetune_model']}, {r['finetune_steps']} steps): "
+          f"{r['finetune_studio_step_s']:.2f} s/step beside the studio at work vs "
+          f"{r['finetune_idle_step_s']:.2f} s/step idle ({r['finetune_step_ratio']:.2f}x); "
+          f"GUI lateness meanwhile p99 {r['finetune_lateness_p99_ms']:.1f} ms")
+    print(f"first usable adapter (every {r['finetune_adapter_every_steps']} steps): "
+          f"{_secs(r['finetune_studio_first_adapter_s'])} after Launch beside the studio, "
+          f"{_secs(r['finetune_idle_first_adapter_s'])} idle")
+
+
+def _secs(value) -> str:
+    return "never" if value is None else f"{value:.0f} s"
 
 
 def _render_rate(session, args: dict, seconds: float) -> float:
