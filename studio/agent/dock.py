@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -133,7 +134,7 @@ def no_call_hint(policy: str) -> str:
                      f"{shipped.can_do().split(';')[0]})")
     tries.append(LARGER)
     return ("No tool call was made: the model answered in prose and the scene is unchanged. "
-            "Try " + "; or ".join(tries) + ".")
+            "Try: " + "; or ".join(tries) + ".")
 
 
 class AgentDock(QWidget):
@@ -168,6 +169,9 @@ class AgentDock(QWidget):
                                       "the default local agent)")
         self.local = QComboBox()  # the registry's models and adapters (`modelwright models list`)
         self.local.setToolTip("Drive the agent with a local model or adapter (hf policy)")
+        # long names are elided in the field (the dock keeps its width), shown whole when open
+        self.local.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.local.setMinimumContentsLength(16)
         self.local.activated.connect(self._use_local)
         self.fill_local()
         self.adapter = QLineEdit(str(settings.value("agent/adapter", "")))
@@ -234,8 +238,11 @@ class AgentDock(QWidget):
         self.status = plain_label("Idle")  # it quotes the policy's errors
         self.about = plain_label("")  # what the selected agent can do
         self.about.setObjectName("hint")
-        self.about.setWordWrap(True)
+        self.about.setWordWrap(True)  # wraps in the dock's width, never widens it
+        self.about.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.runs = QComboBox()  # every run's transcript stays in the list: jump to one
+        self.runs.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.runs.setMinimumContentsLength(12)  # a long goal is elided, the dock keeps its width
         self.runs.setToolTip("Each run's steps stay in the list below; jump to one")
         self.runs.activated.connect(self.show_run)
         for field in (self.policy.currentTextChanged, self.model.textChanged,
@@ -417,6 +424,7 @@ class AgentDock(QWidget):
             if a.base_name is None and a.base:
                 self.local.addItem(f"{a.name}: adapter on {a.base}",
                                    {"model": a.base, "adapter": a.path})
+        self.local.view().setMinimumWidth(self.local.view().sizeHintForColumn(0) + 24)
 
     def _use_local(self, index: int) -> None:
         choice = self.local.itemData(index)
@@ -509,7 +517,8 @@ class AgentDock(QWidget):
             hint = no_call_hint(str(summary.get("policy") or self.policy.currentText()))
             words = f"{summary.get('status')}: no tool call made"
             self._add(hint, "#e0b050")
-            self.status.setText(printable(f"{words} — {hint}"))
+            self.status.setText(printable(f"{words}; the scene is unchanged (what to try: above)"
+                                          if summary.get("policy") != "none" else words))
         else:
             self.status.setText(printable(words))
         self._add(f"end: {words}", None)
