@@ -147,6 +147,8 @@ class TrainingDock(QWidget):
         self.timer.setInterval(400)
         self.timer.timeout.connect(self.poll)
         self.sig_adapter.connect(controller.sig_status)
+        self.out.textChanged.connect(lambda _text: self.show_newest_adapter())
+        self.show_newest_adapter()
 
     # -- launching ----------------------------------------------------------------------
     def command(self, resume: bool = False) -> list[str]:
@@ -308,6 +310,8 @@ class TrainingDock(QWidget):
         found = newest_adapter(Path(self.out.text().strip()))
         if found is None:
             self.use_button.setText("Use in agent")
+            self.use_button.setToolTip("Drive the Agent dock with the run's newest saved adapter "
+                                       "(hf policy); none is saved in the run folder yet")
         else:
             path, step = found
             final = path.name == "adapter"
