@@ -136,5 +136,10 @@ def test_every_run_keeps_its_transcript(studio, qtbot):
         dock.runs.count() - 1
     assert dock.runs.itemText(dock.runs.count() - 1).startswith(f"Run {before + 2}: second goal")
     dock.show_run(before)  # the selector jumps to an earlier run
+    from studio.project.contents import chat_of, restore_chat
+
+    runs = dock.runs.count()
+    restore_chat(dock, chat_of(dock))  # a project saved and opened again: its runs are listed
+    assert dock.runs.count() == runs and dock.run_headers()[before:] == headers
     dock.steps.clear()  # File > New clears the chat: the selector follows
     assert dock.runs.count() == 0 and not dock.runs.isEnabled()

@@ -250,6 +250,7 @@ class AgentDock(QWidget):
             field.connect(self.update_about)
         self.steps.model().rowsRemoved.connect(self.refresh_runs)
         self.steps.model().modelReset.connect(self.refresh_runs)
+        self.steps.model().rowsInserted.connect(self._rows_added)  # a restored project's chat
         self.update_about()
         self.refresh_runs()
         layout = QVBoxLayout(self)
@@ -360,6 +361,11 @@ class AgentDock(QWidget):
         for header in self.run_headers():
             self.runs.addItem(header.strip("━ "))
         self.runs.setEnabled(self.runs.count() > 0)
+
+    def _rows_added(self, _parent, first: int, last: int) -> None:
+        if any(RUN_HEADER.match(self.steps.item(i).text()) for i in range(first, last + 1)
+               if self.steps.item(i) is not None):
+            self.refresh_runs()
 
     def show_run(self, index: int) -> None:
         """Scroll the list to run `index`'s header."""
