@@ -176,6 +176,22 @@ def test_run_with_a_tampered_default_adapter_stops_in_one_line_before_any_model(
     assert not (tmp_path / "d" / "models").exists()  # the base was not built for it
 
 
+def test_a_shipped_adapter_on_another_model_is_refused_in_one_line(tmp_path, agents_dir):
+    ship(pipeline_run(tmp_path / "run"), None, "smollm2-level1")
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MODELWRIGHT_DATA_DIR": str(tmp_path / "d")}
+    proc = subprocess.run([sys.executable, "-m", "studio.cli", "run", "--task",
+                           "primitive_placement:1:0", "--policy", "hf", "--model", str(other),
+                           "--adapter", "smollm2-level1", "--no-record"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and line == (
+        f"error: the shipped adapter smollm2-level1 belongs to {BASE_NAME}, not {other}; "
+        f"leave out --model (or name {BASE_NAME})"), proc.stderr
+
+
 def test_shipping_bad_input_is_one_line(tmp_path, agents_dir):
     script = [sys.executable, str(REPO / "scripts" / "ship_adapter.py")]
     env = {**os.environ, ENV_VAR: str(agents_dir)}

@@ -602,14 +602,17 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     from agents.models.source import resolve_model
     from tools.cli.exits import Unavailable, UserError
 
-    adapter = None
+    adapter, belongs = None, None
     try:
         if config.adapter:
-            adapter = check_adapter_folder(config.adapter)
+            adapter, belongs = check_adapter_folder(config.adapter)
         # A registered name (the packaged base is built from its wheel on first use) or a folder.
         path = Path(resolve_model(config.model or DEFAULT_LOCAL_MODEL, probe=False).name)
     except (UserError, Unavailable) as exc:  # one line, as every policy failure is said
         raise PolicyError(str(exc)) from None
+    if belongs and path.name != belongs and not _is_registered_as(path, belongs):
+        raise PolicyError(f"the shipped adapter {adapter.name} belongs to {belongs}, not "
+                          f"{config.model}; leave out --model (or name {belongs})")
     if not (path / "config.json").is_file():
         raise PolicyError(
             f"no model at {path} (no config.json); `modelwright models list` "
@@ -638,16 +641,30 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     return model, processor
 
 
-def check_adapter_folder(adapter: str) -> Path:
-    """The adapter folder `adapter` names (a folder, or a name `models list` shows); a shipped
-    one verified against its manifest (`agents/models/shipped.py`). UserError: one line."""
+def _is_registered_as(path: Path, name: str) -> bool:
+    """`path` is the folder the registry holds under `name` (the packaged base's is not built
+    for the question)."""
+    from agents.models.registry import BASE_NAME, models_dir, resolve
+    from tools.cli.exits import UserError
+
+    try:
+        folder = models_dir() / BASE_NAME if name == BASE_NAME else resolve(name)
+    except UserError:
+        return False
+    return folder is not None and folder.resolve() == path.resolve()
+
+
+def check_adapter_folder(adapter: str) -> tuple[Path, str | None]:
+    """The adapter folder `adapter` names (a folder, or a name `models list` shows) and, for a
+    shipped one, verified against its manifest (`agents/models/shipped.py`), the base it
+    belongs to. UserError: one line."""
     from agents.models.registry import resolve_adapter
     from agents.models.shipped import is_shipped, verify
 
     folder = resolve_adapter(adapter)
     if is_shipped(folder):
-        verify(folder)
-    return folder
+        return folder, str(verify(folder).get("base") or "") or None
+    return folder, None
 
 
 def load_pretrained(name: str, **kwargs: Any) -> tuple[Any, Any]:
