@@ -3,12 +3,14 @@ default Local agent can do) and, with --goal, after a run of that goal (the step
 no-call message). The real studio in a real window, on fresh settings: run it under a display.
 
     xvfb-run -a .venv/bin/python scripts/agent_dock_screenshot.py docs/img/agent-dock-first-run.png \
-        --goal "Write a short poem about the sea." --after docs/img/agent-dock-no-call.png
+        --goal "In an empty scene, create a cube named 'Box' of size (1, 1, 1) m centred at (0, 0, 0.5) m." \
+        --after docs/img/agent-dock-one-call.png
+    xvfb-run -a .venv/bin/python scripts/agent_dock_screenshot.py /tmp/bare.png \
+        --model smollm2-135m-instruct --goal "Write a short poem about the sea." \
+        --after docs/img/agent-dock-no-call.png
 
 The Local agent is whatever is shipped (assets/agents; the bare packaged base when nothing is):
-after shipping an adapter (scripts/ship_adapter.py), run this again for the README's pictures,
-with a goal it knows, e.g. --goal "In an empty scene, create a cube named 'Box' of size
-(1, 1, 1) m centred at (0, 0, 0.5) m." --after docs/img/agent-dock-one-call.png.
+after shipping another adapter (scripts/ship_adapter.py), run this again for the pictures.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ def main() -> int:
     parser.add_argument("screenshot", type=Path, help="the dock before any run (PNG)")
     parser.add_argument("--goal", default=None, help="then type this goal and press Run")
     parser.add_argument("--after", type=Path, default=None, help="the dock after that run (PNG)")
+    parser.add_argument("--model", default="",
+                        help="the Model field (e.g. smollm2-135m-instruct: the bare base); "
+                             "empty: the default Local agent")
     parser.add_argument("--data-dir", default=None,
                         help="store and models (default: a fresh folder; the packaged base is "
                              "linked in from the usual data dir, built there once)")
@@ -83,6 +88,7 @@ def main() -> int:
         if not controller.ready:
             QTimer.singleShot(200, first_run)
             return
+        dock.model.setText(args.model)
         out["about"] = dock.about.text()
         window.resizeDocks([window.docks["Agent"]], [args.dock_width], Qt.Orientation.Horizontal)
         app.processEvents()

@@ -143,3 +143,22 @@ def test_every_run_keeps_its_transcript(studio, qtbot):
     assert dock.runs.count() == runs and dock.run_headers()[before:] == headers
     dock.steps.clear()  # File > New clears the chat: the selector follows
     assert dock.runs.count() == 0 and not dock.runs.isEnabled()
+
+
+def test_a_run_whose_every_call_failed_says_nothing_changed(studio, qtbot, tmp_path):
+    w = fresh_scene(studio, qtbot)
+    dock = w.agent
+    script = tmp_path / "calls.jsonl"
+    script.write_text('{"tool": "transform", "args": {"name": "Nope", "location": [0, 0, 1]}}\n')
+    dock.policy.setCurrentText(f"script:{script}")
+    dock.use_task.setChecked(False)
+    dock.approval.setChecked(False)
+    dock.goal.setPlainText("move Nope up")
+    with qtbot.waitSignal(dock.sig_finished, timeout=120_000) as done:
+        dock.run()
+    summary = done.args[0]
+    assert summary["calls"] == 1 and summary["tool_errors"] == 1, summary
+    hint = next(t for t in lines(dock) if t.startswith("Nothing was changed"))
+    assert hint.startswith("Nothing was changed: its tool call failed (the errors are above), "
+                           "and the scene is as it was. Try: pick a task")
+    assert "every tool call failed" in dock.status.text()

@@ -22,6 +22,7 @@ import html
 import json
 import os
 import re
+from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPixmap
@@ -122,19 +123,29 @@ def _untrained_rate(shipped: ShippedAdapter | None) -> str:
     return ""
 
 
-def no_call_hint(policy: str) -> str:
-    """What to try after a run that made no tool call."""
+def no_call_hint(policy: str, failed: int = 0, adapter: str | None = None) -> str:
+    """What to say after a run that changed nothing: it made no tool call (`failed` 0), or
+    every one of its `failed` calls failed; and what to try. `adapter`: the one it ran with."""
     name = policy.partition(":")[0]
     if name == "none":
         return "No tool call was made: the none policy never makes one."
     shipped = default_shipped()
     tries = ["pick a task in the Task dock (the oracle plays its solution)"]
     if name == "hf" and shipped is not None:
-        tries.append(f"a one-call edit the shipped agent {shipped.name} knows ("
-                     f"{shipped.can_do().split(';')[0]})")
+        what = shipped.can_do().split(";")[0].partition(": ")[2]
+        if adapter and Path(adapter).resolve() == Path(shipped.path).resolve():
+            tries.append(f"a goal it can do ({what}), worded like a task's prompt")
+        else:
+            tries.append(f"the shipped agent {shipped.name} (clear Model and Adapter) on a goal "
+                         f"it can do ({what})")
     tries.append(LARGER)
-    return ("No tool call was made: the model answered in prose and the scene is unchanged. "
-            "Try: " + "; or ".join(tries) + ".")
+    if failed:
+        why = ("Nothing was changed: its tool call failed" if failed == 1 else
+               f"Nothing was changed: all {failed} of its tool calls failed")
+        why += " (the errors are above), and the scene is as it was."
+    else:
+        why = "No tool call was made: the model answered in prose, and the scene is unchanged."
+    return f"{why} Try: " + "; or ".join(tries) + "."
 
 
 class AgentDock(QWidget):
@@ -518,10 +529,13 @@ class AgentDock(QWidget):
             words += f" (episode: {demo.n_steps} steps)"
         if summary.get("error"):
             words += f" — {summary['error']}"
+        calls, failed = summary.get("calls") or 0, summary.get("tool_errors") or 0
         if summary.get("status") in ("done", "budget", "stuck", "success") \
-                and not summary.get("calls"):
-            hint = no_call_hint(str(summary.get("policy") or self.policy.currentText()))
-            words = f"{summary.get('status')}: no tool call made"
+                and (not calls or failed >= calls):  # it did nothing: say so, and what to try
+            hint = no_call_hint(str(summary.get("policy") or self.policy.currentText()),
+                                failed if calls else 0, summary.get("adapter"))
+            words = (f"{summary.get('status')}: no tool call made" if not calls else
+                     f"{summary.get('status')}: every tool call failed")
             self._add(hint, "#e0b050")
             self.status.setText(printable(f"{words}; the scene is unchanged (what to try: above)"
                                           if summary.get("policy") != "none" else words))
