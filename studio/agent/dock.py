@@ -327,7 +327,7 @@ class AgentDock(QWidget):
         self.settings.setValue("agent/adapter", self.adapter.text())
         self.settings.setValue("agent/approval", self.approval.isChecked())
         if request.new_scene:  # another start state: the open episode ends here
-            self.controller.finish_demonstration(check=False)
+            self.controller.drop_demonstration()  # kept only if an agent run ended it (Finish saves a person's)
         elif request.record and not request.task_id:  # the goal names a person's episode
             self.controller.demo.use_goal(request.goal)
         self.goal_fresh = False  # sent: the next run needs a goal typed for it
