@@ -158,7 +158,10 @@ def _adapter(folder: Path, base: str) -> Path:
     return folder
 
 
-def test_adapters_are_listed_under_the_base_they_were_trained_on(tiny_model_dir, tmp_path):
+def test_adapters_are_listed_under_the_base_they_were_trained_on(tiny_model_dir, tmp_path, monkeypatch):
+    from agents.models.shipped import ENV_VAR
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "no-shipped"))  # the adapters a person registered only
     data = tmp_path / "data"
     assert models("add", str(tiny_model_dir), "--name", "tiny", "--data-dir", str(data)).exit_code == 0
     _adapter(data / "runs" / "sft-demos" / "adapter", str(tiny_model_dir))  # a run's, by path
@@ -183,7 +186,10 @@ def test_adapters_are_listed_under_the_base_they_were_trained_on(tiny_model_dir,
     assert (mine / "adapter_config.json").is_file()
 
 
-def test_a_runs_adapter_is_remembered_once_under_a_free_name(tmp_path):
+def test_a_runs_adapter_is_remembered_once_under_a_free_name(tmp_path, monkeypatch):
+    from agents.models.shipped import ENV_VAR
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "no-shipped"))  # the adapters a person registered only
     from agents.models.registry import remember_adapter
 
     data = tmp_path / "data"

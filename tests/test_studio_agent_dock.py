@@ -16,6 +16,7 @@ from test_shipped_adapter import pipeline_run  # noqa: E402
 
 from agents.models.registry import BASE_NAME  # noqa: E402
 from agents.models.shipped import ENV_VAR, ship  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +62,12 @@ def test_before_a_run_it_says_what_the_selected_agent_can_do(studio, agents_dir,
                               "move; ~97 % of its 60 test tasks solved")
     dock.fill_local()
     names = [dock.local.itemText(i) for i in range(dock.local.count())]
-    assert "Local agent (default): smollm2-level1 on smollm2-135m-instruct" in names
-    assert any("smollm2-level1: adapter on smollm2-135m-instruct (shipped)" in n for n in names)
+    assert "Local agent (default): smollm2-level1" in names
+    shipped_item = names.index("    smollm2-level1 (adapter, shipped)")
+    base_item = names.index(next(n for n in names if n.startswith(f"{BASE_NAME} (")))
+    assert shipped_item > base_item  # listed under the base it was trained on
+    assert dock.local.itemData(shipped_item, Qt.ItemDataRole.ToolTipRole) == \
+        "adapter on smollm2-135m-instruct"
     bare_item = next(i for i in range(dock.local.count())
                      if dock.local.itemText(i).startswith(f"{BASE_NAME} ("))
     dock.local.setCurrentIndex(bare_item)

@@ -375,8 +375,9 @@ def test_the_agent_dock_lists_registered_models_with_their_adapters(studio, tmp_
     dock.fill_local()
     items = [dock.local.itemText(i) for i in range(dock.local.count())]
     base_at = next(i for i, t in enumerate(items) if t.startswith(BASE_NAME))
-    assert items[base_at + 1] == f"    run: adapter on {BASE_NAME}", items
-    dock.local.activated.emit(base_at + 1)
+    run_at = items.index("    run (adapter)")  # under the base it was trained on
+    assert run_at > base_at and all(t.startswith("    ") for t in items[base_at + 1:run_at]), items
+    dock.local.activated.emit(run_at)
     assert (dock.policy.currentText(), dock.model.text()) == ("hf", BASE_NAME)
     assert dock.adapter.text() == str(adapter.resolve())
     request = dock.request()

@@ -420,23 +420,33 @@ class AgentDock(QWidget):
         self.local.clear()
         self.local.addItem("registered models and adapters...", None)
         shipped = default_shipped()
-        default = (f"Local agent (default): {shipped.name} on {shipped.base}" if shipped
-                   else f"Local agent (default): {BASE_NAME}, no adapter shipped")
+        default = (f"Local agent (default): {shipped.name}" if shipped  # its base: tooltip
+                   else f"Local agent (default): {BASE_NAME}, bare")
         self.local.addItem(default, {"model": "", "adapter": ""})
+        if shipped:
+            self.local.setItemData(self.local.count() - 1, f"{shipped.name} on {shipped.base}",
+                                   Qt.ItemDataRole.ToolTipRole)
         try:
             models, adapters = (list_models(self.controller.data_dir),
                                 list_adapters(self.controller.data_dir))
         except (UserError, OSError):  # an unreadable data dir: the fields still work
             return
         for m in models:
-            built = "" if m.path else ", built on first use"
-            bare = ", bare: no tool calls" if m.name == BASE_NAME else ""
-            self.local.addItem(f"{m.name} ({m.kind}{built}{bare})", {"model": m.name, "adapter": ""})
+            bare = ", bare" if m.name == BASE_NAME else ""
+            self.local.addItem(f"{m.name} ({m.kind}{bare})", {"model": m.name, "adapter": ""})
+            tip = [] if m.path else ["built on first use"]
+            if bare:
+                tip.append("the bare base makes no tool calls")
+            if tip:
+                self.local.setItemData(self.local.count() - 1, "; ".join(tip),
+                                       Qt.ItemDataRole.ToolTipRole)
             for a in adapters:
                 if a.base_name == m.name:
-                    mark = " (shipped)" if a.shipped else ""
-                    self.local.addItem(f"    {a.name}: adapter on {m.name}{mark}",
+                    mark = ", shipped" if a.shipped else ""  # under its base: named once
+                    self.local.addItem(f"    {a.name} (adapter{mark})",
                                        {"model": m.name, "adapter": a.path})
+                    self.local.setItemData(self.local.count() - 1, f"adapter on {m.name}",
+                                           Qt.ItemDataRole.ToolTipRole)
         for a in adapters:  # trained on an unregistered folder (a run's own base-model)
             if a.base_name is None and a.base:
                 self.local.addItem(f"{a.name}: adapter on {a.base}",
