@@ -11,12 +11,12 @@ import os
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
 
 import pytest  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
 from studio_support import fresh_scene, studio_window  # noqa: E402
 from test_shipped_adapter import pipeline_run  # noqa: E402
 
 from agents.models.registry import BASE_NAME  # noqa: E402
 from agents.models.shipped import ENV_VAR, ship  # noqa: E402
-from PySide6.QtCore import Qt  # noqa: E402
 
 
 @pytest.fixture(scope="module")
