@@ -29,6 +29,8 @@ class TaskDock(QWidget):
         super().__init__(parent)
         self.controller = controller
         self.family = QComboBox()
+        # as wide as its longest family name, whatever width the other docks leave the column
+        self.family.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.level = QSpinBox()
         self.level.setRange(1, 3)
         self.seed = QSpinBox()
