@@ -78,11 +78,28 @@ def clipped(w) -> list[str]:
     return out
 
 
+def settled(window, qtbot, rounds: int = 50) -> None:
+    """Let the layout finish: events processed until every widget's geometry is the same on
+    two rounds running (a loaded machine can take several rounds; no clock is read)."""
+    from PySide6.QtWidgets import QWidget
+
+    def shape():
+        return [w.geometry().getRect() for w in window.findChildren(QWidget) if w.isVisible()]
+
+    before = None
+    for _ in range(rounds):
+        qtbot.wait(20)
+        now = shape()
+        if now == before:
+            return
+        before = now
+
+
 def test_no_clipped_text_at_the_default_size(window, qtbot):
     problems = []
     for dock in window.findChildren(QDockWidget):  # tabbed docks too: each in turn on top
         dock.raise_()
-        qtbot.wait(20)
+        settled(window, qtbot)
         problems += [p for p in clipped(window) if p.startswith(dock.windowTitle() + ":")]
     assert sorted(set(problems)) == []
 
