@@ -182,6 +182,18 @@ json_scalars = (
     | st.booleans()
     | st.integers(-(10**6), 10**6)
     | st.text(max_size=20)
+    # argument text that is itself call syntax: data inside a call, never a second marker
+    | st.sampled_from(
+        [
+            "<tool_call>",
+            "</tool_call>",
+            "[TOOL_CALLS]",
+            "<|python_tag|>",
+            "<tool_response>",
+            "<function=a>",
+            "```json\n",
+        ]
+    )
     | st.floats(allow_nan=False, allow_infinity=False, width=32)
 )
 json_values = st.recursive(
@@ -270,10 +282,23 @@ def test_replies_the_real_base_wrote(reply):
     """Each captured completion parses to the calls it holds (a doubly quoted name as meant, a
     missing closing tag tolerated, an imitated `<tool_response>` never a call) or to a typed
     no-call, with the text kept."""
-    parsed = parse_tool_calls(reply["completion"],
-                              known_tools=["add_primitive", "transform", "set_material", "delete"])
+    parsed = parse_tool_calls(
+        reply["completion"], known_tools=["add_primitive", "transform", "set_material", "delete"]
+    )
     assert [c.name for c in parsed.calls] == reply["calls"]
     assert [isinstance(c.arguments, dict) for c in parsed.calls] == reply["arguments_parsed"]
     assert parsed.no_call == reply["no_call"]
     if not parsed.calls:
         assert parsed.text == reply["completion"].strip()
+
+
+def test_a_tag_whose_argument_holds_the_tag_text_is_one_call() -> None:
+    """An argument may be the text "<tool_call>" itself (found by the property test in CI):
+    the call's JSON is read whole, not cut at the quoted tag."""
+    text = '<tool_call>\n{"name": "a", "arguments": {"_": "<tool_call>"}}\n</tool_call>\nok'
+    got = parse_tool_calls(text)
+    assert [(c.name, c.arguments) for c in got.calls] == [("a", {"_": "<tool_call>"})]
+    assert got.text == "ok"
+    fenced = '```json\n{"name": "a", "arguments": {"_": [["[TOOL_CALLS]"]]}}\n```'
+    got = parse_tool_calls(fenced)
+    assert [(c.name, c.arguments) for c in got.calls] == [("a", {"_": [["[TOOL_CALLS]"]]})]

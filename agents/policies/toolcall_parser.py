@@ -32,6 +32,10 @@ NAME_KEYS = ("name", "tool", "tool_name", "function_name", "function")
 ARGS_KEYS = ("arguments", "args", "parameters", "input", "params", "kwargs")
 
 _TAG_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
+_FENCE_OPEN_RE = re.compile(r"```(?:json|tool_call|tool_code|javascript|js|python)?\s*\n?")
+_FENCE_CLOSE_RE = re.compile(r"\s*```")
+_CLOSE_RE = re.compile(r"\s*</tool_call>")
+_DECODER = json.JSONDecoder()
 _FUNCTION_TAG_RE = re.compile(r"<function=([\w.\-]+)>\s*(.*?)\s*(?:</function>|\Z)", re.S)
 _FENCE_RE = re.compile(r"```(?:json|tool_call|tool_code|javascript|js|python)?\s*\n?(.*?)```", re.S)
 _NAME_GUESS_RE = re.compile(r"[\"']?(?:name|tool|function)[\"']?\s*[:=]\s*[\"']([\w.\-]+)[\"']")
@@ -69,7 +73,13 @@ def parse_tool_calls(
     found: list[tuple[str, dict | str]] = []
     # A small model sometimes writes the environment's part too: what it puts in a
     # `<tool_response>` is never a call of its own.
-    rest = _RESPONSE_RE.sub("", text)
+    rest = text
+    if "<tool_response>" in text:
+        protected = _call_spans(text)
+        rest = _cut(
+            text,
+            [m.span() for m in _RESPONSE_RE.finditer(text) if not _inside(m.start(), protected)],
+        )
     for extractor in (_from_tags, _from_function_tags, _from_fences, _from_bare_json):
         calls, rest = extractor(rest)
         found.extend(calls)
@@ -97,21 +107,59 @@ def _clean_name(name: str) -> str:
 def _from_tags(text: str) -> tuple[list[tuple[str, dict | str]], str]:
     if "<tool_call>" not in text:
         return [], text
-    calls = []
-    for m in _TAG_RE.finditer(text):
-        calls.extend(_calls_from_payload(m.group(1), strict=False))
-    rest = _TAG_RE.sub("", text).replace("</tool_call>", "")
-    return calls, rest
+    calls: list[tuple[str, dict | str]] = []
+    spans = []
+    protected = _call_spans(text)
+    pos = text.find("<tool_call>")
+    while pos >= 0:
+        if _inside(pos, protected):
+            pos = text.find("<tool_call>", pos + 1)
+            continue
+        start = pos + len("<tool_call>")
+        body = start + len(text[start:]) - len(text[start:].lstrip())
+        end = None
+        try:  # a whole JSON object first: its strings may hold "<tool_call>" themselves
+            value, stop = _DECODER.raw_decode(text, body)
+        except ValueError:
+            value = None
+        got = _calls_from_value(value) if value is not None else []
+        if got:
+            calls.extend(got)
+            close = _CLOSE_RE.match(text, stop)
+            end = close.end() if close else stop
+        else:
+            m = _TAG_RE.match(text, pos)
+            calls.extend(_calls_from_payload(m.group(1), strict=False))
+            end = m.end()
+        spans.append((pos, end))
+        pos = text.find("<tool_call>", end)
+    if not spans:
+        return calls, text
+    rest = _cut(text, spans)
+    protected = _call_spans(rest)  # a stray closing tag goes; one inside a JSON string stays
+    stray = [(m.start(), m.end()) for m in re.finditer("</tool_call>", rest)]
+    return calls, _cut(rest, [span for span in stray if not _inside(span[0], protected)])
 
 
 def _from_function_tags(text: str) -> tuple[list[tuple[str, dict | str]], str]:
     calls: list[tuple[str, dict | str]] = []
+    if "<function=" not in text and "<|python_tag|>" not in text and "[TOOL_CALLS]" not in text:
+        return calls, text
+    protected = _call_spans(text)
+    spans = []
     for m in _FUNCTION_TAG_RE.finditer(text):
+        if _inside(m.start(), protected):
+            continue
         calls.append((m.group(1), _arguments(m.group(2).strip() or "{}")))
-    rest = _FUNCTION_TAG_RE.sub("", text)
+        spans.append(m.span())
+    rest = _cut(text, spans)
+    protected = _call_spans(rest)
     for marker in ("<|python_tag|>", "[TOOL_CALLS]"):
-        if marker in rest:
-            head, _, tail = rest.partition(marker)
+        at = rest.find(marker)
+        while at >= 0 and _inside(at, protected):
+            at = rest.find(marker, at + 1)
+        if at >= 0:
+            head, tail = rest[:at], rest[at + len(marker) :]
             tail_calls = _calls_from_payload(tail, strict=False)
             if tail_calls:
                 calls.extend(tail_calls)
@@ -121,19 +169,61 @@ def _from_function_tags(text: str) -> tuple[list[tuple[str, dict | str]], str]:
 
 def _from_fences(text: str) -> tuple[list[tuple[str, dict | str]], str]:
     calls: list[tuple[str, dict | str]] = []
+    if "```" not in text:
+        return calls, text
     spans = []
-    for m in _FENCE_RE.finditer(text):
-        got = _calls_from_payload(m.group(1), strict=True)
-        if got:
+    protected = _call_spans(text)
+    pos = text.find("```")
+    while pos >= 0:
+        if _inside(pos, protected):
+            pos = text.find("```", pos + 1)
+            continue
+        end = None
+        opening = _FENCE_OPEN_RE.match(text, pos)
+        try:  # a whole JSON value first: its strings may hold "```" themselves
+            value, stop = _DECODER.raw_decode(text, opening.end())
+        except ValueError:
+            value = None
+        got = _calls_from_value(value) if value is not None else []
+        close = _FENCE_CLOSE_RE.match(text, stop) if got else None
+        if close:
+            end = close.end()
+        else:
+            m = _FENCE_RE.match(text, pos)
+            got = _calls_from_payload(m.group(1), strict=True) if m else []
+            end = m.end() if m else None
+        if got and end is not None:
             calls.extend(got)
-            spans.append(m.span())
+            spans.append((pos, end))
+            pos = text.find("```", end)
+        else:
+            pos = text.find("```", pos + 3)
     return calls, _cut(text, spans)
 
 
+def _call_spans(text: str) -> list[tuple[int, int]]:
+    """Where whole JSON objects and arrays stand in `text`: a marker inside one (an argument
+    that is the text "<tool_call>" or "[TOOL_CALLS]") is data, not a marker."""
+    return _scan_json(text)[2]
+
+
+def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
+    return any(start < pos < end for start, end in spans)
+
+
 def _from_bare_json(text: str) -> tuple[list[tuple[str, dict | str]], str]:
+    calls, spans, _ = _scan_json(text)
+    return calls, _cut(text, spans)
+
+
+def _scan_json(
+    text: str,
+) -> tuple[list[tuple[str, dict | str]], list[tuple[int, int]], list[tuple[int, int]]]:
+    """The calls among the JSON values in `text`, their spans, and every value's span."""
     calls: list[tuple[str, dict | str]] = []
-    spans = []
-    decoder = json.JSONDecoder()
+    spans: list[tuple[int, int]] = []
+    values: list[tuple[int, int]] = []
+    decoder = _DECODER
     i = 0
     while i < len(text):
         if text[i] not in "{[":
@@ -144,13 +234,14 @@ def _from_bare_json(text: str) -> tuple[list[tuple[str, dict | str]], str]:
         except ValueError:
             i += 1
             continue
+        values.append((i, end))
         got = _calls_from_value(value)
         if got:
             calls.extend(got)
             spans.append((i, end))
         # skip the whole value either way: objects nested in data are data too
         i = end
-    return calls, _cut(text, spans)
+    return calls, spans, values
 
 
 def _from_python_calls(text: str, known: set[str]) -> tuple[list[tuple[str, dict | str]], str]:
