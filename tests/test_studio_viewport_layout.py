@@ -96,6 +96,9 @@ def settled(window, qtbot, rounds: int = 50) -> None:
 
 
 def test_no_clipped_text_at_the_default_size(window, qtbot):
+    # The Task dock's family list fills when the task suite has been imported (a thread): check
+    # it full (empty, it clips nothing; full, it once needed 153 px and had 126).
+    qtbot.waitUntil(lambda: window.tasks.family.count() > 0, timeout=120_000)
     problems = []
     for dock in window.findChildren(QDockWidget):  # tabbed docks too: each in turn on top
         dock.raise_()

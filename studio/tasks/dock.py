@@ -29,8 +29,9 @@ class TaskDock(QWidget):
         super().__init__(parent)
         self.controller = controller
         self.family = QComboBox()
-        # as wide as its longest family name, whatever width the other docks leave the column
+        # never narrower than its longest family name
         self.family.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.family.setMinimumContentsLength(len("drawing_reconstruction"))
         self.level = QSpinBox()
         self.level.setRange(1, 3)
         self.seed = QSpinBox()
@@ -63,8 +64,9 @@ class TaskDock(QWidget):
         finish.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a later Space never finishes again
         self.steps = QLabel("")
         self.steps.setObjectName("hint")
+        # the family on a row of its own: beside level and seed the dock's column left it 150 px,
+        # and 'drawing_reconstruction' needs more
         row = QHBoxLayout()
-        row.addWidget(self.family, 3)
         row.addWidget(QLabel("level"))
         row.addWidget(self.level, 1)
         row.addWidget(QLabel("seed"))
@@ -74,6 +76,7 @@ class TaskDock(QWidget):
         buttons.addWidget(load)
         buttons.addWidget(clear)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.family)
         layout.addLayout(row)
         layout.addLayout(buttons)
         layout.addWidget(self.prompt)
