@@ -53,6 +53,7 @@ MODULES: tuple[str, ...] = (
     "reconstruction.drawing_reconstruction",
     "deliverables.print_deliverables",
     "deliverables.format_deliverables",
+    "scenes.requests",
 )
 TABLE: tuple[Family, ...] = tuple(
     importlib.import_module(f"{__name__}.{m}").FAMILY for m in MODULES)
