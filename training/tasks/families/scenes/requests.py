@@ -3,8 +3,10 @@ studio's Agent dock: "add a red cube named Box at 1, 0, 0.5", "make Box1 twice a
 "delete Ball". Sizes left unsaid are 1 m, positions are bare numbers, names come with or
 without quotes and colours are words (the palette's hex, which the goal never gives).
 
-Level 1 is one request (one call); levels 2-5 chain 2, 3, 5 and 7 calls' worth of them. A new
-object with a colour ("add a red cube ...") is two: the object, then its material.
+Level 1 is one request (one call); levels 2-5 chain 2, 4, 8 and 15 calls' worth of them (a
+session's worth at level 5). A new object with a colour ("add a red cube ...") is two calls:
+the object, then its material. Bare positions are metres, the studio's unit; a bracketed one
+says its unit, "at (1, 0, 0.5) m".
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ KIND_SAID = {"cube": ("cube", "box"), "cylinder": ("cylinder",), "uv_sphere": ("
 # Names people give objects in the studio, besides the generator's.
 NEW_NAMES = ("Box", "Box1", "Box2", "Cube1", "Stand", "Cap", "Lamp", "Stool", "Knob", "Pole")
 SAID = r"'[^']+'|[A-Z][A-Za-z0-9_]*"  # a name as a request says it: quoted or not
-CALLS = {1: 1, 2: 2, 3: 3, 4: 5, 5: 7}
+CALLS = {1: 1, 2: 2, 3: 4, 4: 8, 5: 15}
 EDITS = ("colour", "delete", "scale", "move")
 SCALES = {"twice as tall": (1, 1, 2), "half as tall": (1, 1, 0.5), "twice as wide": (2, 1, 1),
           "twice as big": (2, 2, 2), "half the size": (0.5, 0.5, 0.5)}  # fmt: skip
@@ -76,7 +78,7 @@ def _new_item(rng: random.Random, name: str, cell: tuple[int, int]) -> tuple[dic
     y = cell[1] * 3.0 + r05(rng.uniform(-0.5, 0.5))
     z = dims[2] / 2 if on_ground else rng.choice((dims[2] / 2, dims[2] / 2 + 1.0))
     at = (f"on the ground at {_num(x)}, {_num(y)}" if on_ground
-          else rng.choice((f"at {_num(x)}, {_num(y)}, {_num(z)}", f"at ({_num(x)}, {_num(y)}, {_num(z)})")))
+          else rng.choice((f"at {_num(x)}, {_num(y)}, {_num(z)}", f"at ({_num(x)}, {_num(y)}, {_num(z)}) m")))
     it = {"name": name, "kind": kind, "dimensions": dims, "location": [x, y, z],
           "rotation_deg": [0.0, 0.0, 0.0]}  # fmt: skip
     return it, f"{word} named {_named(rng, name)}{size} {at}"
@@ -115,7 +117,7 @@ def _edit(rng: random.Random, it: dict[str, Any], op: str) -> tuple[str, dict, l
 
 def requests(level: int, rng: random.Random) -> TaskSpec:
     budget = CALLS[level]
-    n_start = rng.randint(1, 2) + level
+    n_start = rng.randint(1, 2) + CALLS[level] // 2
     start = random_items(rng, n_start)
     taken = {it["name"] for it in start}
     free_names = [n for n in NEW_NAMES + NAMES if n not in taken]
