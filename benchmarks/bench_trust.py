@@ -38,6 +38,7 @@ are task oracles (no model): the tool-bound worst case, since generation dilutes
 
     .venv/bin/python benchmarks/bench_trust.py [--episodes N] [--steps S] [--groups G]
         [--workers W] [--repeats R] [--variants A,B,...] [--families F,G,...]
+        [--observe changed|never]
 """
 
 from __future__ import annotations
@@ -268,6 +269,9 @@ VARIANTS: dict[str, Callable[[int, list[float]], Any]] = {
     "inprocess_checker_cad": inprocess_checker_cad,
 }
 DEFAULT = ["kept_session", "fresh_worker", "fresh_scratch"]
+# When the GRPO steps' rollouts render (--observe): "changed" as for a model shown images,
+# "never" as for a text-only one (the shipped SmolLM2 pipeline: grpo.observe "auto").
+OBSERVE = ["changed"]
 
 
 def _policy_for(seed: int, greedy: bool = False) -> Any:
@@ -284,7 +288,7 @@ def step_times(variant: Callable, workers: int, slots_per_step: list[list[tuple[
     from training.rl.rollouts import run_groups
     from training.train_config import GRPOSpec
 
-    config = loop_config(GRPOSpec())
+    config = loop_config(GRPOSpec(observe=OBSERVE[0]))
     walls: list[float] = []
     waits: list[float] = []
     rewards: list[list[float]] = []
@@ -349,7 +353,11 @@ def main() -> None:
         default=",".join(DEFAULT),
         help=f"comma-separated, the first is the baseline ({', '.join(VARIANTS)})",
     )
+    ap.add_argument("--observe", choices=("changed", "never"), default="changed",
+                    help="when GRPO steps' rollouts render: after each change (a model shown "
+                         "images) or never (a text-only one, as the shipped SmolLM2 pipeline)")
     args = ap.parse_args()
+    OBSERVE[0] = args.observe
     names = args.variants.split(",")
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
@@ -365,7 +373,8 @@ def main() -> None:
     figures = measure(names, args)
     base = figures[names[0]]
     print(
-        f"Oracle episodes of {args.families.replace(',', ', ')} (level 1); ratios against {names[0]}, "
+        f"Oracle episodes of {args.families.replace(',', ', ')} (level 1; GRPO steps render: "
+        f"{args.observe}); ratios against {names[0]}, "
         f"measured in this run (load average {load:.1f} at the start):"
     )
     for name, f in figures.items():

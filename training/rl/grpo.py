@@ -151,14 +151,18 @@ def rollout_store(spec: GRPOSpec, out_dir: Path) -> Any:
     return Store(out_dir / "store" if spec.rollout_store == "run" else spec.rollout_store)
 
 
-def loop_config(spec: GRPOSpec, runtime: RLRuntime | None = None) -> Any:
-    """The rollouts' loop settings: the runtime's own, or the spec's turns and render size."""
+def loop_config(spec: GRPOSpec, runtime: RLRuntime | None = None, sees_images: bool = True) -> Any:
+    """The rollouts' loop settings: the runtime's own, or the spec's turns, render size and
+    when to render (`observe`; "auto": never for a model that takes no images)."""
     from agents.loop.episode_loop import LoopConfig
 
     if runtime is not None and runtime.loop is not None:
         return runtime.loop
+    observe = spec.observe
+    if observe == "auto":
+        observe = "changed" if sees_images else "never"
     return LoopConfig(max_steps=spec.max_turns, render_size=spec.render_size,
-                      record_artifacts=False)  # fmt: skip
+                      record_artifacts=False, observe=observe)  # fmt: skip
 
 
 def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, out_dir: Path,
@@ -178,6 +182,8 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
     spec, run = config.grpo, config.run
     tokenizer = getattr(processor, "tokenizer", processor)
     rows_per_group = spec.num_generations * spec.max_turns
+    # a text-only model is shown no render (its prompts hold no image), so its rollouts make none
+    sees_images = vision.image_token_id is not None
 
     def rollout_func(prompts: list, trainer: Any) -> dict:
         start = time.perf_counter()
@@ -216,7 +222,8 @@ def make_rollout_func(config: TrainConfig, runtime: RLRuntime, processor: Any, o
                 "tags": [f"run:{out_dir.name}", f"step:{step + 1}", "rl"]}  # fmt: skip
         remote = runtime.backend is not None and server is not None
         groups = run_groups(runtime.scheduler, slots, spec.num_generations, policy_for,
-                            loop_config(spec, runtime), run_seed=run.seed, store=runtime.store,
+                            loop_config(spec, runtime, sees_images), run_seed=run.seed,
+                            store=runtime.store,
                             meta=meta, batch_first_turn=spec.batch_first_turn,
                             greedy_member=spec.greedy_member, backend=runtime.backend,
                             policy_spec_for=policy_spec_for if remote else None)  # fmt: skip
@@ -291,6 +298,10 @@ def image_token_id(processor: Any) -> int | None:
     tokenizer = getattr(processor, "tokenizer", processor)
     found = getattr(processor, "image_token_id", None)
     if found is None:
+        # a text-only vocabulary has no such token: converting it gives the unknown token's id
+        # (SmolLM2: 0, its <|endoftext|>), which is no image token
+        if "<|image_pad|>" not in tokenizer.get_vocab():
+            return None
         found = tokenizer.convert_tokens_to_ids("<|image_pad|>")
     return found if isinstance(found, int) and found >= 0 else None
 
