@@ -388,3 +388,15 @@ def test_dropped_steps_leave_the_index_the_counters_and_a_rebuilt_index(tmp_path
     with Store(tmp_path) as again:
         assert [s.index for s in again.steps(rec.episode_id)] == [0, 2]
         assert again.episode(rec.episode_id).n_steps == 2
+
+
+def test_a_worded_task_id_is_filed_under_its_family_level_and_seed() -> None:
+    """Eval's held-out phrasings (`:unseen`, `:wN`) are the same task: the store files them
+    under its family, level and seed, not under the family alone."""
+    from agents.store.store import parse_task_id
+
+    assert parse_task_id("materials:1:110000") == ("materials", 1, 110000)
+    assert parse_task_id("materials:1:110000:unseen") == ("materials", 1, 110000)
+    assert parse_task_id("materials:1:110000:w7") == ("materials", 1, 110000)
+    assert parse_task_id("materials:1:110000:loud") == ("materials", None, None)
+    assert parse_task_id("bench:case-3") == ("bench", None, None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import sqlite3
@@ -79,10 +80,13 @@ def tools_version(tools: list[dict] | None) -> tuple[str | None, str | None]:
 
 
 def parse_task_id(task_id: str | None) -> tuple[str | None, int | None, int | None]:
-    """`family:level:seed` → (family, level, seed); other ids keep their first field as family."""
+    """`family:level:seed` (and `family:level:seed:PHRASING`, a wording of that task:
+    `seen`, `unseen`, `wN`) → (family, level, seed); other ids keep their first field as family."""
     if not task_id:
         return None, None, None
     parts = task_id.split(":")
+    if len(parts) == 4 and re.fullmatch(r"seen|unseen|w\d+", parts[3]):
+        parts = parts[:3]
     if len(parts) == 3 and parts[1].lstrip("-").isdigit() and parts[2].lstrip("-").isdigit():
         return parts[0], int(parts[1]), int(parts[2])
     return parts[0], None, None
