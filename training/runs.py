@@ -387,22 +387,32 @@ def score_loss_positions_only() -> None:
 _GOVERNOR: Any = None  # the running stage's torch thread choice (agents/models/cpu.py)
 
 
-# glibc's mallopt parameter for the most malloc arenas (malloc.h: M_ARENA_MAX).
+# glibc's mallopt parameters (malloc.h): the most malloc arenas, the size from which a block
+# is its own mapping.
 _M_ARENA_MAX = -8
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 1 << 20
 
 
-def bound_allocator(arenas: int = 2) -> bool:
-    """Let glibc's malloc keep at most `arenas` heaps (the MALLOC_ARENA_MAX setting, applied
-    to the running process). By default every thread that meets contention gets its own arena,
-    up to 8 per core, and each keeps the memory its thread freed: the pipeline's generation,
-    episode and trainer threads then hold memory that no live object uses (resident memory
-    climbed within each stage and fell only when its heap was trimmed; docs/TRAINING.md).
+def bound_allocator(arenas: int = 2, mmap_threshold: int = MMAP_THRESHOLD) -> bool:
+    """Bound what glibc's malloc keeps that no live object uses, for the running process:
+
+    - at most `arenas` heaps (MALLOC_ARENA_MAX). By default every thread that meets contention
+      gets its own arena, up to 8 per core, and each keeps the memory its thread freed;
+    - every block of `mmap_threshold` bytes or more its own mapping (MALLOC_MMAP_THRESHOLD_),
+      handed back to the OS when freed. By default the threshold rises to the largest block
+      freed so far (up to 32 MB), so a training step's activations, a few MB each and of other
+      sizes every step, came from the heap, which fragmented: an SFT stage climbed ~16 MB a
+      step even with the heap trimmed before every step (docs/TRAINING.md, "Memory").
+
     Arenas a thread already has stay; call it before the threads start. Where memory is
     allocated changes no computed value. False where there is no glibc."""
     try:
         import ctypes
 
-        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, int(arenas)))
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_ARENA_MAX, int(arenas))) and bool(
+            libc.mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold)))
     except (OSError, AttributeError):
         return False
 

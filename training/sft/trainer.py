@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from training.runs import (
+    bound_allocator,
     checkpoint_step,
     make_callbacks,
     prepare_run_dir,
@@ -204,6 +205,7 @@ def run_sft(
 
     spec, run = config.sft, config.run
     before = torch.get_num_threads()
+    bound_allocator()  # before the trainer's threads start
     set_cpu_threads(None if torch.cuda.is_available() else (spec.cpu_threads or run.cpu_threads))
     try:
         return _run_sft(config, out_dir, resume, model_path, config_text)
