@@ -216,9 +216,10 @@ class GRPOSpec(Strict):
     mask_truncated_completions: bool = False
     render_size: int = Field(256, ge=32)
     # When a rollout renders the scene: "auto" renders after each change for a model that takes
-    # images and never for a text-only one (SmolLM2: a render it is never shown is CPU taken
-    # from the rollouts); or as the loop's `observe`: "changed", "always", "never".
-    observe: Literal["auto", "changed", "always", "never"] = "auto"
+    # images and never for a text-only one, which still gets the scene listing ("text"; SmolLM2:
+    # a render it is never shown is CPU taken from the rollouts); or as the loop's `observe`:
+    # "changed", "always", "text", "never" (no render and no scene listing).
+    observe: Literal["auto", "changed", "always", "text", "never"] = "auto"
     rollout_workers: int = Field(1, ge=1)  # tool worker processes shared by the rollouts
     tool_deadline_s: float = Field(30.0, gt=0)
     # Generation: "transformers" (the model being trained, in this process: CPU, small models)

@@ -26,7 +26,10 @@ class LoopConfig:
     max_calls_per_step: int = 8  # more calls in one reply are refused with an error
     render_size: int = 256
     views: list[str] | None = None  # None: the renderer's default montage
-    observe: str = "changed"  # "changed": render only when the scene changed; "always"; "never"
+    # "changed": render only when the scene changed; "always"; "never" (no render, no scene
+    # listing); "text": the scene listing when it changed, as "changed", but no render (a
+    # text-only model's prompt is the same either way: its chat format drops images)
+    observe: str = "changed"
     repeat_warning: int = 2  # an identical failing call seen this often gets a warning
     stuck_after: int = 4  # ... and this often ends the episode as `stuck`
     check_every_step: bool = False  # run the checker after each step and stop on success

@@ -361,6 +361,9 @@ class EpisodeLoop:
         if config.observe == "never" or not (force or config.observes(self._scene_changed)):
             return None, None
         self._scene_changed = False
+        if config.observe == "text":  # the scene listing as "changed" gives it, no render
+            self._last_hash = self.session.scene_hash()
+            return None, self._scene_page()
         png, self._last_hash = observe_frame(self.session, self.config)
         return png, self._scene_page()
 

@@ -154,14 +154,15 @@ def rollout_store(spec: GRPOSpec, out_dir: Path) -> Any:
 
 def loop_config(spec: GRPOSpec, runtime: RLRuntime | None = None, sees_images: bool = True) -> Any:
     """The rollouts' loop settings: the runtime's own, or the spec's turns, render size and
-    when to render (`observe`; "auto": never for a model that takes no images)."""
+    when to render (`observe`; "auto": "text" for a model that takes no images: the scene
+    listing it reads, no render)."""
     from agents.loop.episode_loop import LoopConfig
 
     if runtime is not None and runtime.loop is not None:
         return runtime.loop
     observe = spec.observe
     if observe == "auto":
-        observe = "changed" if sees_images else "never"
+        observe = "changed" if sees_images else "text"
     return LoopConfig(max_steps=spec.max_turns, render_size=spec.render_size,
                       record_artifacts=False, observe=observe)  # fmt: skip
 
