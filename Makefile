@@ -42,7 +42,7 @@ stress: $(STAMP)
 	@$(BIN)/modelwright tools stress --calls 10000
 
 lint: $(STAMP)
-	@$(BIN)/ruff check studio agents tools training tests benchmarks
+	@$(BIN)/ruff check studio agents tools training tests benchmarks examples
 	@$(BIN)/lint-imports --no-cache pyproject.toml
 
 clean:
