@@ -38,7 +38,7 @@ are task oracles (no model): the tool-bound worst case, since generation dilutes
 
     .venv/bin/python benchmarks/bench_trust.py [--episodes N] [--steps S] [--groups G]
         [--workers W] [--repeats R] [--variants A,B,...] [--families F,G,...]
-        [--observe changed|never]
+        [--observe changed|text|never]
 """
 
 from __future__ import annotations
@@ -270,7 +270,8 @@ VARIANTS: dict[str, Callable[[int, list[float]], Any]] = {
 }
 DEFAULT = ["kept_session", "fresh_worker", "fresh_scratch"]
 # When the GRPO steps' rollouts render (--observe): "changed" as for a model shown images,
-# "never" as for a text-only one (the shipped SmolLM2 pipeline: grpo.observe "auto").
+# "text" as for a text-only one (the scene listing, no render: the shipped SmolLM2 pipeline,
+# grpo.observe "auto"), "never" (no listing either).
 OBSERVE = ["changed"]
 
 
@@ -353,9 +354,10 @@ def main() -> None:
         default=",".join(DEFAULT),
         help=f"comma-separated, the first is the baseline ({', '.join(VARIANTS)})",
     )
-    ap.add_argument("--observe", choices=("changed", "never"), default="changed",
+    ap.add_argument("--observe", choices=("changed", "text", "never"), default="changed",
                     help="when GRPO steps' rollouts render: after each change (a model shown "
-                         "images) or never (a text-only one, as the shipped SmolLM2 pipeline)")
+                         "images), text (the scene listing only: a text-only model, as the "
+                         "shipped SmolLM2 pipeline) or never")
     args = ap.parse_args()
     OBSERVE[0] = args.observe
     names = args.variants.split(",")
