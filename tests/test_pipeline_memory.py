@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tools.cli.exits import UserError
 from training import pipeline
-from training.runs import bound_allocator, trim_heap
+from training.runs import MMAP_THRESHOLD, bound_allocator, mmap_threshold_setting, trim_heap
 
 linux = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self")
 
@@ -42,6 +43,15 @@ def test_the_report_lists_each_stages_peak():
     peaks = pipeline.stage_memory(stages)
     assert peaks == {"stage_peak_rss_mb": {"demos": 900, "sft": 2500, "eval_sft": 1800, "old": 700},
                      "peak_rss_mb": 2500}  # fmt: skip
+
+
+def test_the_mmap_threshold_is_a_setting():
+    assert mmap_threshold_setting({}) == MMAP_THRESHOLD == 2 * MB
+    assert mmap_threshold_setting({"MODELWRIGHT_MMAP_THRESHOLD": "default"}) is None
+    assert mmap_threshold_setting({"MODELWRIGHT_MMAP_THRESHOLD": "1048576"}) == MB
+    for bad in ("lots", "-1"):
+        with pytest.raises(UserError, match="MODELWRIGHT_MMAP_THRESHOLD"):
+            mmap_threshold_setting({"MODELWRIGHT_MMAP_THRESHOLD": bad})
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc")

@@ -124,6 +124,25 @@ def test_only_assistant_turns_carry_loss(tiny_model_dir, demos):
     assert batch["pixel_values"].shape[0] > 0 and batch["image_grid_thw"].shape[0] == 4
 
 
+def test_batches_pad_to_a_multiple_with_the_padding_masked(tiny_model_dir, demos):
+    """`sft.pad_to_multiple_of`: a batch's width is rounded up, and what was added carries no
+    loss and no attention, so the same rows train the same tokens."""
+    from transformers import AutoProcessor
+
+    from training.sft.data import ConversationCollator, load_conversations
+
+    processor = AutoProcessor.from_pretrained(tiny_model_dir)
+    data = load_conversations(demos)
+    plain = ConversationCollator(processor)([data[0], data[1]])
+    padded = ConversationCollator(processor, pad_to_multiple_of=64)([data[0], data[1]])
+    width = plain["input_ids"].shape[1]
+    assert padded["input_ids"].shape[1] == -(-width // 64) * 64 > width
+    for key in ("input_ids", "labels", "attention_mask"):
+        assert padded[key][:, :width].equal(plain[key])
+    assert (padded["labels"][:, width:] == -100).all()
+    assert (padded["attention_mask"][:, width:] == 0).all()
+
+
 def test_training_rows_render_exactly_what_the_hf_policy_sees(tiny_model_dir):
     from transformers import AutoProcessor
 

@@ -391,10 +391,35 @@ _GOVERNOR: Any = None  # the running stage's torch thread choice (agents/models/
 # is its own mapping.
 _M_ARENA_MAX = -8
 _M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 1 << 20
+# 2 MB, not 1: each freed mapping is a fresh one to fault in next step. On the shipped SFT
+# (25 steps, docs/TRAINING.md "Memory"), 1 MB took 9.2 s a step (40 % of its CPU in the
+# kernel, zeroing new pages) against 6.1 s with glibc's own threshold; 2 MB (with batches
+# padded to 64 tokens) took 6.2 s.
+MMAP_THRESHOLD = 2 << 20
 
 
-def bound_allocator(arenas: int = 2, mmap_threshold: int = MMAP_THRESHOLD) -> bool:
+def mmap_threshold_setting(environ: dict | None = None) -> int | None:
+    """The mmap threshold training sets: `MODELWRIGHT_MMAP_THRESHOLD` (bytes; `default`:
+    glibc's own, which rises with the blocks freed), else `MMAP_THRESHOLD`."""
+    import os
+
+    raw = (os.environ if environ is None else environ).get("MODELWRIGHT_MMAP_THRESHOLD", "")
+    if not raw.strip():
+        return MMAP_THRESHOLD
+    if raw.strip().lower() == "default":
+        return None
+    from tools.cli.exits import UserError
+
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UserError(f"MODELWRIGHT_MMAP_THRESHOLD={raw!r}: a number of bytes, or default")
+    return value
+
+
+def bound_allocator(arenas: int = 2, mmap_threshold: int | None | str = "env") -> bool:
     """Bound what glibc's malloc keeps that no live object uses, for the running process:
 
     - at most `arenas` heaps (MALLOC_ARENA_MAX). By default every thread that meets contention
@@ -405,14 +430,19 @@ def bound_allocator(arenas: int = 2, mmap_threshold: int = MMAP_THRESHOLD) -> bo
       sizes every step, came from the heap, which fragmented: an SFT stage climbed ~16 MB a
       step even with the heap trimmed before every step (docs/TRAINING.md, "Memory").
 
+    `mmap_threshold`: "env" reads `mmap_threshold_setting()`; None leaves glibc's own.
     Arenas a thread already has stay; call it before the threads start. Where memory is
     allocated changes no computed value. False where there is no glibc."""
+    if mmap_threshold == "env":
+        mmap_threshold = mmap_threshold_setting()
     try:
         import ctypes
 
         libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_ARENA_MAX, int(arenas))) and bool(
-            libc.mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold)))
+        ok = bool(libc.mallopt(_M_ARENA_MAX, int(arenas)))
+        if mmap_threshold is not None:
+            ok = ok and bool(libc.mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold)))
+        return ok
     except (OSError, AttributeError):
         return False
 

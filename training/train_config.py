@@ -138,6 +138,9 @@ class SFTSpec(Strict):
     per_device_train_batch_size: int = Field(1, ge=1)
     gradient_accumulation_steps: int = Field(1, ge=1)
     max_length: int | None = Field(None, ge=16)
+    # Pad each batch to a multiple of this many tokens (masked out of the loss): fewer tensor
+    # sizes, so the allocator reuses what the last steps freed (docs/TRAINING.md, "Memory").
+    pad_to_multiple_of: int | None = Field(None, ge=1)
     warmup_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0)
     gradient_checkpointing: bool = False

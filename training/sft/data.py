@@ -174,12 +174,17 @@ class ConversationCollator:
     """
 
     def __init__(
-        self, processor: Any, max_length: int | None = None, cache_bytes: int = 1 << 30
+        self, processor: Any, max_length: int | None = None, cache_bytes: int = 1 << 30,
+        pad_to_multiple_of: int | None = None,
     ) -> None:
         from agents.policies import chat_format
 
         self.processor = processor
         self.max_length = max_length
+        # Batches padded to a multiple of this many tokens: a step's tensors then come in a few
+        # sizes, whose freed blocks the next steps reuse, instead of new sizes every step that
+        # fragment the allocator's heap (docs/TRAINING.md, "Memory"). Padding is masked out.
+        self.pad_to_multiple_of = pad_to_multiple_of
         self.hermes = chat_format.uses_hermes(processor)
         self.chat_template = None
         if not self.hermes:
@@ -253,6 +258,8 @@ class ConversationCollator:
 
         encoded = [self.encode(r) for r in rows]
         width = max(e["input_ids"].shape[1] for e in encoded)
+        if self.pad_to_multiple_of:
+            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
         from agents.policies.chat_format import tokenizer_of
 
         pad_id = tokenizer_of(self.processor).pad_token_id

@@ -231,7 +231,8 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
     if is_text_only(processor) and "images" in data.column_names:
         # A text-only model trains on the rows' text; the frames stay in the store.
         data = data.remove_columns("images")
-    collator = _IdCollator(ConversationCollator(processor, spec.max_length), id_column)
+    collator = _IdCollator(ConversationCollator(processor, spec.max_length,
+                                                      pad_to_multiple_of=spec.pad_to_multiple_of), id_column)
     use_cpu = not torch.cuda.is_available()
     # The collator's labels mask the prompt; TRL's own mask needs a template it can patch,
     # which a template without tools (the Hermes format is rendered here) is not.
