@@ -3,7 +3,7 @@ default Local agent can do) and, with --goal, after a run of that goal (the step
 no-call message). The real studio in a real window, on fresh settings: run it under a display.
 
     xvfb-run -a .venv/bin/python scripts/agent_dock_screenshot.py docs/img/agent-dock-first-run.png \
-        --goal "In an empty scene, create a cube named 'Box' of size (1, 1, 1) m centred at (0, 0, 0.5) m." \
+        --goal "add a red cube named Box at 1, 0, 0.5" \
         --after docs/img/agent-dock-one-call.png
     xvfb-run -a .venv/bin/python scripts/agent_dock_screenshot.py /tmp/bare.png \
         --model smollm2-135m-instruct --goal "Write a short poem about the sea." \

@@ -20,10 +20,10 @@ from studio_support import run_on_display, xvfb_display  # noqa: F401  (the fixt
 from agents.models.registry import BASE_NAME
 from agents.models.shipped import ENV_VAR, agents_dir, default_shipped, ship
 
-# In the words of a level-1 primitive_placement prompt: a one-call edit a trained adapter knows.
-GOAL = "In an empty scene, create a cube named 'Box' of size (1, 1, 1) m centred at (0, 0, 0.5) m."
+# The goal a new user typed in issue #50, as typed: no size (1 m), a bare position, a colour.
+GOAL = "add a red cube named Box at 1, 0, 0.5"
 CALL = ('<tool_call>\n{"name": "add_primitive", "arguments": {"kind": "cube", "name": "Box", '
-        '"dimensions": [1, 1, 1], "location": [0, 0, 0.5]}}\n</tool_call>')
+        '"dimensions": [1, 1, 1], "location": [1, 0, 0.5]}}\n</tool_call>')
 TOOLS = ["add_primitive", "set_material", "delete", "transform"]
 
 
@@ -86,6 +86,8 @@ def finished(summary):
     out["summary"] = {k: summary.get(k) for k in ("status", "calls", "tool_errors", "error",
                                                    "model", "adapter", "policy")}
     out["objects"] = sorted(o["name"] for o in controller.scene.objects)
+    out["box"] = next(({k: o.get(k) for k in ("location", "dimensions", "material")}
+                       for o in controller.scene.objects if o["name"] == "Box"), None)
     out["steps"] = [dock.steps.item(i).text() for i in range(dock.steps.count())]
     print(json.dumps(out), flush=True)
     window.close()
@@ -128,6 +130,10 @@ def test_a_typed_one_step_goal_changes_the_scene_with_the_shipped_agent(
     assert summary["status"] != "fatal" and summary["calls"] >= 1, (summary, out["steps"])
     assert summary["adapter"] == shipped.path and summary["policy"] == f"hf:{BASE_NAME}"
     assert out["objects_before"] == [] and "Box" in out["objects"], out
+    # where the goal put it, at the size it left unsaid (the colour, a second call, is not
+    # asked of it: docs/TRAINING.md says what the shipped agent does with colour words)
+    assert all(abs(a - b) <= 0.05 for a, b in zip(out["box"]["location"], [1, 0, 0.5])), out["box"]
+    assert all(abs(a - 1) <= 0.05 for a in out["box"]["dimensions"]), out["box"]
     assert any(t.startswith("call add_primitive") for t in out["steps"]), out["steps"]
     assert not any(t.startswith("No tool call was made") for t in out["steps"])
 
