@@ -30,7 +30,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.policies.protocol import PolicyReply, ToolCall
+from agents import PolicyError, PolicyReply, ToolCall
 
 # How long a trainer's call may wait on the episode thread before the env says so (seconds): a
 # tool call has its own timeout and kill in the worker, so this only catches a wedged thread.
@@ -102,8 +102,6 @@ class _Channel:
         self.prompts.put(("turn", messages, tools))
         reply = self.replies.get()
         if reply is None:  # the env was closed mid-episode
-            from agents.policies.protocol import PolicyError
-
             raise PolicyError("the environment was closed", fatal=True)
         return reply
 

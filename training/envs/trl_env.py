@@ -135,7 +135,7 @@ def environment(families: list[str], levels: list[int] = (1,), split: str = "tra
                 name: str = "ModelwrightEnv") -> type:  # fmt: skip
     """A TRL environment class over these families' tasks. Its tools: `tools`, or the union
     of the families' declared toolboxes (what their prompts show in the product)."""
-    from tools.specs import TOOLS
+    from tools import TOOLS
     from training.tasks import FAMILIES
     from training.tasks.base import family_tools
 
@@ -156,13 +156,13 @@ def environment(families: list[str], levels: list[int] = (1,), split: str = "tra
 def task_ids(env_class: type, n: int, seed: int = 0) -> list[str]:
     """`n` task ids of the class's families and levels on its split, drawn as the product's
     own trainer draws them (the same sampler, seeded)."""
+    import random
+
     from training.tasks.sampling import TaskSampler
 
     sampler = TaskSampler(list(env_class.families), list(env_class.levels), env_class.split, {}, {})
     per = -(-n // max(1, len(sampler.families)))
     ids = sampler.plan(per)
-    import random
-
     random.Random(seed).shuffle(ids)
     return ids[:n]
 
@@ -172,7 +172,7 @@ def task_dataset(env_class: type, n: int, seed: int = 0, system: str | None = No
     prompt and an empty user turn the env's `reset` fills) and `task_id`."""
     from datasets import Dataset
 
-    from agents.loop.config import DEFAULT_SYSTEM
+    from agents import DEFAULT_SYSTEM
 
     ids = task_ids(env_class, n, seed)
     sys_msg = {"role": "system", "content": system or DEFAULT_SYSTEM}
