@@ -162,6 +162,8 @@ CASES = [
     (("studio",), ["--theme", "purple"], USAGE, ["--theme", "'purple'", "dark or light"]),
     (("studio",), ["--recover", "maybe"], USAGE, ["--recover", "'maybe'", "ask, yes, no"]),
     (("studio",), ["--recover", "yes", "--task", "primitive_placement:1:0"], USAGE, ["--recover yes", "--task"]),
+    (("envs", "serve"), ["--families", "nope"], USAGE, ["'nope'", "known:"]),
+    (("envs", "serve"), ["--levels", "1,x"], USAGE, ["--levels", "1 to 5"]),
 ]
 # Commands with no file, folder or id to get wrong (flags only, or a stdio server).
 NOTHING_TO_GET_WRONG = {("tools", "list"), ("tools", "stress"), ("tasks", "list"), ("mcp",)}

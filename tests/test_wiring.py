@@ -49,8 +49,8 @@ HIGHER = {
     "training": ("studio",),
 }
 EXPECTED_COMMANDS = {
-    "studio", "tools", "tasks", "score", "run", "eval", "train", "cluster", "serve", "mcp",
-    "models", "data",
+    "studio", "tools", "tasks", "score", "run", "eval", "train", "cluster", "envs", "serve",
+    "mcp", "models", "data",
 }  # fmt: skip
 
 

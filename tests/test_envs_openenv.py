@@ -1,0 +1,193 @@
+"""Modelwright's tasks over OpenEnv's protocol (training/envs/openenv_server.py), driven over
+real HTTP and WebSocket on loopback: the same calls give `modelwright eval`'s rewards, each
+episode has a fresh worker, a forged call earns its honest twin's reward, and bad input is
+one error while the server goes on serving."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+from websockets.sync.client import connect
+
+from tests.security.test_trust_rewards import (
+    BENIGN,
+    FORGE_OK,
+    MISSES,
+    TASK,
+    _via_eval,
+    hostile,
+    script,
+)
+from tests.test_envs import CALLS, _eval_cli
+from tools import ToolSession
+from training.envs.openenv_server import Background, EnvServer
+from training.tasks import get_task
+
+
+@pytest.fixture(scope="module")
+def server(worker_pool):
+    srv = EnvServer(["requests", "scene_editing", "primitive_placement"], [1, 2], max_steps=8,
+                    session_factory=lambda: ToolSession(worker_pool))  # fmt: skip
+    with Background(srv) as bg:
+        yield bg
+
+
+class WS:
+    """OpenEnv's WebSocket session protocol, by hand: {"type", "data"} both ways."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = connect(url.replace("http://", "ws://") + "/ws", max_size=2**26)
+
+    def send(self, kind: str, data=None) -> dict:
+        self.conn.send(json.dumps({"type": kind, **({"data": data} if data is not None else {})}))
+        return json.loads(self.conn.recv(timeout=900))
+
+    def raw(self, text: str) -> dict:
+        self.conn.send(text)
+        return json.loads(self.conn.recv(timeout=900))
+
+    def reset(self, **kw) -> dict:
+        msg = self.send("reset", kw)
+        assert msg["type"] == "observation", msg
+        return msg["data"]
+
+    def step(self, calls: list[dict], content: str | None = None) -> dict:
+        msg = self.send("step", {"tool_calls": calls, **({"content": content} if content else {})})
+        assert msg["type"] == "observation", msg
+        return msg["data"]
+
+    def close(self) -> None:
+        self.conn.send(json.dumps({"type": "close"}))
+        self.conn.close()
+
+
+def _episode_ws(ws: WS, task_id: str, calls: list[dict]) -> dict:
+    """reset, one step per call, then a step with no call: the last answer."""
+    first = ws.reset(task_id=task_id)
+    assert first["done"] is False and first["reward"] is None
+    assert first["observation"]["task_id"] == task_id and first["observation"]["tools"]
+    for call in calls:
+        out = ws.step([call])
+        assert out["done"] is False and out["reward"] is None and out["observation"]["text"]
+    return ws.step([])
+
+
+def test_the_server_scores_as_eval_does_over_websocket_and_http(server, tmp_path):
+    report = _eval_cli(tmp_path, "requests,scene_editing", 2)
+    by_task = {e["task"]: e for e in report["episodes"]}
+    assert len(by_task) == 4
+    keys = ("reward", "success", "components", "steps", "calls", "tool_errors")
+    ws = WS(server.url)
+    for task_id, ours in by_task.items():
+        last = _episode_ws(ws, task_id, CALLS)
+        assert last["done"] is True and last["reward"] == ours["reward"], task_id
+        record = last["observation"]["record"]
+        assert {k: record[k] for k in keys} == {k: ours[k] for k in keys}, task_id
+    ws.close()
+    assert len({e["reward"] for e in by_task.values()}) > 1  # not one constant compared
+
+    # plain HTTP: reset opens a session named by its episode_id, step names it
+    task_id, ours = next(iter(by_task.items()))
+    with httpx.Client(base_url=server.url, timeout=900) as http:
+        first = http.post("/reset", json={"task_id": task_id, "episode_id": "http-1"}).json()
+        assert first["observation"]["episode_id"] == "http-1" and first["done"] is False
+        for call in CALLS:
+            out = http.post("/step", json={"action": {"tool_calls": [call]}, "episode_id": "http-1"})
+            assert out.status_code == 200 and out.json()["reward"] is None
+        state = http.get("/state", params={"episode_id": "http-1"}).json()
+        assert state["step_count"] == len(CALLS) and state["task_id"] == task_id
+        last = http.post("/step", json={"action": {"tool_calls": []}, "episode_id": "http-1"}).json()
+        assert last["done"] is True and last["reward"] == ours["reward"]
+        # the session closed with its episode
+        gone = http.post("/step", json={"action": {"tool_calls": []}, "episode_id": "http-1"})
+        assert gone.status_code == 404 and gone.json()["data"]["code"] == "SESSION_ERROR"
+
+
+def test_each_episode_has_a_fresh_worker(server):
+    ws = WS(server.url)
+    first = ws.reset(task_id=TASK)["observation"]["text"]
+    assert "Box" not in first
+    made = ws.step([CALLS[0]])["observation"]["text"]
+    assert "Box" in made
+    assert ws.step([])["done"] is True
+    again = ws.reset(task_id=TASK)["observation"]["text"]
+    assert again == first and "Box" not in again
+    ws.close()
+    # a second connection is a second session, its own episode
+    other = WS(server.url)
+    assert other.reset(task_id=TASK)["observation"]["text"] == first
+    other.close()
+
+
+def test_a_forged_call_earns_its_honest_twins_reward_through_the_server(server, worker_pool):
+    oracle = [dict(c) for c in get_task(TASK).oracle]
+    ws = WS(server.url)
+    rewards = {}
+    for tag, code in (("forged", hostile(FORGE_OK)), ("honest", BENIGN)):
+        plan = [script(code), *MISSES, *oracle]
+        last = _episode_ws(ws, TASK, [{"name": c["tool"], "arguments": c["args"]} for c in plan])
+        rec = last["observation"]["record"]
+        rewards[tag] = (last["reward"], rec["success"], rec["components"])
+    ws.close()
+    assert rewards["forged"] == rewards["honest"]
+    honest_eval, _ = _via_eval([script(BENIGN), *MISSES, *oracle], worker_pool)
+    assert rewards["honest"][0] == honest_eval[0]
+    assert rewards["honest"][2]["validity"] < 1.0
+
+
+def test_bad_input_is_one_error_and_the_server_goes_on(server):
+    ws = WS(server.url)
+    errors = [
+        ws.raw("{not json"),
+        ws.send("launch"),
+        ws.send("step", {"tool_calls": [CALLS[0]]}),  # before reset
+        ws.send("reset", {"task_id": "nosuch:1:0"}),
+        ws.send("reset", {"family": "nosuch"}),
+        ws.send("reset", {"task_id": TASK, "colour": "red"}),
+    ]
+    codes = [e["data"]["code"] for e in errors]
+    assert all(e["type"] == "error" and e["data"]["message"] and "\n" not in e["data"]["message"]
+               for e in errors), errors  # fmt: skip
+    assert codes == ["INVALID_JSON", "UNKNOWN_TYPE", "SESSION_ERROR", "VALIDATION_ERROR",
+                     "VALIDATION_ERROR", "VALIDATION_ERROR"]  # fmt: skip
+    assert "nosuch" in errors[3]["data"]["message"]
+    # the same session still works: a drawn task (seeded: the same seed, the same task)
+    drawn = ws.reset(family="requests", level=1, seed=3)["observation"]["task_id"]
+    assert drawn.startswith("requests:1:") and ws.reset(family="requests", level=1, seed=3)[
+        "observation"]["task_id"] == drawn  # fmt: skip
+    bad = ws.send("step", {"tool_calls": [{"arguments": {}}]})
+    assert bad["type"] == "error" and "name" in bad["data"]["message"]
+    # a malformed call is the model's mistake: the tool's error, as in eval, and the episode goes on
+    out = ws.step([{"name": "add_primitive", "arguments": {"kind": "cube"}}])
+    assert out["done"] is False and "name" in out["observation"]["text"].lower()
+    assert ws.step([])["done"] is True
+    assert ws.send("step", {"tool_calls": []})["data"]["code"] == "SESSION_ERROR"  # after the end
+    assert ws.send("state")["data"]["done"] is True
+    ws.close()
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        assert http.get("/health").json() == {"status": "healthy"}
+        r = http.post("/step", json={"action": {"tool_calls": []}})
+        assert r.status_code == 409 and r.json()["data"]["code"] == "SESSION_ERROR"
+        r = http.post("/reset", content=b"[1, 2")
+        assert r.status_code == 422 and r.json()["type"] == "error"
+        r = http.post("/step", json={"action": {"tool_calls": "delete everything"}, "episode_id": "x"})
+        assert r.status_code in (400, 404) and r.json()["type"] == "error"
+        schema = http.get("/schema").json()
+        assert set(schema) == {"action", "observation", "state"}
+        assert "tool_calls" in schema["action"]["properties"]
+        assert {"done", "reward", "metadata"} <= set(schema["observation"]["properties"])
+        assert http.get("/metadata").json()["name"] == "modelwright"
+
+
+def test_serve_refuses_bad_options_in_one_line():
+    from studio.cli import build_app
+
+    for args, word in ((["--families", "nosuch"], "nosuch"), (["--levels", "9"], "--levels"),
+                       (["--split", "sometimes"], "sometimes")):  # fmt: skip
+        res = CliRunner().invoke(build_app(), ["envs", "serve", *args])
+        assert res.exit_code == 2, res.output
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error:") and word in lines[0], res.output
