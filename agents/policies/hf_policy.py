@@ -63,6 +63,13 @@ class HFPolicyConfig:
     # stop there (the reply has no call and the loop ends the episode). None or 0: off. The
     # studio's Local agent and `modelwright run --policy hf` turn it on; eval and training don't.
     prose_stop_tokens: int | None = None
+    # Start each greedy turn from the key/value cache of the episode's previous turn (its
+    # longest common token prefix) and run only the new tokens (`KVStore`): the same tokens
+    # as a fresh forward in float32 (log-probs within 2e-6 on the packaged base). A bf16 or
+    # fp16 model (log-probs 3e-2 apart: a near-tie could flip), sampled turns (RL rollouts,
+    # whose log-probs training keeps), batched turns (eval waves), images and vision models
+    # always run the whole prompt. False: every turn runs its whole prompt.
+    reuse_kv: bool = True
 
 
 class HFPolicy:
@@ -84,6 +91,10 @@ class HFPolicy:
         self._group_index = 0
         self._lockstep: LockstepBatcher | None = None  # an eval wave's batched greedy turns
         self._task_id: str | None = None
+        self._reused = 0  # prompt tokens the last `generate` took from a cache
+        self._kv = KVStore()  # this policy's own; `share_kv` puts it in an eval's shared one
+        self.prompt_encoded = 0  # prompt tokens the model ran, over this policy's turns
+        self.prompt_tokens = 0  # prompt tokens those turns' prompts held
 
     @classmethod
     def from_loaded(cls, loaded_model: Any, processor: Any, **options: Any) -> HFPolicy:
@@ -98,6 +109,12 @@ class HFPolicy:
         # the whole catalogue in every prompt).
         self._task_tools = (task_info or {}).get("tools")
         self._task_id = (task_info or {}).get("task_id")
+        self._kv.release(self)  # the episode's cache is no longer this conversation's
+
+    def share_kv(self, store: KVStore) -> None:
+        """Keep this policy's turn caches in `store` (shared by an eval's episodes on one model:
+        a new episode starts from another's system + tools prefix)."""
+        self._kv = store
 
     def shown(self) -> list[str] | None:
         """The tool names the model is shown: the configured list, else the task's toolbox,
@@ -139,7 +156,12 @@ class HFPolicy:
             if self._turn == 0 and self.config.prose_stop_tokens:
                 names = [t["function"]["name"] for t in tools if "function" in t]
                 prose = ProseStop(tokenizer, prompt_len, self.config.prose_stop_tokens, names)
-            sample = self._sample_rows(inputs, 1, seed, stop=prose)[0]
+            reuse = self._reuses(inputs)
+            sample = self._sample_rows(inputs, 1, seed, stop=prose, reuse=reuse)[0]
+        encoded = prompt_len - self._reused  # what this turn ran; the rest came from a cache
+        self._reused = 0
+        self.prompt_encoded += encoded
+        self.prompt_tokens += prompt_len
         latency_ms = (time.perf_counter() - start) * 1e3
         completion_ids, logprobs = sample
         tokens = TurnTokens(
@@ -149,6 +171,7 @@ class HFPolicy:
             vision={k: inputs[k].detach().cpu() for k in VISION_KEYS if k in inputs} or None,
             seen=seen,
             model_version=self.config.version,
+            prompt_encoded=encoded,
         )
         text = tokenizer.decode(completion_ids, skip_special_tokens=True).strip()
         names = [t["function"]["name"] for t in tools if "function" in t]
@@ -165,16 +188,29 @@ class HFPolicy:
             tokens_out=len(completion_ids),
             latency_ms=latency_ms,
             raw={"completion": text, "completion_ids": completion_ids,
-                 "no_call": parsed.no_call,
+                 "no_call": parsed.no_call, "prompt_encoded": encoded,
                  "stopped_on_prose": bool(prose is not None and prose.stopped)},  # fmt: skip
             tokens=tokens,
         )
 
+    def _reuses(self, inputs: Any) -> bool:
+        """Whether this turn may start from a cached prefix: `reuse_kv`, a greedy turn outside
+        RL (no scoring temperature: training's log-probs always come from a whole forward), a
+        float32 model (where a cached prefix gives a fresh forward's tokens), a text-only model
+        and prompt (a vision model's positions depend on its images)."""
+        return bool(self.config.reuse_kv and not self.config.temperature
+                    and self.config.score_temperature is None
+                    and str(getattr(self.model, "dtype", "")) in EXACT_DTYPES
+                    and not any(k in inputs for k in (*VISION_KEYS, "mm_token_type_ids"))
+                    and not vision_placeholder_ids(self.model))  # fmt: skip
+
     def _sample_rows(self, inputs: Any, n: int, seed: int | None,
-                     stop: Any = None) -> list[tuple[list[int], Any]]:
+                     stop: Any = None, reuse: bool = False) -> list[tuple[list[int], Any]]:
         """`n` completions of one prompt (one `generate`, `n` rows when sampling): each its
         generated ids (up to and including the first end-of-turn token) and their sampling
-        log-probs (None when `logprobs` is off). `stop`: a `ProseStop` (one row)."""
+        log-probs (None when `logprobs` is off). `stop`: a `ProseStop` (one row). `reuse`
+        (one row): start from the longest cached prefix of the prompt (`KVStore`) and keep this
+        turn's cache for the next; `_reused` says how many prompt tokens came from the cache."""
         import torch
 
         prompt_len = int(inputs["input_ids"].shape[1])
@@ -196,10 +232,15 @@ class HFPolicy:
             # pixels, and the training forward of that row would fail; never generate one.
             gen["suppress_tokens"] = placeholders
         tokenizer = tokenizer_of(self.processor)
+        reuse = reuse and n == 1 and int(inputs["input_ids"].shape[0]) == 1
+        prompt_ids = inputs["input_ids"][0].tolist() if reuse else []
         try:
             with GENERATE_LOCK, torch.no_grad():
                 if seed is not None:
                     torch.manual_seed(seed)
+                cache, self._reused = self._kv.take(self, prompt_ids) if reuse else (None, 0)
+                if cache is not None:
+                    gen[cache_kwarg()] = cache
                 out = self.model.generate(
                     **inputs,
                     **gen,
@@ -208,7 +249,10 @@ class HFPolicy:
                     output_logits=self.config.logprobs,
                     return_dict_in_generate=True,
                 )
+                if reuse:  # the ids it holds: the prompt and the reply but its last token
+                    self._kv.put(self, out.sequences[0].tolist(), returned_cache(out))
         except RuntimeError as exc:  # e.g. out of memory, or a context past the model's limit
+            self._reused = 0
             raise PolicyError(f"generation failed in {self.name}: {exc}", fatal=False) from exc
         rows = []
         count = int(out.sequences.shape[0])  # n samples, or one row per prompt of a batch
@@ -322,6 +366,126 @@ def vision_placeholder_ids(model: Any) -> list[int]:
     config = getattr(model, "config", None)
     found = {getattr(config, f, None) for f in _PLACEHOLDER_FIELDS}
     return sorted(i for i in found if isinstance(i, int) and i >= 0)
+
+
+# Where a turn from a cached prefix was measured to generate a fresh forward's tokens.
+EXACT_DTYPES = ("torch.float32", "torch.float64")
+
+
+def cache_kwarg() -> str:
+    """The name `generate` takes a cache by: `cache` (transformers >= 5.x), else the older
+    `past_key_values`."""
+    from transformers.generation import utils
+
+    names = getattr(utils, "ALL_CACHE_NAMES", None)
+    return "cache" if names and names[0] == "cache" else "past_key_values"
+
+
+def returned_cache(out: Any) -> Any:
+    """The cache a `generate(return_dict_in_generate=True)` output carries (None if none)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two id lists."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class KVStore:
+    """Key/value caches of recent turns, for the next turn to start from (`reuse_kv`).
+
+    An entry is the cache one turn's `generate` left and the token ids it holds (the prompt and
+    the reply but its last token, which was never fed). A turn takes a copy of the entry that
+    shares the longest token prefix with its prompt, cut to that prefix (at least one prompt
+    token is left to run), so `generate` runs only the tokens after it; the turn's own cache
+    then replaces its conversation's (`owner`'s) entry. Entries are never changed in place, so
+    one shared by an eval's episodes (`HFPolicy.share_kv`) serves each its system + tools
+    prefix. A prefix that differs (older observations compacted, a new episode) is simply
+    shorter; none at all: the whole prompt runs. At most `capacity` entries, least recently
+    used out first; `release(owner)` (a reset) leaves the entry to be evicted. Only plain
+    full-attention caches (`DynamicLayer`s) are kept: a sliding-window or linear-attention
+    cache cannot be cut back to a prefix."""
+
+    def __init__(self, capacity: int = 2, min_prefix: int = 16) -> None:
+        self.capacity, self.min_prefix = max(1, int(capacity)), int(min_prefix)
+        self._lock = threading.Lock()
+        self._entries: list[dict] = []  # least recently used first: {"ids", "cache", "owner"}
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def take(self, owner: Any, ids: list[int]) -> tuple[Any, int]:
+        """(a cache holding the longest cached prefix of `ids`, its length), or (None, 0)
+        when no entry shares `min_prefix` tokens with `ids`. `owner`'s own entry (its
+        conversation's last turn) is handed over, cut in place; another's is copied."""
+        with self._lock:
+            best, n = None, 0
+            for entry in self._entries:
+                k = common_prefix(entry["ids"], ids)
+                if k > n or (k == n and k and entry["owner"] is owner):
+                    best, n = entry, k
+            n = min(n, len(ids) - 1)  # the last prompt token runs: its logits start the reply
+            if best is None or n < self.min_prefix:
+                self.misses += 1
+                return None, 0
+            self.hits += 1
+            self._entries.remove(best)
+            if best["owner"] is owner:  # superseded by this turn's cache in any case
+                cache = best["cache"]
+                if int(cache.get_seq_length()) > n:
+                    cache.crop(n - int(cache.get_seq_length()))  # negative: tokens to remove
+                return cache, n
+            self._entries.append(best)
+            layers = best["cache"].layers
+        return prefix_cache(layers, n), n
+
+    def put(self, owner: Any, ids: list[int], cache: Any) -> None:
+        """Keep `cache` (holding the first `get_seq_length()` of `ids`) as `owner`'s entry."""
+        if cache is None or not plain_layers(cache):
+            return
+        held = int(cache.get_seq_length())
+        if held <= 0 or held > len(ids):
+            return
+        with self._lock:
+            self._entries = [e for e in self._entries if e["owner"] is not owner]
+            self._entries.append({"ids": list(ids[:held]), "cache": cache, "owner": owner})
+            del self._entries[: max(0, len(self._entries) - self.capacity)]
+
+    def release(self, owner: Any) -> None:
+        """`owner`'s conversation ended: its entry stays (others' prefix) until evicted."""
+        with self._lock:
+            for entry in self._entries:
+                if entry["owner"] is owner:
+                    entry["owner"] = None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def plain_layers(cache: Any) -> bool:
+    """Whether every layer of `cache` is a plain full-attention `DynamicLayer` (cut to any
+    prefix by slicing)."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    return (type(cache) is DynamicCache and bool(layers)
+            and all(type(layer) is DynamicLayer and layer.is_initialized
+                    for layer in layers))  # fmt: skip
+
+
+def prefix_cache(layers: list, n: int) -> Any:
+    """A new DynamicCache holding copies of the first `n` positions of `layers`."""
+    from transformers.cache_utils import DynamicCache
+
+    return DynamicCache([(layer.keys[..., :n, :].clone(), layer.values[..., :n, :].clone())
+                         for layer in layers])  # fmt: skip
 
 
 class GroupSampler:

@@ -61,6 +61,9 @@ class TurnTokens:
     vision: dict | None = None
     seen: str = ""
     model_version: str = ""
+    # Prompt tokens the model ran this turn: the whole prompt on a fresh forward, the tokens
+    # after a reused cached prefix otherwise (the hf policy's `reuse_kv`). None: not known.
+    prompt_encoded: int | None = None
     # (messages, tools) of a turn whose image tensors are built where the trained model's
     # processor is: a Ray node's server turn, rebuilt on the trainer's side. Never stored.
     prompt: Any = None

@@ -253,9 +253,12 @@ def shared_model_policies(built, specs, workers: int, max_steps: int | None):
     import copy
 
     from agents.models.cpu import ThreadGovernor
-    from agents.policies.hf_policy import HFPolicy, LockstepBatcher
+    from agents.policies.hf_policy import HFPolicy, KVStore, LockstepBatcher
 
     cpu = None
+    # The episodes' turn caches in one store: each starts from the system + tools prefix
+    # another left (`reuse_kv`; batched turns run whole prompts).
+    kv = KVStore(capacity=workers + 1)
     if str(getattr(built.model, "device", "cpu")) == "cpu":
         governor = ThreadGovernor()
         governor.apply()
@@ -269,6 +272,7 @@ def shared_model_policies(built, specs, workers: int, max_steps: int | None):
 
     def factory():
         one = HFPolicy(copy.copy(built.config), model=built.model, processor=built.processor)
+        one.share_kv(kv)
         if batcher is not None:
             one.join_lockstep(batcher)
         return one

@@ -112,7 +112,7 @@ def evaluate_loaded(
 
     Returns the eval report with `schema_valid_calls` added; `label` names the policy in it.
     """
-    from agents.policies.hf_policy import HFPolicy, LockstepBatcher
+    from agents.policies.hf_policy import HFPolicy, KVStore, LockstepBatcher
 
     spec = config.eval
     ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family, spec.phrasing)
@@ -123,11 +123,13 @@ def evaluate_loaded(
         batcher = LockstepBatcher([ids[i : i + spec.batch] for i in range(0, len(ids), spec.batch)],
                                   max_turns=spec.max_steps, max_tokens=spec.batch_tokens)  # fmt: skip
         workers = spec.batch
+    kv = KVStore(capacity=workers + 1)  # this eval's turn caches: the weights do not change
 
     def policy() -> CallCounter:
         inner = HFPolicy.from_loaded(
             model, processor, model=label, tools=config.tools, max_tokens=spec.max_tokens
         )
+        inner.share_kv(kv)
         if batcher is not None:
             inner.join_lockstep(batcher)
         return CallCounter(inner, tally, lock)
