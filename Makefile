@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # so two keep both cores of the 2-core reference machine busy (35 min, ~2x a single process).
 TEST_JOBS ?= 2
 
-.PHONY: setup lock run test test-fast bench stress lint clean
+.PHONY: setup lock run test test-fast bench stress lint clean envs-venv envs-lock envs-eval
 
 setup: $(STAMP)
 
@@ -42,8 +42,30 @@ stress: $(STAMP)
 	@$(BIN)/modelwright tools stress --calls 10000
 
 lint: $(STAMP)
-	@$(BIN)/ruff check studio agents tools training tests benchmarks examples
+	@$(BIN)/ruff check studio agents tools training tests benchmarks examples environments
 	@$(BIN)/lint-imports --no-cache pyproject.toml
 
+# verifiers' own venv for the verifiers environment (environments/modelwright, docs/ENVIRONMENTS.md):
+# verifiers 0.4.0 cannot share .venv (it pins openai<3, mcp==2.0.0). Needs PyPI.
+VF_VENV  := .venv-vf
+VF_DIR   := environments/modelwright
+VF_STAMP := $(VF_VENV)/.installed
+
+envs-venv: $(VF_STAMP)
+
+$(VF_STAMP): $(VF_DIR)/requirements.lock $(VF_DIR)/pyproject.toml $(wildcard $(VF_DIR)/modelwright_env/*.py) scripts/envs_venv.sh
+	@VF_VENV=$(VF_VENV) bash scripts/envs_venv.sh
+
+# Re-pins $(VF_DIR)/requirements.lock from $(VF_DIR)/requirements.in (uv, as `make lock`).
+envs-lock: $(VF_STAMP)
+	@$(VF_VENV)/bin/uv pip compile $(VF_DIR)/requirements.in --python-version 3.13 \
+	  --python-platform x86_64-manylinux_2_34 --generate-hashes --no-progress --quiet \
+	  --custom-compile-command "make envs-lock" -o $(VF_DIR)/requirements.lock
+
+# verifiers' vf-eval runs the environment against `transformers serve` on the packaged base, with
+# Modelwright's OpenEnv server beside it; both are stopped after. TASKS="id ..." picks the tasks.
+envs-eval: $(STAMP) $(VF_STAMP)
+	@VF_VENV=$(VF_VENV) bash scripts/envs_eval.sh
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VF_VENV) .pytest_cache .ruff_cache .hypothesis

@@ -44,6 +44,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agents import DEFAULT_SYSTEM
 from training.envs.core import EnvError, EpisodeEnv
 
 NAME = "modelwright"
@@ -350,6 +351,7 @@ class EnvServer:
                     "CadQuery tools in jailed workers, rewards from a trusted verifier.",
                     "version": _version(), "families": self.sampler.families,
                     "levels": self.levels, "split": self.split, "max_steps": self.max_steps,
+                    "system_prompt": DEFAULT_SYSTEM,  # the product's own (its prompts' first turn)
                     "documentation_url": "docs/ENVIRONMENTS.md"}  # fmt: skip
 
         @app.get("/schema")
