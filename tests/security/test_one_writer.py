@@ -33,6 +33,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tools/sandbox/template.py", "*", "open"): "the worker template's log in its own mkdtemp folder (0700)",
     ("tools/sandbox/diskwatch.py", "_mount", "os.open"): "a worker's scratch image (ext4, as root) "
     "beside its scratch in the pool's own root, O_EXCL|O_NOFOLLOW",
+    ("tools/sandbox/diskwatch.py", "_pristine", "os.open"): "the pool's pristine ext4 image that "
+    "scratch images are copied from, in the pool's own root, O_EXCL|O_NOFOLLOW, then renamed",
     ("tools/sandbox/shader_cache.py", "*", "shutil.copytree"): "the shader cache under the pool's root",
     ("tools/trust/ledger.py", "*", "open"): "the ledger's vault of acknowledged commits (0700, its own)",
     ("tools/runtime/verifier.py", "*", "*"): "a clean verifier worker's private state folder",

@@ -118,7 +118,9 @@ class WorkerProcess:
         for d in (scratch, self.workspace, os.path.join(scratch, "tmp")):
             jail.give_to_jail(d, uid)
         if not restore:  # a restored worker keeps the cache its session's worker had
-            shader_cache.give(scratch, uid)
+            # a fork of a template whose renderer started has Mesa's shaders already, with
+            # Mesa's disk cache off: a copy of the seed (~130 files) would go unread
+            shader_cache.give(scratch, uid, seed=not template.renderer_warm())
         # never through a link or a FIFO: a restored worker's scratch was the dead worker's to
         # write, and what it planted there must neither aim nor block the supervisor's writes
         self._log = confined.open_append(scratch, "worker.log")

@@ -48,14 +48,14 @@ def worker_dir(scratch: str) -> str:
     return os.path.join(scratch, "shader-cache")
 
 
-def give(scratch: str, uid: int) -> None:
-    """Put a private copy of the seed (if there is one) in the worker's scratch, before it
-    starts, owned by the worker's host uid `uid`."""
+def give(scratch: str, uid: int, seed: bool = True) -> None:
+    """Put a private copy of the seed (if there is one and `seed`) in the worker's scratch,
+    before it starts, owned by the worker's host uid `uid`."""
     dest = worker_dir(scratch)
     os.makedirs(dest, exist_ok=True)
     jail.give_to_jail(dest, uid)
     src = os.path.join(seed_dir(), SUB)
-    if not os.path.isdir(src):
+    if not seed or not os.path.isdir(src):
         return
     try:
         shutil.copytree(src, os.path.join(dest, SUB), symlinks=True)  # the seed is ours

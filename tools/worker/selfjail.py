@@ -244,9 +244,10 @@ def _mounts_under(target: str) -> list[str]:
     out = [target]
     proc = "/oldroot/proc" if os.path.isdir("/oldroot/proc/self") else "/proc"  # before the last pivot
     with open(f"{proc}/self/mountinfo") as f:
+        below = target.rstrip("/") + "/"
         for line in f:
-            point = _unescape(line.split()[4])
-            if point.startswith(target.rstrip("/") + "/"):
+            point = _unescape(line.split(maxsplit=5)[4])
+            if point.startswith(below):
                 out.append(point)
     return out
 
@@ -254,6 +255,8 @@ def _mounts_under(target: str) -> list[str]:
 def _unescape(field: str) -> str:
     """mountinfo's octal escapes (\\040 for a space), without a codec import (none is reachable
     between the pivots)."""
+    if "\\" not in field:  # nearly every line: the jail reads the whole table once per bind
+        return field
     out, i = [], 0
     while i < len(field):
         if field[i] == "\\" and field[i + 1:i + 4].isdigit():
