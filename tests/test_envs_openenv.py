@@ -191,3 +191,22 @@ def test_serve_refuses_bad_options_in_one_line():
         assert res.exit_code == 2, res.output
         lines = [ln for ln in res.output.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("error:") and word in lines[0], res.output
+
+
+def test_sessions_are_bounded_and_idle_http_ones_make_room(worker_pool):
+    """Each session may hold a worker: past --max-sessions a new one is refused, until an HTTP
+    session nobody touched for the idle time is closed to make room."""
+    srv = EnvServer(["primitive_placement"], [1], max_sessions=1, idle_s=3600,
+                    session_factory=lambda: ToolSession(worker_pool))  # fmt: skip
+    with Background(srv) as bg, httpx.Client(base_url=bg.url, timeout=900) as http:
+        assert http.post("/reset", json={"task_id": TASK, "episode_id": "a"}).status_code == 200
+        full = http.post("/reset", json={"task_id": TASK, "episode_id": "b"})
+        assert full.status_code == 503 and full.json()["data"]["code"] == "CAPACITY_REACHED"
+        refused = json.loads(WS(bg.url).conn.recv(timeout=60))  # then the socket closes
+        assert refused["type"] == "error" and refused["data"]["code"] == "CAPACITY_REACHED"
+        srv.idle_s = 0.0  # from now on, "a" counts as abandoned
+        assert http.post("/reset", json={"task_id": TASK, "episode_id": "b"}).status_code == 200
+        gone = http.post("/step", json={"action": {"tool_calls": []}, "episode_id": "a"})
+        assert gone.status_code == 404
+        last = http.post("/step", json={"action": {"tool_calls": []}, "episode_id": "b"}).json()
+        assert last["done"] is True and last["reward"] is not None

@@ -32,6 +32,8 @@ def serve(
     split: str = typer.Option("train", help="train | validation | test: the seeds reset draws."),
     max_steps: int = typer.Option(8, min=1, help="Turns per episode (the task's own budget caps it)."),
     max_sessions: int = typer.Option(4, min=1, help="Sessions at once (each episode holds a worker)."),
+    idle_timeout: float = typer.Option(900, min=1, help="Seconds after which an untouched HTTP "
+                                       "session may be closed for a new one."),  # fmt: skip
 ) -> None:
     """Serve the task families over OpenEnv's protocol (HTTP and WebSocket) until Ctrl-C."""
     for dep in ("fastapi", "uvicorn", "websockets"):
@@ -43,7 +45,7 @@ def serve(
 
     chosen = [f.strip() for f in families.split(",") if f.strip()] if families else None
     server = EnvServer(chosen, _levels(levels), split, max_steps=max_steps,
-                       max_sessions=max_sessions)  # fmt: skip
+                       max_sessions=max_sessions, idle_s=idle_timeout)  # fmt: skip
 
     def ready(url: str) -> None:
         typer.echo(f"OpenEnv server at {url} ({len(server.sampler.families)} families, levels "

@@ -34,6 +34,7 @@ import asyncio
 import json
 import random
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -152,6 +153,7 @@ class Session:
         self.reward: float | None = None
         self.lock = threading.Lock()
         self.draws = 0
+        self.last = time.monotonic()  # the last request's time (idle HTTP sessions are reaped)
 
     def pick_task(self, req: ResetIn) -> str:
         if req.task_id:
@@ -159,6 +161,7 @@ class Session:
         return self.server.draw_task(req, self.draws)
 
     def reset(self, data: dict) -> dict:
+        self.last = time.monotonic()
         try:
             req = ResetIn.model_validate(data or {})
         except ValidationError as exc:
@@ -177,6 +180,7 @@ class Session:
                 tools=self.env.tools, step=0))  # fmt: skip
 
     def step(self, data: Any) -> dict:
+        self.last = time.monotonic()
         if not isinstance(data, dict):
             raise EnvRequestError("step: the action is an object with `tool_calls` (and `content`)")
         try:
@@ -242,7 +246,7 @@ class EnvServer:
     def __init__(self, families: list[str] | None = None, levels: list[int] | None = None,
                  split: str = "train", *, max_steps: int = 8, max_sessions: int = DEFAULT_MAX_SESSIONS,
                  session_factory: Callable[[], Any] | None = None, store: Any = None,
-                 policy_name: str = "openenv") -> None:  # fmt: skip
+                 policy_name: str = "openenv", idle_s: float = 900.0) -> None:  # fmt: skip
         from training.tasks import FAMILIES
         from training.tasks.sampling import TaskSampler
 
@@ -254,6 +258,7 @@ class EnvServer:
         self.session_factory = session_factory
         self.store = store
         self.policy_name = policy_name
+        self.idle_s = idle_s
         self.known = FAMILIES
         self.sampler = TaskSampler(self.families, self.levels, split, {}, {},
                                    families_field="--families", levels_field="--levels",
@@ -296,6 +301,8 @@ class EnvServer:
     # sessions
 
     def new_session(self, episode_id: str | None = None) -> Session:
+        if self.open >= self.max_sessions:
+            self.reap_idle()
         with self.guard:
             if self.open >= self.max_sessions:
                 raise EnvRequestError(f"the server holds its {self.max_sessions} sessions (each an "
@@ -303,6 +310,15 @@ class EnvServer:
                                       "--max-sessions", "CAPACITY_REACHED", 503)  # fmt: skip
             self.open += 1
         return Session(self, episode_id)
+
+    def reap_idle(self) -> None:
+        """Close the HTTP sessions no request has touched for `idle_s` (a client that went
+        away mid-episode: over HTTP nothing else says so; a WebSocket's close does)."""
+        now = time.monotonic()
+        for key, session in list(self.http.items()):
+            if now - session.last > self.idle_s and not session.lock.locked():
+                if self.http.pop(key, None) is session:
+                    self.drop_session(session)
 
     def drop_session(self, session: Session) -> None:
         session.close()
@@ -366,7 +382,7 @@ class EnvServer:
             session = self.http.get(episode_id) if isinstance(episode_id, str) else None
             fresh = session is None
             if fresh:
-                session = self.new_session(episode_id)
+                session = await run_in_threadpool(self.new_session, episode_id)
             try:
                 out = await run_in_threadpool(session.reset, body)
             except BaseException:
@@ -397,7 +413,7 @@ class EnvServer:
         async def ws(socket: WebSocket) -> None:
             await socket.accept()
             try:
-                session = self.new_session()
+                session = await run_in_threadpool(self.new_session)
             except EnvRequestError as exc:
                 await socket.send_text(json.dumps(error_body(str(exc), exc.code)))
                 await socket.close()
