@@ -114,3 +114,19 @@ def test_a_forged_call_earns_its_honest_twins_reward_through_verifiers(server, w
     honest_eval, _ = _via_eval([script(BENIGN), *MISSES, *oracle], worker_pool)
     assert rewards["honest"][0] == honest_eval[0]
     assert rewards["honest"][2]["validity"] < 1.0
+
+
+def test_load_environment_is_verifiers_entry_point():
+    """`load_environment(**kwargs)` builds the same environment vf-eval loads by its id."""
+    code = ("import json\nfrom modelwright_env import load_environment\n"
+            "env = load_environment(task_ids=['requests:1:110000'], task={'server_url': 'http://127.0.0.1:9'})\n"
+            "drawn = load_environment(families=['requests'], levels=[1, 2], num_tasks=3, seed=5)\n"
+            "print(json.dumps([type(env).__name__, [t.data.reset for t in env.taskset.load()],\n"
+            "                  [t.data.reset for t in drawn.taskset.load()]]))\n")  # fmt: skip
+    res = subprocess.run([str(VF / "bin" / "python"), "-c", code], capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    name, given, drawn = json.loads(res.stdout.strip().splitlines()[-1])
+    assert name == "ModelwrightEnv" and given == [{"task_id": "requests:1:110000"}]
+    assert drawn == [{"family": "requests", "level": lv, "split": "train", "seed": s}
+                     for lv, s in ((1, 5), (2, 6), (1, 7))]  # fmt: skip
