@@ -108,13 +108,16 @@ def test_the_server_scores_as_eval_does_over_websocket_and_http(server, tmp_path
 
 def test_each_episode_has_a_fresh_worker(server):
     ws = WS(server.url)
-    first = ws.reset(task_id=TASK)["observation"]["text"]
+    opened = ws.reset(task_id=TASK)["observation"]
+    first = opened["text"]
     assert "Box" not in first
     made = ws.step([CALLS[0]])["observation"]["text"]
     assert "Box" in made
     assert ws.step([])["done"] is True
-    again = ws.reset(task_id=TASK)["observation"]["text"]
+    reopened = ws.reset(task_id=TASK)["observation"]
+    again = reopened["text"]
     assert again == first and "Box" not in again
+    assert reopened["episode_id"] != opened["episode_id"]  # an episode, not the connection
     ws.close()
     # a second connection is a second session, its own episode
     other = WS(server.url)

@@ -173,7 +173,7 @@ class Session:
                 obs = self.env.reset(task_id)
             except EnvError as exc:
                 raise EnvRequestError(str(exc), "EXECUTION_ERROR", 500) from None
-            self.episode_id = req.episode_id or self.episode_id or uuid.uuid4().hex[:12]
+            self.episode_id = req.episode_id or uuid.uuid4().hex[:12]
             self.steps, self.done, self.reward = 0, False, None
             return serialize(ModelwrightObservation(
                 text=obs.text, task_id=task_id, episode_id=self.episode_id,
