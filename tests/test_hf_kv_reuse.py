@@ -115,7 +115,7 @@ def test_store_hands_back_the_longest_prefix_and_leaves_a_token_to_run():
     # at most `capacity` entries, least recently used out first
     store.put(me, ids, _cache(40))
     store.put(object(), [7] * 10, _cache(10))
-    assert len(store) == 2 and store._entries[0]["owner"] is me
+    assert len(store) == 2 and store._entries[0]["owner"] == id(me)
 
 
 def test_a_cache_that_cannot_be_cut_is_not_kept():

@@ -198,10 +198,14 @@ class HFPolicy:
         RL (no scoring temperature: training's log-probs always come from a whole forward), a
         float32 model (where a cached prefix gives a fresh forward's tokens), a text-only model
         and prompt (a vision model's positions depend on its images)."""
+        return self.reuses_kv() and not any(k in inputs for k in (*VISION_KEYS, "mm_token_type_ids"))
+
+    def reuses_kv(self) -> bool:
+        """Whether this policy's turns start from cached prefixes (`_reuses`, before the
+        prompt is known): an eval then runs its episodes' turns one by one, not batched."""
         return bool(self.config.reuse_kv and not self.config.temperature
                     and self.config.score_temperature is None
                     and str(getattr(self.model, "dtype", "")) in EXACT_DTYPES
-                    and not any(k in inputs for k in (*VISION_KEYS, "mm_token_type_ids"))
                     and not vision_placeholder_ids(self.model))  # fmt: skip
 
     def _sample_rows(self, inputs: Any, n: int, seed: int | None,
@@ -414,7 +418,8 @@ class KVStore:
     def __init__(self, capacity: int = 2, min_prefix: int = 16) -> None:
         self.capacity, self.min_prefix = max(1, int(capacity)), int(min_prefix)
         self._lock = threading.Lock()
-        self._entries: list[dict] = []  # least recently used first: {"ids", "cache", "owner"}
+        # least recently used first: {"ids", "cache", "owner": id() of the policy, or None}
+        self._entries: list[dict] = []
         self.hits = self.misses = 0
 
     def __len__(self) -> int:
@@ -428,7 +433,7 @@ class KVStore:
             best, n = None, 0
             for entry in self._entries:
                 k = common_prefix(entry["ids"], ids)
-                if k > n or (k == n and k and entry["owner"] is owner):
+                if k > n or (k == n and k and entry["owner"] == id(owner)):
                     best, n = entry, k
             n = min(n, len(ids) - 1)  # the last prompt token runs: its logits start the reply
             if best is None or n < self.min_prefix:
@@ -436,7 +441,7 @@ class KVStore:
                 return None, 0
             self.hits += 1
             self._entries.remove(best)
-            if best["owner"] is owner:  # superseded by this turn's cache in any case
+            if best["owner"] == id(owner):  # superseded by this turn's cache in any case
                 cache = best["cache"]
                 if int(cache.get_seq_length()) > n:
                     cache.crop(n - int(cache.get_seq_length()))  # negative: tokens to remove
@@ -453,15 +458,15 @@ class KVStore:
         if held <= 0 or held > len(ids):
             return
         with self._lock:
-            self._entries = [e for e in self._entries if e["owner"] is not owner]
-            self._entries.append({"ids": list(ids[:held]), "cache": cache, "owner": owner})
+            self._entries = [e for e in self._entries if e["owner"] != id(owner)]
+            self._entries.append({"ids": list(ids[:held]), "cache": cache, "owner": id(owner)})
             del self._entries[: max(0, len(self._entries) - self.capacity)]
 
     def release(self, owner: Any) -> None:
         """`owner`'s conversation ended: its entry stays (others' prefix) until evicted."""
         with self._lock:
             for entry in self._entries:
-                if entry["owner"] is owner:
+                if entry["owner"] == id(owner):
                     entry["owner"] = None
 
     def clear(self) -> None:
