@@ -1,4 +1,4 @@
-"""`modelwright models list|add|show|remove`: the models and adapters a policy can be named by.
+"""`modelwright models list|add|show|remove|export`: the models and adapters a policy can be named by.
 
 Every command takes `--data-dir` (else MODELWRIGHT_DATA_DIR, else the platform default): the
 registry lives in DATA/models (`agents/models/registry.py`). Errors are one line (`tools/cli/exits.py`):
@@ -103,5 +103,33 @@ def register(app: typer.Typer) -> None:
         from agents.models.registry import remove
 
         _echo(remove(name, data_dir))
+
+    @models.command("export")
+    def export_cmd(
+        name: str = typer.Argument(None, show_default=False,
+                                   help="A model or adapter from `models list` (default: the "
+                                        "Local agent, the shipped adapter on its base)."),
+        adapter: str = typer.Option(None, "--adapter", show_default=False,
+                                    help="A LoRA adapter folder or name to merge into NAME."),
+        fmt: str = typer.Option("gguf", "--format", help="Only gguf for now."),
+        quant: str = typer.Option("q8_0", "--quant",
+                                  help="q8_0 | f16 | f32 | q4_k_m (q4_k_m needs the `fast` "
+                                       "extra: llama-cpp-python)."),
+        out: Path = typer.Option(None, "--out", show_default=False,
+                                 help="Folder to write (default: DATA/exports/NAME-QUANT)."),
+        data_dir: DataDir = None,
+        as_json: AsJson = False,
+    ) -> None:
+        """Merge an adapter into its base and write a GGUF (with the tool-call chat template),
+        an Ollama Modelfile and a README with the command for Ollama, LM Studio, llama.cpp."""
+        from agents.models.export import export
+
+        done = export(name, adapter=adapter, fmt=fmt, quant=quant, out=out, data_dir=data_dir)
+        if as_json:
+            _echo(json.dumps(done.to_dict()))
+            return
+        _echo(f"{done.gguf}  ({_size(done.size_bytes)}, {done.quant})")
+        _echo(f"Ollama:  cd {Path(done.gguf).parent} && ollama create {done.name} -f Modelfile "
+              f"&& ollama run {done.name}")
 
     app.add_typer(models, name="models")

@@ -43,6 +43,7 @@ _SIGNATURES: dict[str, tuple[bytes, ...] | None] = {
     ".gltf": None, ".obj": None, ".mtl": None, ".json": None,
     ".jsonl": None, ".txt": None,
     ".3mf": (b"PK\x03\x04",),  # a zip holding the mesh model
+    ".gguf": (b"GGUF",),  # an exported agent (agents/models/export.py)
 }
 _STL_BINARY_HEAD = 84  # 80-byte header and a triangle count; 50 bytes per triangle follow
 
