@@ -1,7 +1,8 @@
 """Training and inference beside a CPU-bound neighbour, old settings against new, in one run.
 
     .venv/bin/python benchmarks/bench_contention.py [--quick] [--steps 2] [--tokens 48] \\
-        [--wave 2] [--workers-episodes 4] [--skip-workers]
+        [--wave 2] [--workers-episodes 4] [--skip-workers] [--skip-contention] [--now-only] \
+        [--agent base|shipped] [--families primitive_placement,...]
 
 Part 1, contention. Each of four children (a fresh process each: libgomp reads its wait policy
 once, when torch loads it) loads the packaged base SmolLM2-135M-Instruct as the pipeline does
@@ -23,10 +24,13 @@ thread count chosen for the machine as it is (at most the config's 2). Each runs
 beside one neighbour (`python -c "while True: pass"`, started before the child, ended after).
 Printed: the figures, neighbour/idle per setting, and old/new, with the load average.
 
-Part 2, `eval --workers`: the CLI's in-process hf policy on `--workers-episodes` level-1 episodes,
-1 worker against 2, as `modelwright eval` runs them now (one model shared by the episodes; with
-2 workers each wave's turns generated as one batch) and, as the baseline, as it ran them
-before (a model loaded for each episode, the workers' generations queued one at a time).
+Part 2, `eval --workers`: the CLI's in-process hf policy on `--workers-episodes` level-1 episodes
+per family of `--families`, 1 worker against 2, as `modelwright eval` runs them now (one model
+shared by the episodes; with 2 workers, a float32 text model's turns side by side, each from its
+KV cache, otherwise each wave's turns generated as one batch) and, as the baseline, as it ran
+them before (a model loaded for each episode, the workers' generations queued one at a time).
+`--agent base` is the bare packaged base (it writes prose to its token budget), `--agent
+shipped` the default Local agent (the shipped adapter on it, float32: it calls tools).
 
 `--nice -10` (as root) runs the benchmark, its neighbour and their workers above the other
 jobs of a shared machine, so that "idle" means the benchmark alone; the neighbour competes with
@@ -164,8 +168,12 @@ def run_child(setting: str, neighbour: bool, args: argparse.Namespace) -> dict:
 # -- part 2: eval --workers ----------------------------------------------------------------
 
 
-def workers_rows(episodes: int, modes: tuple[str, ...] = ("now", "before")) -> dict:
-    """Wall seconds of the same episodes on 1 and 2 workers, now and as before."""
+def workers_rows(episodes: int, modes: tuple[str, ...] = ("now", "before"), agent: str = "base",
+                 families: tuple[str, ...] = ("primitive_placement",)) -> dict:
+    """Wall seconds of the same episodes on 1 and 2 workers, now and as before. `agent`:
+    "base", the packaged base (it writes prose to its token budget: generation-bound), or
+    "shipped", the shipped adapter on it (the default Local agent: it calls tools, so its
+    episodes are generation and tool work, as a user's eval of a trained agent)."""
     from agents import LoopConfig
     from agents.models.cpu import prepare_openmp
     from agents.policies.hf_policy import make_hf
@@ -177,16 +185,24 @@ def workers_rows(episodes: int, modes: tuple[str, ...] = ("now", "before")) -> d
     prepare_openmp()  # as `modelwright` does before any torch import
     config = load_config(CONFIG)
     options = {"tools": config.tools, "max_tokens": config.eval.max_tokens}
-    ids = task_ids(["primitive_placement"], [1], "validation", episodes)
+    ids = task_ids(list(families), [1], "validation", episodes)
     specs = [task_spec(i) for i in ids]
     loop = LoopConfig(max_steps=config.eval.max_steps)
-    built = make_hf(config.model.path, **options)
+    model = config.model.path
+    if agent == "shipped":
+        from agents.models.shipped import default_shipped
+
+        shipped = default_shipped()
+        if shipped is None:
+            raise SystemExit("no shipped adapter in assets/agents")
+        model, options["adapter"] = shipped.base, shipped.path
+    built = make_hf(model, **options)
     out: dict = {}
     for mode, workers in [(m, w) for m in modes for w in (1, 2)]:
         if mode == "now":
             factory, shared = shared_model_policies(built, specs, workers, loop.max_steps)
         else:
-            factory, shared = (lambda: make_hf(config.model.path, **options)), None
+            factory, shared = (lambda: make_hf(model, **options)), None
             import torch
 
             torch.set_num_threads(config.run.cpu_threads)  # the config's count, as before
@@ -218,6 +234,11 @@ def main() -> int:
     ap.add_argument("--workers-episodes", type=int, default=4, help="episodes per eval run")
     ap.add_argument("--skip-workers", action="store_true", help="part 1 only")
     ap.add_argument("--skip-contention", action="store_true", help="part 2 only")
+    ap.add_argument("--agent", choices=["base", "shipped"], default="base",
+                    help="part 2's model: the bare packaged base (generation-bound) or the "
+                    "shipped adapter on it (the default Local agent: calls tools)")
+    ap.add_argument("--families", default="primitive_placement",
+                    help="part 2's level-1 families, comma-separated")
     ap.add_argument("--now-only", action="store_true",
                     help="part 2 without the before-the-change baseline rows")
     ap.add_argument("--nice", type=int, default=None,
@@ -267,7 +288,8 @@ def main() -> int:
                   f"| x{new['generate_tok_s'] / old['generate_tok_s']:.2f} "
                   f"| x{old['eval_wave_s'] / new['eval_wave_s']:.2f} |")
     if not args.skip_workers:
-        w = workers_rows(args.workers_episodes, ("now",) if args.now_only else ("now", "before"))
+        w = workers_rows(args.workers_episodes, ("now",) if args.now_only else ("now", "before"),
+                         args.agent, tuple(args.families.split(",")))
         print(f"\n| eval, hf policy, {args.workers_episodes} level-1 episodes | workers "
               "| wall (s) | torch threads | rewards | load after |")
         print("| --- | ---: | ---: | ---: | --- | ---: |")

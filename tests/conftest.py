@@ -18,6 +18,25 @@ def tiny_model_dir(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 
 
+@pytest.fixture(scope="session")
+def tiny_text_dir(tiny_model_dir, tmp_path_factory):
+    """A random 2-layer Llama (float32, text only: its turns reuse their KV cache) over the
+    tiny model's tokenizer and tool template, saved as a model folder; read-only."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir), local_files_only=True)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id)  # fmt: skip
+    out = tmp_path_factory.mktemp("tiny-text")
+    LlamaForCausalLM(config).eval().save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 # --- tool runtime (tools/) ------------------------------------------------------------------
 import os  # noqa: E402
 

@@ -1,6 +1,7 @@
 """`modelwright eval --policy hf --workers N`: the in-process model is loaded once and shared
-by every episode; with 2 workers each wave's greedy turns are one batch, and the results are
-those of one worker."""
+by every episode; with 2 workers each wave's greedy turns are one batch, or, where turns reuse
+their KV cache (a float32 text model), run side by side on their own threads; either way the
+results are those of one worker."""
 
 from __future__ import annotations
 
@@ -41,3 +42,26 @@ def test_eval_workers_share_one_model_and_batch_its_turns(tmp_path, tiny_model_d
     assert without_timing(one) == without_timing(two)
     for report in (one, two):
         assert report["cpu"]["cpu_threads"] >= 1 and report["cpu"]["omp_wait_policy"]
+
+
+def test_eval_workers_run_cache_reusing_turns_side_by_side(tmp_path, tiny_text_dir):
+    from agents.models.cpu import usable_cores
+
+    app, runner = build_app(), CliRunner()
+    reports = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}.json"
+        result = runner.invoke(app, [
+            "eval", "--policy", "hf", "--model", str(tiny_text_dir), "--split", "validation",
+            "--families", "primitive_placement,materials", "--per-family", "2",
+            "--workers", str(workers), "--max-steps", "2", "--max-tokens", "8", "--no-record",
+            "--json", str(out),
+        ], catch_exceptions=False)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        reports[workers] = json.loads(out.read_text())
+    one, two = reports[1], reports[2]
+    assert one["overall"]["episodes"] == two["overall"]["episodes"] == 4
+    assert not one["cpu"]["turns_alongside"] and two["cpu"]["turns_alongside"]
+    assert "lockstep_batches" not in two  # no batch: each turn its own, from its cache
+    assert two["cpu"]["cpu_threads"] <= max(1, usable_cores() // 2)
+    assert without_timing(one) == without_timing(two)

@@ -131,18 +131,12 @@ def test_a_cache_that_cannot_be_cut_is_not_kept():
 
 
 @pytest.fixture(scope="module")
-def tiny_text(tiny_model_dir):
+def tiny_text(tiny_text_dir):
     """A random 2-layer Llama (float32) over the tiny model's tokenizer and tool template."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir), local_files_only=True)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id)  # fmt: skip
-    model = LlamaForCausalLM(config).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_text_dir), local_files_only=True)
+    model = LlamaForCausalLM.from_pretrained(str(tiny_text_dir), dtype="float32").eval()
     return model, tokenizer
 
 

@@ -11,6 +11,7 @@ torch, transformers and peft are imported inside functions: importing this modul
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -91,6 +92,9 @@ class HFPolicy:
         self._group_index = 0
         self._lockstep: LockstepBatcher | None = None  # an eval wave's batched greedy turns
         self._task_id: str | None = None
+        # An eval's episodes on one model whose greedy turns run side by side, each on its own
+        # thread (`run_alongside`): no generate lock for a turn that draws no random number.
+        self._alongside = False
         self._reused = 0  # prompt tokens the last `generate` took from a cache
         self._kv = KVStore()  # this policy's own; `share_kv` puts it in an eval's shared one
         self.prompt_encoded = 0  # prompt tokens the model ran, over this policy's turns
@@ -110,6 +114,14 @@ class HFPolicy:
         self._task_tools = (task_info or {}).get("tools")
         self._task_id = (task_info or {}).get("task_id")
         self._kv.release(self)  # the episode's cache is no longer this conversation's
+
+    def run_alongside(self) -> None:
+        """Let this policy's greedy, unseeded turns run at the same time as other policies' on
+        the same model (eval's episodes on several workers): a forward at inference reads the
+        weights and writes only its own tensors and cache. Sampled or seeded turns still take
+        the generate lock (torch's global generator). The caller sets torch's threads so that
+        the turns running together do not oversubscribe the cores."""
+        self._alongside = True
 
     def share_kv(self, store: KVStore) -> None:
         """Keep this policy's turn caches in `store` (shared by an eval's episodes on one model:
@@ -238,8 +250,9 @@ class HFPolicy:
         tokenizer = tokenizer_of(self.processor)
         reuse = reuse and n == 1 and int(inputs["input_ids"].shape[0]) == 1
         prompt_ids = inputs["input_ids"][0].tolist() if reuse else []
+        alone = self._alongside and not sample and seed is None
         try:
-            with GENERATE_LOCK, torch.no_grad():
+            with contextlib.nullcontext() if alone else GENERATE_LOCK, torch.no_grad():
                 if seed is not None:
                     torch.manual_seed(seed)
                 cache, self._reused = self._kv.take(self, prompt_ids) if reuse else (None, 0)

@@ -245,27 +245,36 @@ def _cluster_backend(address: str, policy: str, store):
 
 def shared_model_policies(built, specs, workers: int, max_steps: int | None):
     """An in-process model policy (`hf`) for every episode without loading it again: each
-    episode gets a fresh policy on `built`'s weights. With several workers and greedy decoding
-    the turns of each wave of `workers` episodes are generated as one batch (a decode step of
-    two rows costs about one's on a CPU; one at a time, the workers' turns would queue for the
-    one model). torch's threads are chosen for the machine as it is. Returns the factory and
-    {"batcher", "cpu"} for the report."""
+    episode gets a fresh policy on `built`'s weights. With several workers and greedy decoding:
+    where a turn can start from the cache of the episode's previous one (`reuse_kv`: a float32
+    text model), each episode's turns run as they come, side by side on their own threads
+    (`run_alongside`), the cores shared among them: each turn runs only its new tokens and
+    overlaps the others' turns, tool calls and scoring (benchmarks/bench_contention.py; lockstep
+    batches, whose turns wait for each other and run whole prompts, made 2 workers x0.8 as
+    fast as 1 once turns reused their caches); otherwise the turns of each wave of
+    `workers` episodes are generated as one batch (a decode step of two rows costs about one's
+    on a CPU). Either way a turn's tokens do not depend on timing. torch's threads are chosen
+    for the machine as it is. Returns the factory and {"batcher", "cpu"} for the report."""
     import copy
 
-    from agents.models.cpu import ThreadGovernor
+    from agents.models.cpu import ThreadGovernor, usable_cores
     from agents.policies.hf_policy import HFPolicy, KVStore, LockstepBatcher
 
     cpu = None
     # The episodes' turn caches in one store: each starts from the system + tools prefix
     # another left (`reuse_kv`; batched turns run whole prompts).
     kv = KVStore(capacity=workers + 1)
+    alongside = workers > 1 and built.reuses_kv()
     if str(getattr(built.model, "device", "cpu")) == "cpu":
-        governor = ThreadGovernor()
+        # turns side by side: the free cores shared among them (one thread each on 2 cores:
+        # a decode step of this size gains nothing from a second thread, bench_contention.py)
+        governor = ThreadGovernor(cap=max(1, usable_cores() // workers) if alongside else None)
         governor.apply()
         cpu = governor.record()
+        cpu["turns_alongside"] = alongside
     batcher = None
     keys = [s.task_id for s in specs]
-    if workers > 1 and not built.config.temperature and all(keys):
+    if workers > 1 and not built.config.temperature and all(keys) and not alongside:
         turns = max_steps or max(s.budget for s in specs)
         batcher = LockstepBatcher([keys[i : i + workers] for i in range(0, len(keys), workers)],
                                   max_turns=turns)  # fmt: skip
@@ -275,6 +284,8 @@ def shared_model_policies(built, specs, workers: int, max_steps: int | None):
         one.share_kv(kv)
         if batcher is not None:
             one.join_lockstep(batcher)
+        if alongside:
+            one.run_alongside()
         return one
 
     return factory, {"batcher": batcher, "cpu": cpu}
