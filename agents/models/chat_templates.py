@@ -127,12 +127,13 @@ CHATML_TOOLS_OLLAMA = (
     '{{- $hasSystem := false }}{{- range .Messages }}{{- if eq .Role "system" }}'
     "{{- $hasSystem = true }}{{- end }}{{- end }}\n"
     "{{- define \"tools\" }}" + TOOL_HEADER +
-    '{{- range $i, $t := . }}{{ if $i }}\n{{ end }}{{ $t.Function.Name }}('
+    '{{ range $i, $t := . }}{{ if $i }}\n{{ end }}{{ $t.Function.Name }}('
     "{{- $first := true }}"
     "{{- range $k, $p := $t.Function.Parameters.Properties }}"
     '{{- if not $first }}, {{ end }}{{ $first = false }}{{ $k }}: '
     "{{- if $p.Enum }} {{ range $j, $e := $p.Enum }}{{ if $j }}|{{ end }}{{ json $e }}{{ end }}"
     "{{- else }} {{ $p.Type }}{{ end }}"
+    "{{- if and $p.Description (le (len $p.Description) 40) }} ({{ $p.Description }}){{ end }}"
     "{{- $req := false }}{{ range $t.Function.Parameters.Required }}"
     "{{ if eq . $k }}{{ $req = true }}{{ end }}{{ end }}{{ if not $req }}?{{ end }}"
     "{{- end }})"
