@@ -6,6 +6,9 @@ one error while the server goes on serving."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,8 +26,13 @@ from tests.security.test_trust_rewards import (
 )
 from tests.test_envs import CALLS, _eval_cli
 from tools import ToolSession
+from training.envs.core import EpisodeEnv
 from training.envs.openenv_server import Background, EnvServer
 from training.tasks import get_task
+
+# openenv-core is not the product's (gradio, fastmcp); the verifiers venv has it (`make envs-venv`)
+VF = Path(os.environ.get("MODELWRIGHT_VF_VENV", Path(__file__).resolve().parent.parent / ".venv-vf"))
+HAS_OPENENV = any(VF.glob("lib/python3.*/site-packages/openenv/core/generic_client.py"))
 
 
 @pytest.fixture(scope="module")
@@ -213,3 +221,43 @@ def test_sessions_are_bounded_and_idle_http_ones_make_room(worker_pool):
         assert gone.status_code == 404
         last = http.post("/step", json={"action": {"tool_calls": []}, "episode_id": "b"}).json()
         assert last["done"] is True and last["reward"] is not None
+
+
+OPENENV_CLIENT = """
+import json, sys
+from openenv import GenericEnvClient
+url, task, calls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+seen = []
+with GenericEnvClient(base_url=url).sync() as env:
+    r = env.reset(task_id=task)
+    seen.append([r.done, r.reward, r.observation["task_id"], len(r.observation["tools"])])
+    for call in calls:
+        r = env.step({"tool_calls": [call]})
+        seen.append([r.done, r.reward])
+    state = env.state()
+    r = env.step({"tool_calls": []})
+    seen.append([r.done, r.reward])
+print(json.dumps({"seen": seen, "state": state, "record": r.observation["record"]}))
+"""
+
+
+@pytest.mark.skipif(not HAS_OPENENV, reason=f"openenv-core is not in {VF}: `make envs-venv` installs it "
+                    "(docs/ENVIRONMENTS.md)")  # fmt: skip
+def test_openenvs_own_client_drives_the_server(server, worker_pool):
+    """openenv-core 0.3.0's GenericEnvClient (its WebSocket session) gets the same reward and
+    record as EpisodeEnv for the same calls."""
+    res = subprocess.run([str(VF / "bin" / "python"), "-c", OPENENV_CLIENT, server.url, TASK,
+                          json.dumps(CALLS)], capture_output=True, text=True, timeout=1800)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    env = EpisodeEnv(max_steps=8, session_factory=lambda: ToolSession(worker_pool))
+    env.reset(TASK)
+    for call in CALLS:
+        env.step(call)
+    record = env.finish()
+    assert got["seen"][0][:3] == [False, None, TASK] and got["seen"][0][3] == len(env.tools)
+    assert got["seen"][1:-1] == [[False, None]] * len(CALLS)
+    assert got["seen"][-1] == [True, record["reward"]]
+    assert got["state"]["step_count"] == len(CALLS) and got["state"]["done"] is False
+    keys = ("reward", "success", "components", "steps", "calls", "tool_errors")
+    assert {k: got["record"][k] for k in keys} == {k: record[k] for k in keys}
