@@ -261,3 +261,33 @@ def test_openenvs_own_client_drives_the_server(server, worker_pool):
     assert got["state"]["step_count"] == len(CALLS) and got["state"]["done"] is False
     keys = ("reward", "success", "components", "steps", "calls", "tool_errors")
     assert {k: got["record"][k] for k in keys} == {k: record[k] for k in keys}
+
+
+def test_envs_serve_listens_says_where_and_stops_on_ctrl_c(tmp_path):
+    """The command as a user runs it: the URL on stdout once it listens, a taken port is one
+    line (exit 3), Ctrl-C stops it (exit 130, no traceback). It starts no worker until a reset asks for one."""
+    import signal
+    import socket
+    import sys
+
+    exe = [sys.executable, "-m", "studio.cli", "envs", "serve", "--families", "requests", "--levels", "1"]
+    proc = subprocess.Popen([*exe, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), proc.stderr.read()
+        assert httpx.get(f"{url}/health", timeout=60).json() == {"status": "healthy"}
+        meta = httpx.get(f"{url}/metadata", timeout=60).json()
+        assert meta["families"] == ["requests"] and meta["levels"] == [1] and meta["system_prompt"]
+        port = int(url.rsplit(":", 1)[1])
+        taken = subprocess.run([*exe, "--port", str(port)], capture_output=True, text=True, timeout=600)
+        assert taken.returncode == 3
+        lines = taken.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: cannot listen on") and str(port) in lines[0]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    err = proc.stderr.read()
+    assert code == 130 and "Traceback" not in err, err  # tools/cli/exits.py: 130 is Ctrl-C
+    with socket.socket() as s:  # the port is free again
+        s.bind(("127.0.0.1", port))
