@@ -204,10 +204,11 @@ def test_serve_refuses_bad_options_in_one_line():
         assert len(lines) == 1 and lines[0].startswith("error:") and word in lines[0], res.output
 
 
-def test_sessions_are_bounded_and_idle_http_ones_make_room(worker_pool):
+def test_sessions_are_bounded_idle_http_ones_make_room_and_budgets_end_episodes(worker_pool):
     """Each session may hold a worker: past --max-sessions a new one is refused, until an HTTP
-    session nobody touched for the idle time is closed to make room."""
-    srv = EnvServer(["primitive_placement"], [1], max_sessions=1, idle_s=3600,
+    session nobody touched for the idle time is closed to make room. A spent budget ends an
+    episode with its reward."""
+    srv = EnvServer(["primitive_placement"], [1], max_sessions=1, idle_s=3600, max_steps=1,
                     session_factory=lambda: ToolSession(worker_pool))  # fmt: skip
     with Background(srv) as bg, httpx.Client(base_url=bg.url, timeout=900) as http:
         assert http.post("/reset", json={"task_id": TASK, "episode_id": "a"}).status_code == 200
@@ -221,6 +222,11 @@ def test_sessions_are_bounded_and_idle_http_ones_make_room(worker_pool):
         assert gone.status_code == 404
         last = http.post("/step", json={"action": {"tool_calls": []}, "episode_id": "b"}).json()
         assert last["done"] is True and last["reward"] is not None
+        # a budget of one step: the step that spends it ends the episode and carries the reward
+        http.post("/reset", json={"task_id": TASK, "episode_id": "c"})
+        spent = http.post("/step", json={"action": {"tool_calls": [CALLS[0]]}, "episode_id": "c"}).json()
+        assert spent["done"] is True and spent["observation"]["record"]["steps"] == 1
+        assert spent["reward"] == spent["observation"]["record"]["reward"]
 
 
 OPENENV_CLIENT = """
