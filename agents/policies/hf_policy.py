@@ -71,6 +71,11 @@ class HFPolicyConfig:
     # whose log-probs training keeps), batched turns (eval waves), images and vision models
     # always run the whole prompt. False: every turn runs its whole prompt.
     reuse_kv: bool = True
+    # "standard": the weights as trained (an adapter on top, unmerged), what training scores
+    # log-probs with. "fast", on a CPU: the adapter merged into the weights and every linear
+    # layer int8 with activations quantised per call (torch's dynamic quantisation):
+    # benchmarks/bench_variants.py measures its speed and success against the standard's.
+    variant: str = "standard"
 
 
 class HFPolicy:
@@ -114,6 +119,13 @@ class HFPolicy:
         self._task_tools = (task_info or {}).get("tools")
         self._task_id = (task_info or {}).get("task_id")
         self._kv.release(self)  # the episode's cache is no longer this conversation's
+
+    def turns_stand_alone(self) -> bool:
+        """Whether a turn's tokens are its own whatever runs beside it: greedy turns that
+        reuse their cache, or the fast variant's (its activations are quantised over what one
+        forward holds, so a batch partner would change them); an eval runs such episodes side
+        by side (`run_alongside`), not batched."""
+        return self.reuses_kv() or (self.config.variant == "fast" and not self.config.temperature)
 
     def run_alongside(self) -> None:
         """Let this policy's greedy, unseeded turns run at the same time as other policies' on
@@ -784,6 +796,7 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
     from agents.models.source import resolve_model
     from tools.cli.exits import Unavailable, UserError
 
+    check_variant(config.variant)
     adapter, belongs = None, None
     try:
         if config.adapter:
@@ -819,8 +832,51 @@ def load_model(config: HFPolicyConfig) -> tuple[Any, Any]:
 
         model = PeftModel.from_pretrained(model, str(adapter))
     model.to(device).eval()
-    progress(f"model loaded on {device} in {time.perf_counter() - started:.1f} s")
+    if config.variant == "fast":
+        model = fast_variant(model, device)
+    progress(f"model loaded on {device} in {time.perf_counter() - started:.1f} s"
+             + (" (fast variant: merged, int8)" if config.variant == "fast" else ""))
     return model, processor
+
+
+VARIANTS = ("standard", "fast")
+
+
+def check_variant(variant: str) -> str:
+    if variant not in VARIANTS:
+        raise PolicyError(f"unknown variant {variant!r}: choose {' or '.join(VARIANTS)}")
+    return variant
+
+
+def fast_variant(model: Any, device: str) -> Any:
+    """The fast variant of a loaded model, on a CPU: a LoRA adapter merged into its weights (in
+    float32), then its language model's linear layers int8 (weights per output channel,
+    activations quantised per call: torch's dynamic quantisation, no calibration, no extra
+    package), but for the MLPs' output projections, whose inputs carry the few huge
+    activations a per-tensor int8 scale cannot hold: quantised too, SmolLM2's tool calls
+    turned into "Done." on every prompt tried (benchmarks/bench_variants.py, docs/MODELS.md).
+    A vision tower stays as it is."""
+    import warnings
+
+    import torch
+
+    if device != "cpu":
+        raise PolicyError("the fast variant runs on a CPU (int8 dynamic quantisation); on a GPU "
+                          "use the standard variant or `modelwright serve`")
+    if hasattr(model, "merge_and_unload"):  # a PeftModel: the adapter into the weights
+        model = model.float().merge_and_unload()
+    model = model.float()
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    warnings.filterwarnings("ignore", message=r".*(quantiz|torchao|pt2e).*")  # torch's notices
+    spec = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and not any(k in name for k in FLOAT_LAYERS)}
+    return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True).eval()
+
+
+# Linear layers the fast variant keeps in float32: MLP output projections (llama/qwen
+# `down_proj`, gpt-style `fc2`, `w2`) and any vision tower.
+FLOAT_LAYERS = ("down_proj", "fc2", ".w2", "visual", "vision")
 
 
 def _is_registered_as(path: Path, name: str) -> bool:

@@ -31,10 +31,12 @@ def _check_model(policy: str, model: str | None) -> None:
 
 
 def _policy_options(
-    base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter=None
+    base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter=None,
+    variant="standard",
 ) -> dict:
     return {
         "adapter": adapter,
+        "variant": variant,
         "base_url": base_url,
         "model": model,
         "api_key_env": api_key_env,
@@ -112,6 +114,9 @@ def register(app: typer.Typer) -> None:
         device: str = typer.Option(None, help="Device for the hf policy."),
         adapter: str = typer.Option(None, help="LoRA adapter folder or name for the hf policy "
                                             "(default with no --model: the shipped one)."),
+        variant: str = typer.Option("standard", "--variant",
+                                    help="hf: standard | fast (on a CPU: the adapter merged, "
+                                         "int8 linear layers; docs/MODELS.md)."),
         prose_stop_tokens: int = typer.Option(
             PROSE_STOP_TOKENS, "--prose-stop-tokens", min=0,
             help="hf: end the episode when the first reply's first N tokens begin no tool "
@@ -131,7 +136,8 @@ def register(app: typer.Typer) -> None:
         spec = task_spec(task)  # a TaskError is the user's (exit 2, see tools/cli/exits.py)
         _check_model(policy, model)
         options = _policy_options(
-            base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter
+            base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter,
+            variant,
         )
         options["prose_stop_tokens"] = prose_stop_tokens
         try:
@@ -184,6 +190,9 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(None, help="Seconds per model request."),
         device: str = typer.Option(None, help="Device for the hf policy."),
         adapter: str = typer.Option(None, help="LoRA adapter folder for the hf policy."),
+        variant: str = typer.Option("standard", "--variant",
+                                    help="hf: standard | fast (on a CPU: the adapter merged, "
+                                         "int8 linear layers; docs/MODELS.md)."),
         max_steps: int = typer.Option(None, help="Step budget cap (default: each task's)."),
         no_record: bool = typer.Option(False, "--no-record", help="Do not record the episodes."),
         data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
@@ -220,7 +229,8 @@ def register(app: typer.Typer) -> None:
             fail("--policy is required (or --compare OLD.json NEW.json)")
         _run_eval(
             policy, split, families, benchmark, per_family, workers,
-            _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter),
+            _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter,
+                            variant),
             max_steps, no_record, data_dir, json_out, seed, cluster, phrasing,
         )  # fmt: skip
 
@@ -264,7 +274,7 @@ def shared_model_policies(built, specs, workers: int, max_steps: int | None):
     # The episodes' turn caches in one store: each starts from the system + tools prefix
     # another left (`reuse_kv`; batched turns run whole prompts).
     kv = KVStore(capacity=workers + 1)
-    alongside = workers > 1 and built.reuses_kv()
+    alongside = workers > 1 and built.turns_stand_alone()
     if str(getattr(built.model, "device", "cpu")) == "cpu":
         # turns side by side: the free cores shared among them (one thread each on 2 cores:
         # a decode step of this size gains nothing from a second thread, bench_contention.py)
@@ -281,7 +291,8 @@ def shared_model_policies(built, specs, workers: int, max_steps: int | None):
 
     def factory():
         one = HFPolicy(copy.copy(built.config), model=built.model, processor=built.processor)
-        one.share_kv(kv)
+        if built.config.variant != "fast":  # its activations' int8 scales: its own cache only
+            one.share_kv(kv)
         if batcher is not None:
             one.join_lockstep(batcher)
         if alongside:

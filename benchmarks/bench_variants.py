@@ -1,0 +1,98 @@
+"""The Local agent's variants on the same episodes, in one run: standard against fast.
+
+    .venv/bin/python benchmarks/bench_variants.py [--per-family 5] [--families a,b,...]
+        [--workers 1] [--variants standard,fast]
+
+The shipped adapter on the packaged base (the studio's Local agent, `modelwright eval --policy
+hf` with no model named), once per variant: `standard` (the weights as trained, the adapter
+unmerged, float32, turns from their KV cache) and `fast` (the adapter merged, int8 linear
+layers: `--variant fast`, agents/policies/hf_policy.py `fast_variant`). The same level-1
+test-split episodes of the adapter's families run on each, through the product's eval harness
+as `modelwright eval` runs them. Printed per variant: episodes per minute, new tokens per
+second of generation (tokens out / the turns' generation time), prompt tokens the model ran,
+success and mean reward, and the ratios to the first variant; then the episodes whose reward
+differs between variants. Load average at the start and end (the machine is shared: compare
+ratios, measured in the same run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+FAMILIES = "primitive_placement,materials,scene_editing,requests"
+
+
+def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dict:
+    from agents import LoopConfig
+    from agents.models.cpu import prepare_openmp
+    from agents.policies.hf_policy import make_hf
+    from training.cli.eval import shared_model_policies
+    from training.eval.harness import evaluate
+
+    prepare_openmp()
+    built = make_hf(None, max_tokens=max_tokens, variant=variant)
+    factory, shared = shared_model_policies(built, specs, workers, None)
+    progress = None
+    if shared["batcher"] is not None:
+        def progress(record, _done, _total, b=shared["batcher"]):
+            b.finish(record.get("task", ""))
+    start = time.perf_counter()
+    report = evaluate(specs, factory, workers=workers, config=LoopConfig(), progress=progress)
+    wall = time.perf_counter() - start
+    eps = report["episodes"]
+    gen_s = sum(e["latency_ms"] for e in eps) / 1e3
+    out_tokens = sum(e["tokens_out"] for e in eps)
+    return {
+        "variant": variant,
+        "episodes": len(eps),
+        "wall_s": round(wall, 1),
+        "episodes_per_min": round(len(eps) / wall * 60, 2),
+        "new_tokens_per_s": round(out_tokens / gen_s, 1) if gen_s else None,
+        "success": round(sum(bool(e["success"]) for e in eps) / len(eps), 3),
+        "mean_reward": round(sum(e["reward"] for e in eps) / len(eps), 4),
+        "threads": (shared.get("cpu") or {}).get("cpu_threads"),
+        "rewards": {e["task"]: e["reward"] for e in eps},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--per-family", type=int, default=5)
+    ap.add_argument("--families", default=FAMILIES)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--variants", default="standard,fast")
+    ap.add_argument("--max-tokens", type=int, default=96, help="new tokens per turn")
+    args = ap.parse_args()
+    from training.eval.harness import task_spec
+    from training.eval.run_eval import task_ids
+
+    ids = task_ids(args.families.split(","), [1], "test", args.per_family)
+    specs = [task_spec(i) for i in ids]
+    load0 = os.getloadavg()[0]
+    rows = [run_variant(v, specs, args.workers, args.max_tokens) for v in args.variants.split(",")]
+    base = rows[0]
+    print(f"\n{len(specs)} level-1 test episodes ({args.families}), {args.workers} worker(s); "
+          f"load {load0:.1f} -> {os.getloadavg()[0]:.1f}")
+    print("| variant | episodes/min | new tokens/s | success | mean reward | threads | wall |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        speed = r["episodes_per_min"] / base["episodes_per_min"]
+        print(f"| {r['variant']} | {r['episodes_per_min']} (x{speed:.2f}) | {r['new_tokens_per_s']} "
+              f"| {r['success']:.1%} | {r['mean_reward']} | {r['threads']} | {r['wall_s']} s |")
+    for r in rows[1:]:
+        differ = [t for t in base["rewards"] if base["rewards"][t] != r["rewards"].get(t)]
+        print(f"{r['variant']}: {len(differ)} of {len(specs)} episodes' rewards differ from "
+              f"{base['variant']}'s: {differ}")
+    print(json.dumps({"args": vars(args), "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
