@@ -328,7 +328,7 @@ def llama_cpp_quantizer():
     except ImportError:
         raise LlamaCppMissing("--quant q4_k_m needs llama.cpp's quantizer (gguf-py cannot write "
                               "K-quants): pip install 'modelwright[fast]' (builds "
-                              "llama-cpp-python), or export q8_0 and run llama.cpp's "
+                              "llama-cpp-python), or export --quant f16 and run llama.cpp's "
                               "llama-quantize FILE.gguf OUT.gguf Q4_K_M") from None
     return llama_cpp
 
