@@ -146,14 +146,36 @@ def summary(rows: dict, reference: dict) -> dict:
             "turn_s": sum(r["total_s"] for r in rows.values()) / len(rows)}
 
 
+def interleave(turns: dict, names: list[str], gguf: str, threads: int) -> None:
+    from agents.policies.hf_policy import make_hf
+
+    load = os.getloadavg()
+    policy = make_hf(max_tokens=MAX_TOKENS, tools=names)
+    keys = list(turns)[::2]
+    std, fast = {}, {}
+    for k in keys:  # one task in each engine, then the next
+        std.update(run_hf("standard-f32", policy, {k: turns[k]}, names))
+        fast.update(run_llama("llama", gguf, {k: std[k]}, names, threads))
+    print(json.dumps({"threads": threads, "load_start": load, "load_end": os.getloadavg(),
+                      "standard float32 (transformers)": summary(std, std),
+                      "gguf (llama.cpp)": summary(fast, std)}, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--turns", type=Path, default=None, help="cache of the first turns")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--skip-bf16", action="store_true")
+    parser.add_argument("--interleave", type=Path, default=None, metavar="GGUF",
+                        help="only standard float32 against llama.cpp on this GGUF, turn by turn "
+                             "on every other task (both see the same load)")
     args = parser.parse_args()
 
+    from agents.models.cpu import THREADS_ENV, prepare_openmp
+
+    os.environ[THREADS_ENV] = str(args.threads)  # the hf policy's governor keeps this count
+    prepare_openmp()  # waiting OpenMP threads sleep, as under the `modelwright` command
     import torch
 
     torch.set_num_threads(args.threads)
@@ -164,6 +186,9 @@ def main() -> None:
     load = os.getloadavg()
     names = default_shipped().tools
     turns = first_turns(args.turns)
+    if args.interleave is not None:
+        interleave(turns, names, str(args.interleave), args.threads)
+        return
     results: dict = {"threads": args.threads, "load_start": load, "tasks": list(turns)}
     reference = run_hf("standard-f32", make_hf(max_tokens=MAX_TOKENS, tools=names), turns, names)
     results["standard float32 (transformers)"] = summary(reference, reference)
