@@ -132,7 +132,7 @@ def test_a_typed_one_step_goal_changes_the_scene_with_the_shipped_agent(
     assert out["objects_before"] == [] and "Box" in out["objects"], out
     # where the goal put it, at the size it left unsaid (the colour, a second call, is not
     # asked of it: docs/TRAINING.md says what the shipped agent does with colour words)
-    assert all(abs(a - b) <= 0.05 for a, b in zip(out["box"]["location"], [1, 0, 0.5])), out["box"]
+    assert all(abs(a - b) <= 0.05 for a, b in zip(out["box"]["location"], [1, 0, 0.5], strict=True)), out["box"]
     assert all(abs(a - 1) <= 0.05 for a in out["box"]["dimensions"]), out["box"]
     assert any(t.startswith("call add_primitive") for t in out["steps"]), out["steps"]
     assert not any(t.startswith("No tool call was made") for t in out["steps"])
