@@ -5,8 +5,10 @@
 
 The shipped adapter on the packaged base (the studio's Local agent, `modelwright eval --policy
 hf` with no model named), once per variant: `standard` (the weights as trained, the adapter
-unmerged, float32, turns from their KV cache) and `fast` (the adapter merged, int8 linear
-layers: `--variant fast`, agents/policies/hf_policy.py `fast_variant`). The same level-1
+unmerged, float32, turns from their KV cache), `fast` (`--variant fast`: the agent's merged
+q8_0 GGUF in llama.cpp where llama-cpp-python is installed, agents/policies/llamacpp_policy.py;
+else the in-process int8 variant) and `fast-int8` (that int8 variant: the adapter merged, int8
+linear layers, agents/policies/hf_policy.py `fast_variant`). The same level-1
 test-split episodes of the adapter's families run on each, through the product's eval harness
 as `modelwright eval` runs them. Printed per variant: episodes per minute, new tokens per
 second of generation (tokens out / the turns' generation time), prompt tokens the model ran,
@@ -37,7 +39,14 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dic
     from training.eval.harness import evaluate
 
     prepare_openmp()
-    built = make_hf(None, max_tokens=max_tokens, variant=variant)
+    if variant == "fast-int8":  # the in-process int8 variant even where llama.cpp is installed
+        from agents.policies.hf_policy import HFPolicy, HFPolicyConfig, default_local_config
+
+        built = HFPolicy(default_local_config(HFPolicyConfig(max_tokens=max_tokens,
+                                                             variant="fast")))  # fmt: skip
+    else:
+        built = make_hf(None, max_tokens=max_tokens, variant=variant)
+    engine = "llama.cpp" if getattr(built, "llama", None) is not None else "transformers"
     factory, shared = shared_model_policies(built, specs, workers, None)
     progress = None
     if shared["batcher"] is not None:
@@ -49,15 +58,17 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dic
     eps = report["episodes"]
     gen_s = sum(e["latency_ms"] for e in eps) / 1e3
     out_tokens = sum(e["tokens_out"] for e in eps)
+    cpu = shared.get("cpu") or {}
     return {
         "variant": variant,
+        "engine": engine,
         "episodes": len(eps),
         "wall_s": round(wall, 1),
         "episodes_per_min": round(len(eps) / wall * 60, 2),
         "new_tokens_per_s": round(out_tokens / gen_s, 1) if gen_s else None,
         "success": round(sum(bool(e["success"]) for e in eps) / len(eps), 3),
         "mean_reward": round(sum(e["reward"] for e in eps) / len(eps), 4),
-        "threads": (shared.get("cpu") or {}).get("cpu_threads"),
+        "threads": cpu.get("cpu_threads", cpu.get("threads")),
         "rewards": {e["task"]: e["reward"] for e in eps},
     }
 
@@ -80,11 +91,11 @@ def main() -> int:
     base = rows[0]
     print(f"\n{len(specs)} level-1 test episodes ({args.families}), {args.workers} worker(s); "
           f"load {load0:.1f} -> {os.getloadavg()[0]:.1f}")
-    print("| variant | episodes/min | new tokens/s | success | mean reward | threads | wall |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| variant | engine | episodes/min | new tokens/s | success | mean reward | threads | wall |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         speed = r["episodes_per_min"] / base["episodes_per_min"]
-        print(f"| {r['variant']} | {r['episodes_per_min']} (x{speed:.2f}) | {r['new_tokens_per_s']} "
+        print(f"| {r['variant']} | {r['engine']} | {r['episodes_per_min']} (x{speed:.2f}) | {r['new_tokens_per_s']} "
               f"| {r['success']:.1%} | {r['mean_reward']} | {r['threads']} | {r['wall_s']} s |")
     for r in rows[1:]:
         differ = [t for t in base["rewards"] if base["rewards"][t] != r["rewards"].get(t)]

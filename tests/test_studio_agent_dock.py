@@ -7,6 +7,7 @@ real packaged base."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
 
@@ -66,8 +67,22 @@ def test_before_a_run_it_says_what_the_selected_agent_can_do(studio, agents_dir,
     shipped_item = names.index("    smollm2-level1 (adapter, shipped)")
     base_item = names.index(next(n for n in names if n.startswith(f"{BASE_NAME} (")))
     assert shipped_item > base_item  # listed under the base it was trained on
-    assert dock.local.itemData(shipped_item, Qt.ItemDataRole.ToolTipRole) == \
-        "adapter on smollm2-135m-instruct"
+    assert dock.local.itemData(shipped_item, Qt.ItemDataRole.ToolTipRole) == (
+        "adapter on smollm2-135m-instruct\n"
+        "variants: standard; fast (tick Fast): made on first use")
+    # a fast variant made (agents/models/variants.py): its size and the speed measured here
+    made = Path(studio.controller.data_dir) / "variants" / "smollm2-level1-0123456789abcdef.q8_0.gguf"
+    made.parent.mkdir(parents=True, exist_ok=True)
+    with open(made, "wb") as f:
+        f.truncate(145_000_000)
+    made.with_suffix(".speed.json").write_text(
+        '{"turns": 40, "new_tokens": 1720, "decode_s": 20.0, "prompt_encoded": 9000, '
+        '"prefill_s": 30.0}')
+    dock.fill_local()
+    assert dock.local.itemData(shipped_item, Qt.ItemDataRole.ToolTipRole).endswith(
+        "variants: standard; fast (llama.cpp q8_0, 145 MB, 86 new tokens/s here)")
+    made.unlink()
+    made.with_suffix(".speed.json").unlink()
     bare_item = next(i for i in range(dock.local.count())
                      if dock.local.itemText(i).startswith(f"{BASE_NAME} ("))
     dock.local.setCurrentIndex(bare_item)
@@ -84,6 +99,10 @@ def test_before_a_run_it_says_what_the_selected_agent_can_do(studio, agents_dir,
     assert request.options["adapter"] == str(agents_dir / "smollm2-level1")
     assert request.options["goal_tools"] == ["add_primitive", "set_material", "delete",
                                              "transform"]
+    assert "variant" not in request.options
+    dock.fast.setChecked(True)  # the fast variant (--variant fast)
+    assert dock.request().options["variant"] == "fast"
+    dock.fast.setChecked(False)
     dock.policy.setCurrentText("oracle")
     assert dock.about.text().startswith("Plays the chosen task's own solution")
     for folder in (agents_dir / "smollm2-level1", agents_dir / "DEFAULT"):  # as it was

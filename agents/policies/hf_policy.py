@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.policies.chat_format import tokenizer_of
-from agents.policies.protocol import PolicyError, PolicyReply, TurnTokens
+from agents.policies.protocol import PolicyError, PolicyReply, PromptBudget, TurnTokens
 from agents.policies.toolcall_parser import parse_tool_calls
 from tools.trust import images
 
@@ -76,6 +76,10 @@ class HFPolicyConfig:
     # layer int8 with activations quantised per call (torch's dynamic quantisation):
     # benchmarks/bench_variants.py measures its speed and success against the standard's.
     variant: str = "standard"
+    # The model's context in tokens (None: its config's `max_position_embeddings`). A turn's
+    # prompt holds at most this less `max_tokens`; the loop fits it by its budget rule
+    # (`prompt_budget`, agents/loop/context.py), and a longer one is refused here.
+    context_tokens: int | None = None
 
 
 class HFPolicy:
@@ -155,10 +159,26 @@ class HFPolicy:
         """Generate this episode's greedy turns in `batcher`'s batches (eval waves)."""
         self._lockstep = batcher
 
+    def prompt_limit(self) -> int | None:
+        """The most tokens a turn's prompt may hold: the context less the turn's new tokens."""
+        context = self.config.context_tokens or context_length(self.model)
+        return context - self.config.max_tokens if context else None
+
+    def prompt_budget(self) -> PromptBudget | None:
+        """The loop's budget for this policy's prompts: `prompt_limit` tokens, counted as `act`
+        encodes them (the tools it shows this episode)."""
+        limit = self.prompt_limit()
+        return counting_budget(self.processor, limit, self.shown()) if limit else None
+
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
         tools = shown_tools(tools, self.shown())
         inputs = encode_prompt(self.processor, messages, tools, device=self.model.device)
         prompt_len = int(inputs["input_ids"].shape[1])
+        limit = self.prompt_limit()
+        if limit is not None and prompt_len > limit:  # the loop fits prompts; a caller may not
+            raise PolicyError(f"the prompt has {prompt_len} tokens, over the {limit} the "
+                              f"model's context leaves for it after {self.config.max_tokens} "
+                              "new tokens")  # fmt: skip
         seen = seen_digest(messages, tools)
         tokenizer = tokenizer_of(self.processor)
         group = self._group
@@ -646,6 +666,25 @@ class LockstepBatcher:
         return chunks
 
 
+def context_length(model: Any) -> int | None:
+    """A model's context in tokens (its text config's `max_position_embeddings`), or None."""
+    config = getattr(model, "config", model)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    n = getattr(text, "max_position_embeddings", None)
+    return int(n) if n else None
+
+
+def counting_budget(processor: Any, limit: int, shown: list[str] | None = None) -> PromptBudget:
+    """A budget of `limit` prompt tokens counted as `encode_prompt` encodes a prompt for
+    `processor` with the tools named in `shown` (None: all it is handed): the hf policy's own,
+    and the one its demonstrations are recorded under (training/pipeline.py)."""
+
+    def count(messages: list[dict], tools: list[dict] | None) -> int:
+        return prompt_length(encode_prompt(processor, messages, shown_tools(tools or [], shown)))
+
+    return PromptBudget(limit, count)
+
+
 def prompt_length(inputs: Any) -> int:
     """Tokens of an encoded prompt (`encode_prompt`'s `input_ids`, one row)."""
     return int(inputs["input_ids"].shape[1])
@@ -933,7 +972,16 @@ def make_hf(arg: str | None = None, **options: Any) -> HFPolicy:
     config = HFPolicyConfig(**{k: v for k, v in options.items() if k in fields})
     if arg:
         config.model = arg
-    return HFPolicy(default_local_config(config))
+    config = default_local_config(config)
+    if config.variant == "fast" and config.device in ("auto", "cpu"):
+        from agents.models.convert import progress
+        from agents.policies.llamacpp_policy import load_fast
+
+        fast, why = load_fast(config)
+        if fast is not None:
+            return fast  # type: ignore[return-value]
+        progress(f"fast variant in llama.cpp: {why}; running the in-process int8 variant")
+    return HFPolicy(config)
 
 
 def default_local_config(config: HFPolicyConfig) -> HFPolicyConfig:

@@ -83,6 +83,24 @@ def local_choice(model: str, adapter: str) -> tuple[str, str, ShippedAdapter | N
     return model or BASE_NAME, adapter, shipped_at(adapter) if adapter else None
 
 
+def variants_line(name: str, data_dir: str | None) -> str:
+    """An agent's variants as the Local list's tooltip says them: the fast ones made so far,
+    with their size and the speed measured here (`modelwright models show NAME`)."""
+    from agents.models.variants import describe as made
+
+    try:
+        rows = made(name, data_dir)
+    except (OSError, UserError):
+        rows = []
+    if not rows:
+        return "variants: standard; fast (tick Fast): made on first use"
+    parts = []
+    for r in rows:
+        speed = f", {r['new_tok_s']:g} new tokens/s here" if r.get("new_tok_s") else ""
+        parts.append(f"fast ({r['engine']} {r['quant']}, {r['size_bytes'] / 1e6:.0f} MB{speed})")
+    return "variants: standard; " + "; ".join(parts)
+
+
 def describe(policy: str, model: str = "", adapter: str = "", base_url: str = "") -> str:
     """What the selected agent can do, in a line or two (shown before a run)."""
     name, _, arg = policy.strip().partition(":")
@@ -185,6 +203,12 @@ class AgentDock(QWidget):
         self.local.setMinimumContentsLength(16)
         self.local.activated.connect(self._use_local)
         self.fill_local()
+        # --variant fast: the agent's q8_0 GGUF in llama.cpp where it is installed, else int8
+        self.fast = QCheckBox("Fast")
+        self.fast.setChecked(settings.value("agent/variant", "standard") == "fast")
+        self.fast.setToolTip("Run the fast variant of the local agent: merged and quantised "
+                             "(llama.cpp q8_0 where llama-cpp-python is installed, else int8), "
+                             "made on first use; the agents' list says each one's size and speed")
         self.adapter = QLineEdit(str(settings.value("agent/adapter", "")))
         self.adapter.setPlaceholderText("LoRA adapter folder or name (hf); empty with no Model: "
                                         "the shipped one")
@@ -206,7 +230,10 @@ class AgentDock(QWidget):
         policy_row.addWidget(self.max_steps, 1)
         form.addRow("Policy", policy_row)
         form.addRow("Endpoint", self.base_url)
-        form.addRow("Local", self.local)
+        local_row = QHBoxLayout()
+        local_row.addWidget(self.local, 1)
+        local_row.addWidget(self.fast)
+        form.addRow("Local", local_row)
         form.addRow("Model", self.model)
         form.addRow("Adapter", self.adapter)
         controller.sig_agent_policy.connect(self.use_policy)
@@ -297,6 +324,8 @@ class AgentDock(QWidget):
                 options = {"adapter": adapter}
             if shipped is not None and shipped.tools:  # the tools its prompts showed
                 options["goal_tools"] = list(shipped.tools)
+            if self.fast.isChecked():
+                options["variant"] = "fast"
         task = self.controller.task if self.use_task.isChecked() else None
         goal = self.goal.toPlainText().strip()
         if task is not None and not self.goal_fresh:  # the task's prompt, not a stale goal
@@ -325,6 +354,7 @@ class AgentDock(QWidget):
         self.settings.setValue("agent/base_url", self.base_url.text())
         self.settings.setValue("agent/model", self.model.text())
         self.settings.setValue("agent/adapter", self.adapter.text())
+        self.settings.setValue("agent/variant", "fast" if self.fast.isChecked() else "standard")
         self.settings.setValue("agent/approval", self.approval.isChecked())
         if request.new_scene:  # another start state: the open episode ends here
             self.controller.drop_demonstration()  # kept only if an agent run ended it (Finish saves a person's)
@@ -424,7 +454,8 @@ class AgentDock(QWidget):
                    else f"Local agent (default): {BASE_NAME}, bare")
         self.local.addItem(default, {"model": "", "adapter": ""})
         if shipped:
-            self.local.setItemData(self.local.count() - 1, f"{shipped.name} on {shipped.base}",
+            self.local.setItemData(self.local.count() - 1, f"{shipped.name} on {shipped.base}"
+                                   f"\n{variants_line(shipped.name, self.controller.data_dir)}",
                                    Qt.ItemDataRole.ToolTipRole)
         try:
             models, adapters = (list_models(self.controller.data_dir),
@@ -445,7 +476,8 @@ class AgentDock(QWidget):
                     mark = ", shipped" if a.shipped else ""  # under its base: named once
                     self.local.addItem(f"    {a.name} (adapter{mark})",
                                        {"model": m.name, "adapter": a.path})
-                    self.local.setItemData(self.local.count() - 1, f"adapter on {m.name}",
+                    self.local.setItemData(self.local.count() - 1, f"adapter on {m.name}\n"
+                                           f"{variants_line(a.name, self.controller.data_dir)}",
                                            Qt.ItemDataRole.ToolTipRole)
         for a in adapters:  # trained on an unregistered folder (a run's own base-model)
             if a.base_name is None and a.base:

@@ -270,6 +270,11 @@ def shared_model_policies(built, specs, workers: int, max_steps: int | None):
     from agents.models.cpu import ThreadGovernor, usable_cores
     from agents.policies.hf_policy import HFPolicy, KVStore, LockstepBatcher
 
+    if getattr(built, "variant", None) == "fast":  # llama.cpp: a context per turn at once
+        threads = max(1, built.llama.threads // workers)
+        built.llama.set_threads(threads)
+        return built.sibling, {"batcher": None, "cpu": {"threads": threads, "engine": "llama.cpp",
+                                                          "turns_alongside": workers > 1}}
     cpu = None
     # The episodes' turn caches in one store: each starts from the system + tools prefix
     # another left (`reuse_kv`; batched turns run whole prompts).

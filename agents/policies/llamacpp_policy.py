@@ -1,0 +1,279 @@
+"""The fast variant in llama.cpp: an agent's merged, q8_0 GGUF run by llama-cpp-python.
+
+`modelwright run|eval --policy hf --variant fast` and the studio's fast Local agent use this
+when llama-cpp-python (the optional `fast` extra) is installed and the agent's base came from
+a llama-architecture GGUF (the packaged base, or one added with `models add FILE.gguf`);
+otherwise the in-process int8 variant runs (`hf_policy.fast_variant`) and one line says why.
+
+- **The same prompt tokens.** The prompt is rendered and tokenised exactly as the standard
+  variant's (`chat_format.render` with the model folder's tokenizer), and the token ids, not
+  text, are handed to llama.cpp; replies are decoded with the same tokenizer and parsed by the
+  same parser, so a turn is the standard variant's but for q8_0's rounding.
+- **The GGUF.** Made once per agent by `agents.models.variants.fast_gguf` (the export of
+  `modelwright models export`, q8_0) and kept beside the models, keyed by the base's and the
+  adapter's hashes; a retrained adapter gets a new one.
+- **Contexts.** One llama.cpp context per turn running at once, kept in a pool: a turn takes
+  the idle context whose evaluated tokens share the longest prefix with its prompt (the
+  episode's previous turn, or another episode's system + tools prefix) and runs only the rest.
+- **Speed** is counted per model (prompt and new tokens, seconds) and saved beside the GGUF,
+  what `modelwright models show` reports as the variant's measured speed.
+
+llama_cpp is imported inside functions: it is an optional extra.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agents.policies.chat_format import render
+from agents.policies.protocol import PolicyError, PolicyReply, TurnTokens
+from agents.policies.toolcall_parser import parse_tool_calls
+
+
+def llama_cpp_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+class LlamaModel:
+    """One GGUF and its tokenizer, shared by every policy on it: a pool of llama.cpp contexts
+    (one per turn running at once), the thread count each is made with, and speed counters."""
+
+    def __init__(self, gguf: Path, tokenizer: Any, n_ctx: int, threads: int,
+                 stats_path: Path | None = None) -> None:  # fmt: skip
+        self.gguf, self.tokenizer = Path(gguf), tokenizer
+        self.n_ctx, self.threads = int(n_ctx), max(1, int(threads))
+        self.stats_path = stats_path
+        self._idle: list[Any] = []
+        self._made = 0
+        self._lock = threading.Lock()
+        self.counts = {"turns": 0, "prompt_tokens": 0, "prompt_encoded": 0, "new_tokens": 0,
+                       "prefill_s": 0.0, "decode_s": 0.0}
+        if stats_path is not None:
+            atexit.register(self.save_stats)
+
+    def set_threads(self, threads: int) -> None:
+        """Threads for contexts made from now on (an eval sets it before its first turn)."""
+        self.threads = max(1, int(threads))
+
+    def _new_context(self) -> Any:
+        import llama_cpp
+
+        try:
+            return llama_cpp.Llama(model_path=str(self.gguf), n_ctx=self.n_ctx, n_batch=512,
+                                   n_threads=self.threads, n_threads_batch=self.threads,
+                                   seed=0, verbose=False)  # fmt: skip
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise PolicyError(f"llama.cpp could not load {self.gguf.name}: {exc}") from None
+
+    def take(self, ids: list[int]) -> Any:
+        """The idle context sharing the longest prefix with `ids` (a new one if none is idle)."""
+        with self._lock:
+            if self._idle:
+                best = max(range(len(self._idle)),
+                           key=lambda i: common_prefix(evaluated(self._idle[i]), ids))  # fmt: skip
+                return self._idle.pop(best)
+            self._made += 1
+        return self._new_context()
+
+    def give(self, llm: Any) -> None:
+        with self._lock:
+            self._idle.append(llm)
+
+    def count(self, prompt: int, encoded: int, new: int, prefill_s: float, decode_s: float) -> None:
+        with self._lock:
+            c = self.counts
+            c["turns"] += 1
+            c["prompt_tokens"] += prompt
+            c["prompt_encoded"] += encoded
+            c["new_tokens"] += new
+            c["prefill_s"] += prefill_s
+            c["decode_s"] += decode_s
+
+    def speed(self) -> dict:
+        c = dict(self.counts)
+        if c["decode_s"] > 0:
+            c["new_tok_s"] = round(c["new_tokens"] / c["decode_s"], 1)
+        if c["prefill_s"] > 0:
+            c["prompt_tok_s"] = round(c["prompt_encoded"] / c["prefill_s"], 1)
+        c["prefill_s"], c["decode_s"] = round(c["prefill_s"], 3), round(c["decode_s"], 3)
+        c["threads"] = self.threads
+        return c
+
+    def save_stats(self) -> None:
+        """Add this process's counts to the speed file beside the GGUF (best effort)."""
+        if self.stats_path is None or not self.counts["turns"]:
+            return
+        from agents.models.variants import add_speed
+
+        with self._lock:
+            counts, self.counts = self.counts, dict.fromkeys(self.counts, 0)
+        add_speed(self.stats_path, counts, self.threads)
+
+
+def evaluated(llm: Any) -> list[int]:
+    """The tokens a context holds in its cache."""
+    return llm._input_ids[: llm.n_tokens].tolist()
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class LlamaCppPolicy:
+    """The Policy interface over a `LlamaModel` (the hf policy's options: tools shown, greedy
+    or seeded sampling, max tokens, stop-on-prose). Log-probs are not kept: training scores
+    with the standard variant."""
+
+    variant = "fast"
+
+    def __init__(self, config: Any, model: LlamaModel, label: str) -> None:
+        self.config = config  # an HFPolicyConfig
+        self.llama, self.label = model, label
+        self.name = f"hf:{label} (fast, llama.cpp q8_0)"
+        self._turn = 0
+        self._task_tools: list[str] | None = None
+        self.prompt_encoded = 0
+        self.prompt_tokens = 0
+
+    def sibling(self) -> LlamaCppPolicy:
+        """A fresh policy on the same model (an eval's next episode)."""
+        import copy
+
+        return LlamaCppPolicy(copy.copy(self.config), self.llama, self.label)
+
+    def reset(self, task_info: dict | None = None) -> None:
+        self._turn = 0
+        self._task_tools = (task_info or {}).get("tools")
+
+    def shown(self) -> list[str] | None:
+        if self.config.tools is not None:
+            return self.config.tools
+        return self._task_tools if self._task_tools is not None else self.config.goal_tools
+
+    def turns_stand_alone(self) -> bool:
+        return True  # a context per turn: nothing beside it changes its tokens
+
+    def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
+        from agents.policies.hf_policy import ProseStop, seen_digest, shown_tools
+
+        tools = shown_tools(tools, self.shown())
+        tokenizer = self.llama.tokenizer
+        text = render(tokenizer, messages, tools)
+        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        budget = int(self.config.max_tokens)
+        if len(ids) + budget > self.llama.n_ctx:
+            raise PolicyError(f"the prompt ({len(ids)} tokens) and {budget} new tokens do not fit "
+                              f"the model's context ({self.llama.n_ctx})", fatal=False)
+        names = [t["function"]["name"] for t in tools if "function" in t]
+        prose = None
+        if self._turn == 0 and self.config.prose_stop_tokens:
+            prose = ProseStop(tokenizer, len(ids), self.config.prose_stop_tokens, names)
+        start = time.perf_counter()
+        completion, encoded, prefill_s = self._generate(ids, budget, prose)
+        total_s = time.perf_counter() - start
+        self.llama.count(len(ids), encoded, len(completion), prefill_s, total_s - prefill_s)
+        self.prompt_encoded += encoded
+        self.prompt_tokens += len(ids)
+        reply = tokenizer.decode(completion, skip_special_tokens=True).strip()
+        parsed = parse_tool_calls(reply, known_tools=names, id_prefix=f"t{self._turn}")
+        self._turn += 1
+        return PolicyReply(
+            text=parsed.text if parsed.calls else (reply or None),
+            tool_calls=parsed.calls,
+            tokens_in=len(ids),
+            tokens_out=len(completion),
+            latency_ms=total_s * 1e3,
+            raw={"completion": reply, "completion_ids": completion, "no_call": parsed.no_call,
+                 "prompt_encoded": encoded, "variant": "fast",
+                 "stopped_on_prose": bool(prose is not None and prose.stopped)},  # fmt: skip
+            tokens=TurnTokens(prompt_ids=ids, completion_ids=completion, logprobs=None,
+                              seen=seen_digest(messages, tools),
+                              model_version=self.config.version, prompt_encoded=encoded),
+        )
+
+    def _generate(self, ids: list[int], budget: int, prose: Any) -> tuple[list[int], int, float]:
+        """Greedy (or seeded sampled) new tokens after `ids`, up to and including the end of
+        turn; the prompt tokens run (the rest came from the context's cache) and the seconds
+        until the first new token."""
+        eos = {t for t in (self.llama.tokenizer.eos_token_id,) if t is not None}
+        temp = float(self.config.temperature or 0.0)
+        llm = self.llama.take(ids)
+        try:
+            eos.add(llm.token_eos())
+            held = evaluated(llm)
+            reused = common_prefix(held, ids)
+            if reused == len(ids):  # the whole prompt cached: one token runs again for logits
+                reused -= 1
+            encoded = len(ids) - reused
+            if temp and self.config.seed is not None:
+                llm.set_seed(int(self.config.seed) * 10_007 + self._turn)
+            sampling = {"temp": temp, "top_k": 0 if temp else 1,
+                        "top_p": float(self.config.top_p or 1.0), "repeat_penalty": 1.0}
+            out: list[int] = []
+            prefill_s, start = 0.0, time.perf_counter()
+            for token in llm.generate(ids, reset=True, **sampling):
+                if not out:
+                    prefill_s = time.perf_counter() - start
+                out.append(int(token))
+                if token in eos or len(out) >= budget or (prose is not None
+                                                          and prose.should_stop(out)):  # fmt: skip
+                    break
+            return out, encoded, prefill_s
+        except (RuntimeError, ValueError) as exc:
+            raise PolicyError(f"generation failed in {self.name}: {exc}", fatal=False) from exc
+        finally:
+            self.llama.give(llm)
+
+
+def load_fast(config: Any) -> tuple[LlamaCppPolicy | None, str]:
+    """The llama.cpp fast variant of `config`'s agent, or (None, why not) when llama-cpp-python
+    is not installed or the agent cannot be exported (the caller runs the int8 variant)."""
+    if not llama_cpp_available():
+        return None, ("llama-cpp-python is not installed (pip install 'modelwright[fast]', "
+                      "a source build)")
+    from agents.models.convert import ModelError, progress
+    from agents.models.variants import fast_gguf
+    from tools.cli.exits import Unavailable, UserError
+
+    try:
+        built = fast_gguf(config.model, config.adapter)
+    except (ModelError, UserError, Unavailable) as exc:
+        return None, str(exc).splitlines()[0]
+    from transformers import AutoConfig, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(built.folder), local_files_only=True)
+    n_ctx = int(getattr(AutoConfig.from_pretrained(str(built.folder), local_files_only=True),
+                        "max_position_embeddings", 8192) or 8192)  # fmt: skip
+    from agents.models.cpu import (
+        choose_threads,
+        measure_busy_elsewhere,
+        threads_override,
+        usable_cores,
+    )
+
+    override = threads_override()
+    threads = choose_threads(usable_cores(), 0.0 if override else measure_busy_elsewhere(0.3),
+                             None, override)  # fmt: skip
+    model = LlamaModel(built.gguf, tokenizer, min(n_ctx, 8192), threads, built.stats)
+    progress(f"fast variant: {built.gguf.name} in llama.cpp, {threads} thread(s)")
+    return LlamaCppPolicy(config, model, built.label), ""
+
+
+def read_speed(path: Path) -> dict | None:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

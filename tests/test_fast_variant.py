@@ -1,0 +1,102 @@
+"""`--variant fast`: the agent's q8_0 GGUF in llama.cpp where llama-cpp-python is installed
+(agents/policies/llamacpp_policy.py, agents/models/variants.py), the in-process int8 variant
+otherwise. Greedy decoding, real workers, no timing."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from agents.policies.hf_policy import HFPolicy, make_hf
+from agents.policies.llamacpp_policy import llama_cpp_available
+from studio.cli import build_app
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+needs_llama = pytest.mark.skipif(not llama_cpp_available(),
+                                 reason="llama-cpp-python (the `fast` extra) is not installed")
+FAMILIES = ["primitive_placement", "materials", "scene_editing", "requests"]
+
+
+def test_without_llama_cpp_or_a_gguf_the_fast_variant_is_int8_and_says_why(tiny_text_dir, capsys):
+    """A model folder that did not come from a GGUF (or no llama-cpp-python): the int8 variant
+    runs, and one line says why."""
+    policy = make_hf(model=str(tiny_text_dir), variant="fast", max_tokens=8, tools=["delete"])
+    assert isinstance(policy, HFPolicy) and policy.config.variant == "fast"
+    said = capsys.readouterr().err
+    assert "running the in-process int8 variant" in said
+    why = "is not a registered model" if llama_cpp_available() else "llama-cpp-python is not installed"
+    assert why in said
+    reply = policy.act([{"role": "user", "content": "Remove the cube named A."}], [])
+    assert reply.tokens_out > 0
+
+
+@pytest.fixture(scope="module")
+def data_dir(base_data_dir):
+    old = os.environ.get("MODELWRIGHT_DATA_DIR")
+    os.environ["MODELWRIGHT_DATA_DIR"] = str(base_data_dir)
+    yield base_data_dir
+    if old is None:
+        os.environ.pop("MODELWRIGHT_DATA_DIR", None)
+    else:
+        os.environ["MODELWRIGHT_DATA_DIR"] = old
+
+
+class Spy:
+    """A policy as it is, its calls written down by task."""
+
+    def __init__(self, inner, sink: dict) -> None:
+        self.inner, self.sink, self.task = inner, sink, None
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def reset(self, task_info=None):
+        self.task = (task_info or {}).get("task_id")
+        self.sink[self.task] = []
+        return self.inner.reset(task_info)
+
+    def act(self, messages, tools):
+        reply = self.inner.act(messages, tools)
+        self.sink[self.task] += [(c.name, c.arguments) for c in reply.tool_calls]
+        return reply
+
+
+@needs_llama
+@pytest.mark.slow
+def test_the_fast_variant_runs_the_agents_gguf_in_the_loop_as_the_standard_does(data_dir):
+    """The shipped agent's fast variant: its GGUF is made once and found again; on level-1 test
+    tasks through the real loop it makes the standard variant's calls (q8_0 may round a digit:
+    the same tools everywhere), a later turn runs only its new tokens, and `models show` lists
+    the variant with its size and the speed its turns were run at."""
+    from agents.models.shipped import default_shipped
+    from agents.models.variants import fast_gguf
+    from agents.policies.llamacpp_policy import LlamaCppPolicy
+    from training.eval.run_eval import run_episodes, task_ids
+
+    shipped = default_shipped()
+    fast = make_hf(variant="fast", max_tokens=96)
+    assert isinstance(fast, LlamaCppPolicy)
+    made = fast_gguf(None, None)
+    stamp = made.gguf.stat().st_mtime_ns
+    assert fast_gguf(None, None).gguf == made.gguf and made.gguf.stat().st_mtime_ns == stamp
+    standard = make_hf(max_tokens=96)
+    assert isinstance(standard, HFPolicy)
+    ids = task_ids(FAMILIES, [1], "test", 1)
+    calls: dict = {"fast": {}, "standard": {}}
+    for name, policy in (("fast", fast), ("standard", standard)):
+        report = run_episodes(ids, lambda p=policy, n=name: Spy(p, calls[n]), max_steps=2)
+        assert report["overall"]["episodes"] == len(ids) and report["overall"]["errors"] == 0
+    assert sorted(calls["fast"]) == sorted(ids)
+    for task in ids:  # the same tools on every task; q8_0 may round a digit of an argument
+        assert [c[0] for c in calls["fast"][task]] == [c[0] for c in calls["standard"][task]], task
+    assert fast.prompt_tokens > 0 and fast.prompt_encoded < fast.prompt_tokens  # prefixes reused
+    fast.llama.save_stats()
+    result = CliRunner().invoke(build_app(), ["models", "show", shipped.name, "--json"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    (row,) = [v for v in shown["variants"] if v["engine"] == "llama.cpp"]
+    assert row["path"] == str(made.gguf) and row["size_bytes"] == made.gguf.stat().st_size
+    assert row["turns"] >= len(ids) and row["new_tok_s"] > 0
