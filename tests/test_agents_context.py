@@ -1,4 +1,5 @@
-"""Bounded context: old images and outputs are compacted, old steps folded, events delivered."""
+"""Bounded context: old images and outputs are compacted, older steps fitted to the budget, events
+delivered."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from agents.loop.context import (
     SCENE_DEFAULTS,
     SCENE_PREFIX,
     ContextConfig,
+    ContextOverflow,
     ContextWindow,
+    PromptBudget,
     compact_scene,
     estimate_tokens,
+    fit,
     observation,
 )
 
@@ -102,20 +106,66 @@ def test_view_does_not_change_history_and_strips_private_keys() -> None:
     assert all(not k.startswith("_") for m in view for k in m)
 
 
-def test_folds_old_steps_to_fit_the_token_budget() -> None:
-    cfg = ContextConfig(token_budget=1500, image_tokens=256, max_output_chars=4000)
+def test_over_the_estimated_budget_older_steps_go_to_one_line_then_out_every_call_kept() -> None:
+    cfg = ContextConfig(token_budget=1100, image_tokens=256, max_output_chars=4000)
     h = history(12, output_chars=2000)
-    view = ContextWindow(cfg).view(h)
-    assert estimate_tokens(view, None, cfg) <= cfg.token_budget
+    window = ContextWindow(cfg)
+    view = window.view(h)
+    assert window.tokens == estimate_tokens(view, None, cfg) <= cfg.token_budget
+    assert window.moves > 0
     assert view[0]["role"] == "system" and view[1]["content"][0]["text"] == "Goal: g"
-    notes = [m for m in view if m["role"] == "user" and isinstance(m["content"], str)]
-    assert (
-        len(notes) == 1 and "folded" in notes[0]["content"] and RECALL_TOOL in notes[0]["content"]
-    )
-    # whole steps are folded: every remaining tool message still follows its assistant call
+    # every call stays, each with its tool message, in order
     ids = [tc["id"] for m in view if m["role"] == "assistant" for tc in m["tool_calls"]]
+    assert ids == [f"c{i}" for i in range(12)]
     assert [m["tool_call_id"] for m in view if m["role"] == "tool"] == ids
-    assert ids[-1] == "c11"
+    outputs = [m["content"] for m in view if m["role"] == "tool"]
+    # the oldest steps' outputs are left out (an [ok] mark), the newest step's is whole
+    assert outputs[0] == "[ok]" and outputs[-1].startswith("11:") and len(outputs[-1]) > 2000
+    assert all(len(o) <= cfg.line_chars + 4 or o is outputs[-1] for o in outputs)
+    # the newest observation keeps its render and scene listing
+    assert images(view) == 1 and view[-1]["content"][-1]["text"].startswith(SCENE_PREFIX)
+
+
+def test_the_budget_rule_is_the_shortest_prefix_of_its_moves_that_fits() -> None:
+    """Step by step: each tighter budget compacts at least as much as a looser one, the
+    same history and budget give the same prompt, and nothing fits below the shortest form."""
+    cfg = ContextConfig(image_tokens=0)
+    h = history(8, output_chars=300)
+
+    def fitted(limit: int):
+        budget = PromptBudget(limit, lambda m, t: estimate_tokens(m, t, cfg))
+        return fit(ContextWindow(cfg).compacted(h), None, budget, cfg.line_chars)
+
+    whole = fitted(10**9)
+    assert whole.moves == 0
+    moves, last = [], None
+    for limit in range(whole.tokens, 0, -40):
+        try:
+            f = fitted(limit)
+        except ContextOverflow as exc:
+            assert exc.limit == limit and exc.tokens > limit and "context full" in str(exc)
+            break
+        assert f.tokens <= limit and f == fitted(limit)
+        moves.append(f.moves)
+        last = f
+    else:
+        raise AssertionError("no budget was too small")
+    assert moves == sorted(moves) and moves[-1] == 2 * 7 + 1  # every move, at the end
+    calls = [m for m in last.messages if m["role"] == "assistant"]
+    assert len(calls) == 8 and [m["role"] for m in last.messages].count("tool") == 8
+    # the shortest form: the newest step on one line, no listing, no render
+    assert last.messages[-1]["content"] == "Step 7 done"
+
+
+def test_a_first_prompt_over_the_budget_is_an_overflow() -> None:
+    cfg = ContextConfig()
+    budget = PromptBudget(5, lambda m, t: estimate_tokens(m, t, cfg))
+    try:
+        ContextWindow(cfg).view(history(0), budget=budget)
+    except ContextOverflow as exc:
+        assert exc.limit == 5
+    else:
+        raise AssertionError("an overflow was expected")
 
 
 def test_under_budget_nothing_is_folded() -> None:

@@ -289,9 +289,10 @@ def _oracle_call(task):
     return task.oracle[0]["args"]
 
 
-def _prompts(task, session, config, turns: int) -> list:
+def _prompts(task, session, config, turns: int, budget=None) -> list:
     """The (messages, tools) the loop shows at each of `turns` turns of a policy that always
-    sends the task's first oracle call (the second time, the name is taken: it fails)."""
+    sends the task's first oracle call (the second time, the name is taken: it fails), under
+    `budget` (a model's `PromptBudget`; None: the estimated one)."""
     from agents.loop.episode_loop import EpisodeLoop
     from agents.policies.protocol import PolicyReply, ToolCall
 
@@ -302,6 +303,9 @@ def _prompts(task, session, config, turns: int) -> list:
 
         def reset(self, task_info=None):
             pass
+
+        def prompt_budget(self):
+            return budget
 
         def act(self, messages, tools):
             seen.append((messages, tools))
@@ -371,7 +375,8 @@ def taught(tmp_path_factory, tiny_model_dir, worker_pool):
 
 
 # The loop of the stuck rollout: warned on the 2nd failure of the same call, stuck on the
-# 3rd (turn 3 is shown the warning), and a budget so small that old steps are folded.
+# 3rd (turn 3 is shown the warning), and prompts capped so low (1,000 of the tiny model's
+# tokens: its 4th prompt holds ~1,300) that the budget rule leaves the older steps out.
 STUCK_LOOP = {"max_steps": 4, "render_size": 128, "record_artifacts": False,
               "repeat_warning": 2, "stuck_after": 3}  # fmt: skip
 
@@ -380,7 +385,7 @@ def _stuck_loop():
     from agents.loop.context import ContextConfig
     from agents.loop.episode_loop import LoopConfig
 
-    return LoopConfig(**STUCK_LOOP, context=ContextConfig(token_budget=600))
+    return LoopConfig(**STUCK_LOOP, context=ContextConfig(max_prompt_tokens=1000))
 
 
 def _config(tmp_path: Path, model: Path, extra: str = "", **grpo) -> Path:
@@ -563,15 +568,19 @@ def test_a_greedy_member_is_the_eval_episode_scored_at_the_groups_temperature(tm
 
 def test_a_stuck_compacted_rollout_trains_on_its_turns_as_shown(tmp_path, tiny_model_dir,
                                                                 session):  # fmt: skip
-    from transformers import AutoTokenizer
+    from transformers import AutoProcessor, AutoTokenizer
 
+    from agents.policies.hf_policy import counting_budget
     from training.rl.grpo import build_runtime, run_grpo
     from training.train_config import load_config
 
     # A model taught to repeat its one call on every turn of the loop above: the second time
-    # the name is taken, so the loop warns on the repeat, folds old steps, and ends `stuck`.
+    # the name is taken, so the loop warns on the repeat, leaves old steps out, and ends
+    # `stuck`. It is taught on the prompts the rollouts' hf policy is sent: the same budget
+    # rule, the tokens counted by the same processor.
     task = _task()
-    prompts = _prompts(task, session, _stuck_loop(), 4)
+    budget = counting_budget(AutoProcessor.from_pretrained(tiny_model_dir), 10**9, TOOLS)
+    prompts = _prompts(task, session, _stuck_loop(), 4, budget)
     model_dir = _teach(tmp_path / "repeats", tiny_model_dir, task, prompts)
     config = load_config(_config(tmp_path, model_dir, max_turns=4, per_device_train_batch_size=8,
                                  temperature=0.1))  # fmt: skip
@@ -588,9 +597,10 @@ def test_a_stuck_compacted_rollout_trains_on_its_turns_as_shown(tmp_path, tiny_m
     assert stuck, [r.result.status for g in last["groups"] for r in g]
     shown = [tok.decode(t.prompt_ids) for t in stuck[0].turns]
     assert len(shown) == 4 and "This exact call has now failed" in shown[3]
-    assert any("folded to save context" in s for s in shown), shown[-1][-2000:]
+    # the 4th prompt left the older steps out: their outputs are marks, one of a failure
+    assert "[ok]" in shown[3] and "[error]" in shown[3], shown[-1][-2000:]
     trained = {row for row in last["trained_rows"] if len(row) > 2}
-    for t in stuck[0].turns:  # every turn, warnings and folded context included, as shown
+    for t in stuck[0].turns:  # every turn, warnings and compacted context included, as shown
         assert tuple(t.prompt_ids + t.completion_ids) in trained
     # Sampled at temperature 0.1: the training-time log-probs are taken at the same temperature
     # (TRL's loss divides the logits by it), so they agree up to float noise.

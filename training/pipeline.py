@@ -25,11 +25,12 @@ from training.train_config import TrainConfig
 __all__ = ["CallCounter", "collect_demos", "evaluate_model", "run_pipeline", "task_ids"]
 
 
-def collect_demos(config: TrainConfig, out: Path) -> dict:
+def collect_demos(config: TrainConfig, out: Path, model_dir: Path | None = None) -> dict:
     """Oracle episodes on training seeds -> one row per turn of each success in demos.parquet.
 
     The tasks come from the same weighted sampler as GRPO's curriculum (`demos.family_weights`,
-    `demos.level_weights`; training/tasks/sampling.py)."""
+    `demos.level_weights`; training/tasks/sampling.py). With `model_dir`, every turn's prompt is
+    fitted to that model's budget (`demo_budget`) by the rule the loop applies when it acts."""
     from training.eval.oracle import OraclePolicy
     from training.sft.demos import CapturingPolicy, write_rows
     from training.tasks.sampling import demo_task_ids
@@ -39,9 +40,10 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
     max_steps = max(8, config.eval.max_steps)
     sink: list[dict] = []
     lock = threading.Lock()
+    budget = demo_budget(config, model_dir) if model_dir is not None else None
     report = run_episodes(
-        ids, lambda: CapturingPolicy(OraclePolicy(), sink, lock, config.tools), max_steps,
-        workers=spec.workers,
+        ids, lambda: CapturingPolicy(OraclePolicy(), sink, lock, config.tools, budget),
+        max_steps, workers=spec.workers,
     )
     rows = _demo_rows(sink, report, "", first_turn=0)
     out_info = {
@@ -56,8 +58,8 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
         retry = demo_task_ids(spec, spec.recovery_per_family)
         sink = []
         fumbled = run_episodes(
-            retry, lambda: CapturingPolicy(FumblingOracle(), sink, lock, config.tools), max_steps,
-            workers=spec.workers,
+            retry, lambda: CapturingPolicy(FumblingOracle(), sink, lock, config.tools, budget),
+            max_steps, workers=spec.workers,
         )
         # Kept: episodes whose wrong first call failed and which the oracle then solved.
         recovered = [e for e in fumbled["episodes"] if e["success"] and e["tool_errors"] >= 1]
@@ -67,6 +69,24 @@ def collect_demos(config: TrainConfig, out: Path) -> dict:
                         recovery_rows=len(extra), rows=len(rows))  # fmt: skip
     write_rows(rows, out / "demos.parquet")
     return out_info
+
+
+def demo_budget(config: TrainConfig, model_dir: Path) -> Any:
+    """The prompt budget of the model in `model_dir` as it will act in eval: its context less
+    `eval.max_tokens`, counted by its own tokenizer (or processor) with the config's tools, as
+    the hf policy counts (`counting_budget`). Only the processor is loaded."""
+    from transformers import AutoConfig, AutoProcessor, AutoTokenizer
+
+    from agents.policies.hf_policy import context_length, counting_budget
+
+    folder = str(model_dir)
+    model_config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    load = AutoTokenizer if getattr(model_config, "vision_config", None) is None else AutoProcessor
+    context = context_length(model_config)
+    if not context:
+        return None
+    return counting_budget(load.from_pretrained(folder, local_files_only=True),
+                           context - config.eval.max_tokens, config.tools)  # fmt: skip
 
 
 def _demo_rows(sink: list[dict], report: dict, tag: str, first_turn: int) -> list[dict]:
@@ -229,7 +249,7 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
             resume,
             lambda: str(build_tiny_model(model_dir, seed=config.run.seed, size=size)),
         )
-    stages["demos"] = _stage(out, "demos", resume, lambda: collect_demos(config, out))
+    stages["demos"] = _stage(out, "demos", resume, lambda: collect_demos(config, out, model_dir))
     stages["eval_untrained"] = _stage(
         out,
         "eval_untrained",

@@ -2,9 +2,13 @@
 
 The loop keeps the full conversation (every image, every tool output) for the record, and
 builds each prompt from it with `ContextWindow.view`: only the last K images stay, older
-tool outputs are cut to a line that names the step to `recall_step`, and when the estimated
-size still exceeds the token budget whole old steps are folded into one note. What was cut
-is one read-only tool call away, never stuffed into every prompt.
+tool outputs are cut to a line that names the step to `recall_step`, and when the prompt
+still exceeds its token budget (`PromptBudget`: the model's context less the turn's new
+tokens, counted by the policy's own tokenizer) older observations are compacted further by
+one fixed rule (`fit`): a step at a time, oldest first, to one line each, then left out, every
+call kept. The rule reads only the history and the budget, so a demonstration recorded under a
+model's budget is the prompt that model is shown at that turn. What was cut is one read-only
+tool call away, never stuffed into every prompt.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agents.policies.protocol import ToolCall
+from agents.policies.protocol import PromptBudget, ToolCall
 
 RECALL_TOOL = "recall_step"
 SCENE_PREFIX = "Scene: "
@@ -46,7 +50,14 @@ class ContextConfig:
     keep_full_outputs: int = 4  # tool outputs of the last N calls stay whole
     compact_chars: int = 160  # older outputs keep this many characters
     max_output_chars: int = 4000  # even a recent output is cut here (recall_step has it all)
-    token_budget: int = 24_000  # estimated prompt tokens before old steps are folded
+    # The budget of a policy that cannot count its own tokens (an endpoint): estimated tokens
+    # (`estimate_tokens`) before older observations are compacted. A policy that can (the hf
+    # policy, `prompt_budget()`) brings its own, exact budget instead.
+    token_budget: int = 24_000
+    # A cap on every turn's prompt below the model's own budget, in the policy's tokens (or
+    # estimated ones): shorter prompts, cheaper turns. None: the model's budget alone.
+    max_prompt_tokens: int | None = None
+    line_chars: int = 100  # an observation compacted to one line keeps this many characters
     image_tokens: int = 256  # estimate per image (a 256 px montage on Qwen-VL is ~85-330)
     scene_objects: int = 40  # objects listed in the compact scene JSON
 
@@ -146,24 +157,56 @@ def estimate_tokens(messages: list[dict], tools: list[dict] | None, config: Cont
     return chars // 4 + images * config.image_tokens
 
 
+class ContextOverflow(Exception):
+    """Even the shortest form of the conversation (every older observation left out, every
+    call kept) is over the budget: the episode cannot go on in this model's context."""
+
+    def __init__(self, tokens: int, limit: int) -> None:
+        super().__init__(
+            f"context full: the prompt needs {tokens} tokens with every older observation "
+            f"left out, over the {limit} the model's context leaves for it"
+        )
+        self.tokens, self.limit = tokens, limit
+
+
+def estimated_budget(config: ContextConfig) -> PromptBudget:
+    """The budget of a policy that cannot count its tokens: `token_budget`, estimated."""
+    return PromptBudget(config.token_budget, lambda m, t: estimate_tokens(m, t, config))
+
+
 class ContextWindow:
     """Builds bounded prompts from the full conversation."""
 
     def __init__(self, config: ContextConfig) -> None:
         self.config = config
+        self.tokens = 0  # the last view's tokens, as its budget counts them
+        self.moves = 0  # compaction moves the last view needed beyond the first form
 
-    def view(self, history: list[dict], tools: list[dict] | None = None) -> list[dict]:
-        """The messages to send: a copy of `history` with old images and outputs compacted."""
+    def view(
+        self, history: list[dict], tools: list[dict] | None = None,
+        budget: PromptBudget | None = None,
+    ) -> list[dict]:  # fmt: skip
+        """The messages to send: a copy of `history` with old images and outputs compacted,
+        then fitted to `budget` (default: the estimated `token_budget`; capped at
+        `max_prompt_tokens`) by `fit`.
+        Raises `ContextOverflow` when even the shortest form is over it."""
+        cfg = self.config
+        budget = budget or estimated_budget(cfg)
+        if cfg.max_prompt_tokens is not None and cfg.max_prompt_tokens < budget.limit:
+            budget = PromptBudget(cfg.max_prompt_tokens, budget.count)
+        fitted = fit(self.compacted(history), tools, budget, cfg.line_chars)
+        self.tokens, self.moves = fitted.tokens, fitted.moves
+        return fitted.messages
+
+    def compacted(self, history: list[dict]) -> list[dict]:
+        """A copy of `history` with the usual compaction (old images, scene listings and
+        outputs), its private marks kept for `fit`."""
         cfg = self.config
         messages = [copy.copy(m) for m in history]
         self._drop_old_images(messages, cfg.keep_images)
         self._drop_old_scenes(messages, cfg.keep_scenes)
         self._compact_outputs(messages, cfg.keep_full_outputs)
-        if estimate_tokens(messages, tools, cfg) > cfg.token_budget:
-            self._compact_outputs(messages, 1)
-            self._drop_old_images(messages, 1)
-            messages = self._fold_old_steps(messages, tools)
-        return [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages]
+        return messages
 
     def _drop_old_images(self, messages: list[dict], keep: int) -> None:
         seen = 0
@@ -219,26 +262,111 @@ class ContextWindow:
                     + f' ... [shortened; {RECALL_TOOL} {{"index": {step}}} shows it all]'
                 )
 
-    def _fold_old_steps(self, messages: list[dict], tools: list[dict] | None) -> list[dict]:
-        """Replace the oldest whole steps by one note until the estimate fits the budget."""
-        # the system prompt and the goal's observation (step -1) always stay
-        head = [m for m in messages if m.get("_step", -1) == -1]
-        body = [m for m in messages if m.get("_step", -1) != -1]
-        steps = sorted({m["_step"] for m in body})
-        folded: list[int] = []
 
-        def note() -> list[dict]:
-            if not folded:
-                return []
-            text = (
-                f"[steps {folded[0]}-{folded[-1]} are folded to save context; "
-                f"{RECALL_TOOL} shows any of them]"
-            )
-            return [{"role": "user", "content": text}]
+# -- the budget rule ---------------------------------------------------------------------------
 
-        budget = self.config.token_budget
-        while steps[1:] and estimate_tokens(head + note() + body, tools, self.config) > budget:
-            oldest = steps.pop(0)
-            folded.append(oldest)
-            body = [m for m in body if m.get("_step") != oldest]
-        return head + note() + body
+
+@dataclass
+class Fitted:
+    """A prompt `fit` made: its messages, their count under the budget, and how many of the
+    rule's moves it took (0: none beyond the usual compaction)."""
+
+    messages: list[dict]
+    tokens: int
+    moves: int
+
+
+def fit(messages: list[dict], tools: list[dict] | None, budget: PromptBudget,
+        line_chars: int = 100) -> Fitted:  # fmt: skip
+    """`messages` (with their `_step` marks) compacted until `budget.count` fits its limit,
+    private keys stripped. The rule, a pure function of the messages and the budget:
+
+    the system prompt, the goal's observation and every call (each assistant turn's tool
+    calls, each with its tool message) always stay. Compaction moves, in this order, one
+    step at a time, oldest first, never the newest step before the last move:
+      1. each older step to one line: its tool outputs and observation (the step's words,
+         without the scene listing) cut to their first line, `line_chars` long at most;
+      2. each older step left out: its tool outputs become `[ok]`/`[error]` marks and its
+         observation goes;
+      3. the newest step to one line.
+    The prompt is the shortest prefix of these moves that fits (found by bisection: every
+    move only shortens the prompt). When even all of them do not fit, `ContextOverflow`."""
+    first = _strip(messages)
+    tokens = budget.count(first, tools)
+    if tokens <= budget.limit:
+        return Fitted(first, tokens, 0)
+    steps = sorted({m["_step"] for m in messages if m.get("_step", -1) >= 0})
+    older, newest = steps[:-1], steps[-1:]
+    moves = [("line", s) for s in older] + [("drop", s) for s in older] + [
+        ("line", s) for s in newest]  # fmt: skip
+
+    def form(k: int) -> list[dict]:
+        return _strip(_apply(messages, moves[:k], line_chars))
+
+    shortest = form(len(moves))
+    tokens = budget.count(shortest, tools)
+    if tokens > budget.limit:
+        raise ContextOverflow(tokens, budget.limit)
+    lo, hi = 0, len(moves)  # form(lo) is over the limit, form(hi) fits
+    best = Fitted(shortest, tokens, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        candidate = form(mid)
+        n = budget.count(candidate, tools)
+        if n <= budget.limit:
+            hi, best = mid, Fitted(candidate, n, mid)
+        else:
+            lo = mid
+    return best
+
+
+def _strip(messages: list[dict]) -> list[dict]:
+    return [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages]
+
+
+def _apply(messages: list[dict], moves: list[tuple[str, int]], line_chars: int) -> list[dict]:
+    """`messages` after `moves`: ("line", step) and ("drop", step), the later move winning."""
+    how = dict((step, kind) for kind, step in moves)
+    out = []
+    for m in messages:
+        kind = how.get(m.get("_step", -1))
+        if kind is None:
+            out.append(m)
+            continue
+        role = m.get("role")
+        if role == "tool":
+            text = _one_line(str(m.get("content") or ""), line_chars)
+            if kind == "drop":
+                mark = "[error]" if m.get("_ok") is False else "[ok]"
+                text = mark if len(mark) < len(text) else text
+            out.append({**m, "content": text})
+        elif role == "assistant":  # the calls stay as written; any words with them shrink
+            words = _words(m.get("content"))
+            if words:
+                out.append({**m, "content": None if kind == "drop" else _one_line(words,
+                                                                                   line_chars)})
+            else:
+                out.append(m)
+        elif kind == "line":  # the step's observation (or a note on an unusable reply)
+            out.append({**m, "content": _one_line(_words(m.get("content")), line_chars)})
+    return out
+
+
+def _words(content: object) -> str:
+    """A message's first text part (an observation's words, before its listing)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        for part in content:
+            if part.get("type") == "text":
+                return part.get("text") or ""
+    return ""
+
+
+def _one_line(text: str, chars: int) -> str:
+    """`text`'s first line, at most `chars` long, marked when cut; never longer than `text`."""
+    line = text.split("\n", 1)[0]
+    cut = line[:chars] + " ..." if len(line) > chars else line
+    if cut != text and cut == line:
+        cut += " ..."
+    return cut if len(cut) < len(text) else text

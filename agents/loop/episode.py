@@ -83,6 +83,10 @@ class StepRecord:
     tokens_in: int = 0
     tokens_out: int = 0
     prompt_tokens_est: int = 0  # the loop's own estimate of the prompt it sent
+    # The prompt's tokens as the policy counts them (its `prompt_budget`; else the tokens_in
+    # it reports), and the budget rule's compaction moves that prompt took (context.fit).
+    prompt_tokens: int = 0
+    compaction: int = 0
     latency_ms: float = 0.0  # the policy's
     observe_ms: float = 0.0  # render + scene after the calls
     overhead_ms: float = 0.0  # the loop's own time: step wall minus policy, tools, observe
@@ -99,7 +103,8 @@ class StepRecord:
 class EpisodeResult:
     goal: str
     policy: str
-    status: str = "running"  # done | success | budget | stuck | cancelled | fatal
+    # done | success | budget | stuck | cancelled | fatal | overflow (the context is full)
+    status: str = "running"
     steps: list[StepRecord] = field(default_factory=list)
     calls: list[dict] = field(default_factory=list)  # for the checker
     final_message: str | None = None
@@ -114,6 +119,7 @@ class EpisodeResult:
     check_ms: float = 0.0  # the checker's verdicts (the verifier's clean worker, when scored)
     episode_id: str | None = None  # in the store, when recorded
     initial_frame: bytes | None = field(default=None, repr=False)  # the start montage
+    context_limit: int | None = None  # the prompt tokens a turn may hold (the policy's budget)
 
     @property
     def n_calls(self) -> int:
@@ -155,6 +161,10 @@ class EpisodeResult:
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "prompt_tokens_est": sum(s.prompt_tokens_est for s in self.steps),
+            # per model turn: the prompt's tokens, and the turns the budget rule compacted
+            "prompt_tokens": [s.prompt_tokens for s in self.steps if s.policy_error is None],
+            "compacted_turns": sum(1 for s in self.steps if s.compaction),
+            "context_limit": self.context_limit,
             "latency_ms": round(self.latency_ms, 3),
             "wall_ms": round(self.wall_ms, 3),
             "error": self.error,

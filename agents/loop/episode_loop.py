@@ -3,8 +3,9 @@
 reset -> setup -> observe (montage + compact scene) -> policy -> validate calls -> execute
 -> feed back results or errors -> observe ... until the policy answers without calls
 (`done`), the checker passes (`success`), the step budget runs out (`budget`), the same
-failing call keeps coming (`stuck`), the caller cancels (`cancelled`) or the policy cannot
-go on (`fatal`, e.g. its server is down).
+failing call keeps coming (`stuck`), the caller cancels (`cancelled`), the policy cannot
+go on (`fatal`, e.g. its server is down) or the conversation no longer fits the model's
+context even in its shortest form (`overflow`, agents/loop/context.py's budget rule).
 
 The loop knows no task: the caller passes a goal, an optional `setup(session)` that builds
 the start state and an optional `checker(session, calls)` that scores the final scene
@@ -30,7 +31,9 @@ from agents.loop.config import DEFAULT_SYSTEM, LoopConfig
 from agents.loop.context import (
     RECALL_SPEC,
     RECALL_TOOL,
+    ContextOverflow,
     ContextWindow,
+    PromptBudget,
     estimate_tokens,
     observation,
     openai_tools,
@@ -157,7 +160,12 @@ class EpisodeLoop:
                 return
             step_start = time.perf_counter()
             self.bus.emit(ev.STEP_STARTED, step=index)
-            prompt = self.window.view(self.history, self.tools)
+            budget = self._budget()
+            try:
+                prompt = self.window.view(self.history, self.tools, budget)
+            except ContextOverflow as exc:
+                self.result.status, self.result.error = "overflow", str(exc)
+                return
             est = estimate_tokens(prompt, self.tools, cfg.context)
             policy_start = time.perf_counter()
             try:
@@ -180,6 +188,8 @@ class EpisodeLoop:
                 tokens_in=reply.tokens_in,
                 tokens_out=reply.tokens_out,
                 prompt_tokens_est=est,
+                prompt_tokens=self.window.tokens if budget is not None else reply.tokens_in,
+                compaction=self.window.moves,
                 latency_ms=reply.latency_ms or policy_ms,
                 tokens=reply.tokens,
             )
@@ -220,6 +230,16 @@ class EpisodeLoop:
                     self.result.status = "success"
                     return
         self.result.status = "budget"
+
+    def _budget(self) -> PromptBudget | None:
+        """The policy's own prompt budget (`prompt_budget()`: its context less the turn's new
+        tokens, counted by its tokenizer), or None: the estimated `token_budget` applies."""
+        ask = getattr(self.policy, "prompt_budget", None)
+        budget = ask() if callable(ask) else None
+        if budget is not None:
+            cap = self.config.context.max_prompt_tokens
+            self.result.context_limit = min(budget.limit, cap or budget.limit)
+        return budget
 
     def _policy_failed(self, index: int, message: str, step_start: float) -> bool:
         """A reply that could not be used (not fatal): tell the model, count it as a step.
@@ -302,6 +322,7 @@ class EpisodeLoop:
                     "tool_call_id": call.id,
                     "content": outcome.text,
                     "_step": step.index,
+                    "_ok": outcome.ok,  # what a left-out output still says (context.fit)
                 }
             )
             self.bus.emit(

@@ -9,6 +9,7 @@ be recorded, replayed, shown in the studio and used in training.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -84,6 +85,17 @@ class PolicyReply:
     @property
     def done(self) -> bool:
         return not self.tool_calls
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """What a policy that knows its model's context offers the loop (`prompt_budget()`, an
+    optional method): the most tokens a turn's prompt may hold (the context less the turn's
+    new tokens) and its own count of a prompt, `count(messages, tools)`, for the messages and
+    tools as the loop hands them. The loop fits every prompt to it (agents/loop/context.py)."""
+
+    limit: int
+    count: Callable[[list[dict], list[dict] | None], int]
 
 
 @runtime_checkable

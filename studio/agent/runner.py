@@ -11,7 +11,7 @@ import base64
 import logging
 import threading
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from PySide6.QtCore import QThread, Signal
@@ -71,9 +71,20 @@ class AttachmentPolicy:
     def reset(self, task_info: dict | None = None) -> None:
         self.inner.reset(task_info)
 
+    def prompt_budget(self) -> Any:
+        """The inner policy's budget, counting the capture it is shown as well."""
+        ask = getattr(self.inner, "prompt_budget", None)
+        budget = ask() if callable(ask) else None
+        if budget is None:
+            return None
+        return replace(budget, count=lambda m, t: budget.count(self._with(m), t))
+
     def act(self, messages: list[dict], tools: list[dict]):
+        return self.inner.act(self._with(messages), tools)
+
+    def _with(self, messages: list[dict]) -> list[dict]:
         head = 2 if len(messages) > 1 else len(messages)  # after the system prompt and the goal
-        return self.inner.act([*messages[:head], self._message, *messages[head:]], tools)
+        return [*messages[:head], self._message, *messages[head:]]
 
 
 class NotedPolicy:
@@ -84,6 +95,10 @@ class NotedPolicy:
 
     def reset(self, task_info: dict | None = None) -> None:
         self.inner.reset(task_info)
+
+    def prompt_budget(self) -> Any:
+        ask = getattr(self.inner, "prompt_budget", None)
+        return ask() if callable(ask) else None
 
     def act(self, messages: list[dict], tools: list[dict]):
         reply = self.inner.act(messages, tools)

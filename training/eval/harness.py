@@ -3,7 +3,8 @@
 `evaluate` turns each task id (or benchmark case) into one episode of the agents loop,
 runs them on the episode scheduler over a pool of tool workers, and aggregates a report:
 per family and overall `success_rate`, `mean_reward`, mean reward components, steps,
-tool error rate, tokens and latency. `compare` sets two reports side by side (the
+tool error rate, tokens and latency; per level (`levels`) success, calls per episode, the
+prompt's tokens per model turn and the episodes that overflowed the model's context. `compare` sets two reports side by side (the
 regression table of `eval --compare`). Results per episode are kept in the report, in
 submission order, so two runs can be compared episode by episode.
 """
@@ -126,6 +127,7 @@ def aggregate(records: list[dict]) -> dict:
     report = {
         "overall": _metrics(records),
         "families": {name: _metrics(rs) for name, rs in sorted(families.items())},
+        "levels": {str(k): level_metrics(rs) for k, rs in sorted(levels(records).items())},
         "episodes": records,
     }
     by_phrasing = phrasings(records)
@@ -137,6 +139,35 @@ def aggregate(records: list[dict]) -> dict:
             for name, rs in by_phrasing.items()
         }  # fmt: skip
     return report
+
+
+def levels(records: list[dict]) -> dict[int, list[dict]]:
+    """Task episodes by their level (from the task id; benchmark cases are in none)."""
+    out: dict[int, list[dict]] = {}
+    for r in records:
+        parts = str(r.get("task", "")).split(":")
+        if len(parts) in (3, 4) and parts[1].isdigit():
+            out.setdefault(int(parts[1]), []).append(r)
+    return out
+
+
+def level_metrics(records: list[dict]) -> dict:
+    """One level's episodes: success, mean calls per episode, the prompt's tokens per model
+    turn (mean and max over every turn, as each policy counted them: agents/loop/context.py),
+    the turns its budget rule compacted, and the episodes that overflowed the context."""
+    n = len(records)
+    turns = [t for r in records for t in (r.get("prompt_tokens") or []) if t]
+    return {
+        "episodes": n,
+        "success_rate": round(sum(1 for r in records if r["success"]) / n, 6),
+        "mean_calls": round(statistics.fmean(r.get("calls", 0) for r in records), 4),
+        "turns": len(turns),
+        "mean_prompt_tokens": round(statistics.fmean(turns), 2) if turns else None,
+        "max_prompt_tokens": max(turns) if turns else None,
+        "context_limit": max((r.get("context_limit") or 0 for r in records), default=0) or None,
+        "compacted_turns": sum(r.get("compacted_turns", 0) for r in records),
+        "overflowed": sum(1 for r in records if r.get("status") == "overflow"),
+    }
 
 
 def phrasings(records: list[dict]) -> dict[str, list[dict]]:

@@ -83,6 +83,10 @@ class CallCounter:
         self._turn = 0
         self.inner.reset(task_info)
 
+    def prompt_budget(self) -> Any:
+        ask = getattr(self.inner, "prompt_budget", None)
+        return ask() if callable(ask) else None
+
     def act(self, messages: list[dict], tools: list[dict]):
         from tools import ToolError, validate_call
 

@@ -7,6 +7,10 @@ placeholder order, `tools` as a JSON string, plus `success`, `reward`, `source`,
 SFT reads captured demonstrations and exported episodes through one path. Capturing the
 policy's own view keeps training prompts byte-identical to what the agent sees when acting.
 
+The loop fits every prompt to the budget of the model the rows will train (`budget`, its
+context less a turn's new tokens, counted by its tokenizer) by the same rule it applies when
+that model acts, so a long episode's rows hold the compacted prompts the model will see.
+
 One row per turn, not one per episode: the loop compacts its history (an older scene listing
 becomes "[scene listing omitted: a newer one follows]"), so the last turn's view of turn 0 is
 not what the agent sees at turn 0. Trained on last-turn views only, a model never sees the
@@ -21,6 +25,7 @@ import threading
 from typing import Any
 
 from agents import PolicyReply
+from agents.policies.protocol import PromptBudget
 from agents.store.conversation import IMAGE_PART, message, text_part
 
 
@@ -31,9 +36,13 @@ class CapturingPolicy:
     `{"task_id", "turn", "conversation": (messages, tools, reply)}`, one entry per turn."""
 
     def __init__(
-        self, inner: Any, sink: list[dict], lock: threading.Lock, shown: list[str] | None
+        self, inner: Any, sink: list[dict], lock: threading.Lock, shown: list[str] | None,
+        budget: PromptBudget | None = None,
     ) -> None:
         self.inner, self.sink, self.lock, self.shown = inner, sink, lock, shown
+        # The prompt budget of the model the rows will train (`counting_budget`): the loop
+        # fits each turn's prompt to it as it will when that model acts.
+        self.budget = budget
         self.name = getattr(inner, "name", "captured")
         self.task_id: str | None = None
         self._turns: list[tuple[list[dict], list[dict], PolicyReply]] = []
@@ -42,6 +51,12 @@ class CapturingPolicy:
         self.task_id = (task_info or {}).get("task_id")
         self._turns = []
         self.inner.reset(task_info)
+
+    def prompt_budget(self) -> PromptBudget | None:
+        if self.budget is not None:
+            return self.budget
+        ask = getattr(self.inner, "prompt_budget", None)
+        return ask() if callable(ask) else None
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
         from agents.policies.hf_policy import shown_tools
