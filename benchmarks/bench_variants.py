@@ -66,6 +66,9 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dic
         "wall_s": round(wall, 1),
         "episodes_per_min": round(len(eps) / wall * 60, 2),
         "new_tokens_per_s": round(out_tokens / gen_s, 1) if gen_s else None,
+        # the model's turns against the rest (worker start, tools, scoring) per episode
+        "model_s_per_episode": round(gen_s / len(eps), 2),
+        "other_s_per_episode": round(max(wall - gen_s, 0.0) / len(eps), 2),
         "success": round(sum(bool(e["success"]) for e in eps) / len(eps), 3),
         "mean_reward": round(sum(e["reward"] for e in eps) / len(eps), 4),
         "threads": cpu.get("cpu_threads", cpu.get("threads")),
@@ -91,11 +94,13 @@ def main() -> int:
     base = rows[0]
     print(f"\n{len(specs)} level-1 test episodes ({args.families}), {args.workers} worker(s); "
           f"load {load0:.1f} -> {os.getloadavg()[0]:.1f}")
-    print("| variant | engine | episodes/min | new tokens/s | success | mean reward | threads | wall |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| variant | engine | episodes/min | new tokens/s | model s/ep | other s/ep | success "
+          "| mean reward | threads | wall |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         speed = r["episodes_per_min"] / base["episodes_per_min"]
         print(f"| {r['variant']} | {r['engine']} | {r['episodes_per_min']} (x{speed:.2f}) | {r['new_tokens_per_s']} "
+              f"| {r['model_s_per_episode']} | {r['other_s_per_episode']} "
               f"| {r['success']:.1%} | {r['mean_reward']} | {r['threads']} | {r['wall_s']} s |")
     for r in rows[1:]:
         differ = [t for t in base["rewards"] if base["rewards"][t] != r["rewards"].get(t)]

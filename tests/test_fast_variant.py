@@ -93,6 +93,10 @@ def test_the_fast_variant_runs_the_agents_gguf_in_the_loop_as_the_standard_does(
     for task in ids:  # the same tools on every task; q8_0 may round a digit of an argument
         assert [c[0] for c in calls["fast"][task]] == [c[0] for c in calls["standard"][task]], task
     assert fast.prompt_tokens > 0 and fast.prompt_encoded < fast.prompt_tokens  # prefixes reused
+    budget = fast.prompt_budget()  # the loop fits prompts to the context less a turn's tokens
+    assert budget.limit == fast.llama.n_ctx - 96
+    goal = [{"role": "user", "content": "Delete Ball."}]
+    assert budget.count(goal, None) == len(fast._ids(goal, []))
     fast.llama.save_stats()
     result = CliRunner().invoke(build_app(), ["models", "show", shipped.name, "--json"])
     assert result.exit_code == 0, result.output

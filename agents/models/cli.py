@@ -39,6 +39,18 @@ def _shipped_note(adapter) -> str:
     return f"  (shipped{default}; measured: {adapter.report})"
 
 
+def _variant_words(v: dict) -> str:
+    """One variant as `models show` says it: engine, size and the speed measured here."""
+    words = f"{v['variant']} ({v['engine']}"
+    if v.get("size_bytes"):
+        words += f" {v.get('quant', '')}, {_size(v['size_bytes'])}"
+    if v.get("new_tok_s"):
+        words += f", {v['new_tok_s']:g} new tok/s over {v.get('turns', 0)} turns here"
+    if v.get("note"):
+        words += f", {v['note']}"
+    return words + ")"
+
+
 def register(app: typer.Typer) -> None:
     models = typer.Typer(help="Models and adapters by name: the packaged base, GGUF files, "
                               "folders, hub-cache ids.", no_args_is_help=True)
@@ -91,6 +103,8 @@ def register(app: typer.Typer) -> None:
         for key, value in info.items():
             if key == "adapters":
                 value = ", ".join(a["name"] for a in value) or "-"
+            elif key == "variants":
+                value = "; ".join(_variant_words(v) for v in value)
             elif isinstance(value, dict | list | tuple):
                 value = json.dumps(value)
             _echo(f"{key:14} {value if value not in (None, '') else '-'}")

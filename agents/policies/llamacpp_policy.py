@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.policies.chat_format import render
-from agents.policies.protocol import PolicyError, PolicyReply, TurnTokens
+from agents.policies.protocol import PolicyError, PolicyReply, PromptBudget, TurnTokens
 from agents.policies.toolcall_parser import parse_tool_calls
 
 
@@ -165,13 +165,27 @@ class LlamaCppPolicy:
     def turns_stand_alone(self) -> bool:
         return True  # a context per turn: nothing beside it changes its tokens
 
+    def _ids(self, messages: list[dict], tools: list[dict]) -> list[int]:
+        """The prompt's tokens, as the standard variant renders and tokenises it."""
+        text = render(self.llama.tokenizer, messages, tools)
+        return list(self.llama.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_budget(self) -> PromptBudget:
+        """The loop fits each prompt to the context less the turn's new tokens, counted by
+        this model's tokenizer over the tools it is shown."""
+        from agents.policies.hf_policy import shown_tools
+
+        def count(messages: list[dict], tools: list[dict] | None) -> int:
+            return len(self._ids(messages, shown_tools(tools or [], self.shown())))
+
+        return PromptBudget(limit=self.llama.n_ctx - int(self.config.max_tokens), count=count)
+
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
         from agents.policies.hf_policy import ProseStop, seen_digest, shown_tools
 
         tools = shown_tools(tools, self.shown())
         tokenizer = self.llama.tokenizer
-        text = render(tokenizer, messages, tools)
-        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        ids = self._ids(messages, tools)
         budget = int(self.config.max_tokens)
         if len(ids) + budget > self.llama.n_ctx:
             raise PolicyError(f"the prompt ({len(ids)} tokens) and {budget} new tokens do not fit "
