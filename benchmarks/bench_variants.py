@@ -34,7 +34,7 @@ FAMILIES = "primitive_placement,materials,scene_editing,requests"
 def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dict:
     from agents import LoopConfig
     from agents.models.cpu import prepare_openmp
-    from agents.policies.hf_policy import make_hf
+    from agents.policies.local import make_local
     from training.cli.eval import shared_model_policies
     from training.eval.harness import evaluate
 
@@ -45,7 +45,7 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dic
         built = HFPolicy(default_local_config(HFPolicyConfig(max_tokens=max_tokens,
                                                              variant="fast")))  # fmt: skip
     else:
-        built = make_hf(None, max_tokens=max_tokens, variant=variant)
+        built = make_local(None, max_tokens=max_tokens, variant=variant)
     engine = "llama.cpp" if getattr(built, "llama", None) is not None else "transformers"
     factory, shared = shared_model_policies(built, specs, workers, None)
     progress = None

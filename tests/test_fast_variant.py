@@ -10,8 +10,9 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from agents.policies.hf_policy import HFPolicy, make_hf
+from agents.policies.hf_policy import HFPolicy
 from agents.policies.llamacpp_policy import llama_cpp_available
+from agents.policies.local import make_local
 from studio.cli import build_app
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -23,7 +24,7 @@ FAMILIES = ["primitive_placement", "materials", "scene_editing", "requests"]
 def test_without_llama_cpp_or_a_gguf_the_fast_variant_is_int8_and_says_why(tiny_text_dir, capsys):
     """A model folder that did not come from a GGUF (or no llama-cpp-python): the int8 variant
     runs, and one line says why."""
-    policy = make_hf(model=str(tiny_text_dir), variant="fast", max_tokens=8, tools=["delete"])
+    policy = make_local(model=str(tiny_text_dir), variant="fast", max_tokens=8, tools=["delete"])
     assert isinstance(policy, HFPolicy) and policy.config.variant == "fast"
     said = capsys.readouterr().err
     assert "running the in-process int8 variant" in said
@@ -77,12 +78,12 @@ def test_the_fast_variant_runs_the_agents_gguf_in_the_loop_as_the_standard_does(
     from training.eval.run_eval import run_episodes, task_ids
 
     shipped = default_shipped()
-    fast = make_hf(variant="fast", max_tokens=96)
+    fast = make_local(variant="fast", max_tokens=96)
     assert isinstance(fast, LlamaCppPolicy)
     made = fast_gguf(None, None)
     stamp = made.gguf.stat().st_mtime_ns
     assert fast_gguf(None, None).gguf == made.gguf and made.gguf.stat().st_mtime_ns == stamp
-    standard = make_hf(max_tokens=96)
+    standard = make_local(max_tokens=96)
     assert isinstance(standard, HFPolicy)
     ids = task_ids(FAMILIES, [1], "test", 1)
     calls: dict = {"fast": {}, "standard": {}}

@@ -95,8 +95,10 @@ def register(app: typer.Typer) -> None:
                  data_dir: DataDir = None, as_json: AsJson = False) -> None:
         """Everything known about one model or adapter."""
         from agents.models.registry import show
+        from agents.models.variants import variants_of
 
         info = show(name, data_dir)
+        info["variants"] = variants_of(name, data_dir)
         if as_json:
             _echo(json.dumps(info))
             return

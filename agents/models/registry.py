@@ -132,30 +132,16 @@ def show(name: str, data_dir: str | os.PathLike[str] | None = None) -> dict:
             if entry.path and (Path(entry.path) / "config.json").is_file():
                 check_model_folder(entry.path)
             adapters = [a.to_dict() for a in list_adapters(data_dir) if a.base_name == name]
-            return {**entry.to_dict(), "adapters": adapters, **_config_summary(entry.path),
-                    "variants": variants_of(name, data_dir)}
+            return {**entry.to_dict(), "adapters": adapters, **_config_summary(entry.path)}
     for adapter in list_adapters(data_dir):
         if adapter.name == name:
             if adapter.shipped:
                 manifest = verify_shipped(adapter.path)  # every file is the one it pins
                 return {**adapter.to_dict(), "kind": "adapter",
-                        "measured": manifest.get("measured"),
-                        "variants": variants_of(adapter.name, data_dir)}
+                        "measured": manifest.get("measured")}
             check_adapter(adapter.path)
-            return {**adapter.to_dict(), "kind": "adapter",
-                    "variants": variants_of(adapter.name, data_dir)}
+            return {**adapter.to_dict(), "kind": "adapter"}
     raise _unknown(name)
-
-
-def variants_of(name: str, data_dir: str | os.PathLike[str] | None = None) -> list[dict]:
-    """An agent's variants (`agents/models/variants.py`): the standard one (the weights as
-    trained) and the fast ones: the in-process int8 one, and the llama.cpp GGUFs made so far,
-    each with its size and the speed measured where it ran."""
-    from agents.models.variants import describe
-
-    return [{"variant": "standard", "engine": "transformers"},
-            {"variant": "fast", "engine": "transformers int8", "note": "where llama.cpp is not installed"},
-            *describe(name, data_dir)]
 
 
 def resolve_adapter(text: str, data_dir: str | os.PathLike[str] | None = None) -> Path:

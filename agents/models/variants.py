@@ -131,6 +131,16 @@ def add_speed(path: Path, counts: dict, threads: int) -> None:
         pass
 
 
+def variants_of(name: str, data_dir: str | os.PathLike[str] | None = None) -> list[dict]:
+    """An agent's variants, as `models show` lists them: the standard one (the weights as
+    trained), the in-process int8 one, and the llama.cpp GGUFs made so far, each with its size
+    and the speed measured where it ran."""
+    return [{"variant": "standard", "engine": "transformers"},
+            {"variant": "fast", "engine": "transformers int8",
+             "note": "where llama.cpp is not installed"},
+            *describe(name, data_dir)]
+
+
 def describe(label: str, data_dir: str | os.PathLike[str] | None = None) -> list[dict]:
     """The fast variants made for an agent named `label`: file, size and measured speed."""
     root = variants_dir(data_dir)

@@ -21,7 +21,7 @@ BUILTIN_POLICIES: Mapping[str, str] = {
     "none": "agents.policies.simple:make_none",
     "script": "agents.policies.simple:make_script",
     "openai": "agents.policies.openai_policy:make_openai",
-    "hf": "agents.policies.hf_policy:make_hf",
+    "hf": "agents.policies.local:make_local",
 }
 
 

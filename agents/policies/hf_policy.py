@@ -972,16 +972,7 @@ def make_hf(arg: str | None = None, **options: Any) -> HFPolicy:
     config = HFPolicyConfig(**{k: v for k, v in options.items() if k in fields})
     if arg:
         config.model = arg
-    config = default_local_config(config)
-    if config.variant == "fast" and config.device in ("auto", "cpu"):
-        from agents.models.convert import progress
-        from agents.policies.llamacpp_policy import load_fast
-
-        fast, why = load_fast(config)
-        if fast is not None:
-            return fast  # type: ignore[return-value]
-        progress(f"fast variant in llama.cpp: {why}; running the in-process int8 variant")
-    return HFPolicy(config)
+    return HFPolicy(default_local_config(config))
 
 
 def default_local_config(config: HFPolicyConfig) -> HFPolicyConfig:

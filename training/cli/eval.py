@@ -115,8 +115,8 @@ def register(app: typer.Typer) -> None:
         adapter: str = typer.Option(None, help="LoRA adapter folder or name for the hf policy "
                                             "(default with no --model: the shipped one)."),
         variant: str = typer.Option("standard", "--variant",
-                                    help="hf: standard | fast (on a CPU: the adapter merged, "
-                                         "int8 linear layers; docs/MODELS.md)."),
+                                    help="hf: standard | fast (on a CPU: llama.cpp q8_0 where "
+                                         "llama-cpp-python is installed, else int8; docs/MODELS.md)."),
         prose_stop_tokens: int = typer.Option(
             PROSE_STOP_TOKENS, "--prose-stop-tokens", min=0,
             help="hf: end the episode when the first reply's first N tokens begin no tool "
@@ -191,8 +191,8 @@ def register(app: typer.Typer) -> None:
         device: str = typer.Option(None, help="Device for the hf policy."),
         adapter: str = typer.Option(None, help="LoRA adapter folder for the hf policy."),
         variant: str = typer.Option("standard", "--variant",
-                                    help="hf: standard | fast (on a CPU: the adapter merged, "
-                                         "int8 linear layers; docs/MODELS.md)."),
+                                    help="hf: standard | fast (on a CPU: llama.cpp q8_0 where "
+                                         "llama-cpp-python is installed, else int8; docs/MODELS.md)."),
         max_steps: int = typer.Option(None, help="Step budget cap (default: each task's)."),
         no_record: bool = typer.Option(False, "--no-record", help="Do not record the episodes."),
         data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
