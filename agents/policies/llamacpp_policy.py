@@ -119,7 +119,7 @@ class LlamaModel:
 
 def evaluated(llm: Any) -> list[int]:
     """The tokens a context holds in its cache."""
-    return llm._input_ids[: llm.n_tokens].tolist()
+    return llm.input_ids[: llm.n_tokens].tolist()
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -195,7 +195,7 @@ class LlamaCppPolicy:
         if self._turn == 0 and self.config.prose_stop_tokens:
             prose = ProseStop(tokenizer, len(ids), self.config.prose_stop_tokens, names)
         start = time.perf_counter()
-        completion, encoded, prefill_s = self._generate(ids, budget, prose)
+        completion, encoded, prefill_s = self._complete(ids, budget, prose)
         total_s = time.perf_counter() - start
         self.llama.count(len(ids), encoded, len(completion), prefill_s, total_s - prefill_s)
         self.prompt_encoded += encoded
@@ -217,7 +217,7 @@ class LlamaCppPolicy:
                               model_version=self.config.version, prompt_encoded=encoded),
         )
 
-    def _generate(self, ids: list[int], budget: int, prose: Any) -> tuple[list[int], int, float]:
+    def _complete(self, ids: list[int], budget: int, prose: Any) -> tuple[list[int], int, float]:
         """Greedy (or seeded sampled) new tokens after `ids`, up to and including the end of
         turn; the prompt tokens run (the rest came from the context's cache) and the seconds
         until the first new token."""

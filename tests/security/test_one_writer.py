@@ -51,6 +51,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     "DATA/models",
     ("agents/models/registry.py", "_registry", "write_text"): "the registry's temp file under DATA/models, "
     "then os.replace",
+    ("agents/models/variants.py", "add_speed", "write_text"): "a fast variant's speed counts: "
+    "a temp file beside its GGUF under DATA/variants, then os.replace",
     # training run folders: the trusted side's own figures and checkpoints, no worker's file
     ("training/runs.py", "*", "*"): "a training run folder (config, metrics, checkpoints)",
     ("training/pipeline.py", "*", "write_text"): "the pipeline's run folder",
