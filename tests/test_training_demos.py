@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 from agents.policies.protocol import ToolCall
@@ -117,3 +118,24 @@ def test_demonstrations_on_two_workers_are_the_rows_of_one(tmp_path):
     one, two = frames
     assert list(two["episode_id"]) == list(one["episode_id"])
     assert two["messages"].map(str).tolist() == one["messages"].map(str).tolist()
+
+
+def test_without_a_list_the_rows_show_each_tasks_toolbox_and_count_it():
+    from agents.policies.protocol import PromptBudget
+
+    sink: list[dict] = []
+    counted: list[list[str]] = []
+
+    def count(messages, tools):
+        counted.append([t["function"]["name"] for t in tools])
+        return 1
+
+    policy = CapturingPolicy(PlanPolicy([[CALL]]), sink, threading.Lock(), None,
+                             PromptBudget(100, count))  # fmt: skip
+    policy.reset({"task_id": "primitive_placement:1:0", "tools": ["add_primitive"]})
+    policy.prompt_budget().count(FIRST, TOOLS)
+    assert counted == [["add_primitive"]]  # the budget counts the task's toolbox
+    policy.act(FIRST, TOOLS)
+    policy.act(SECOND, TOOLS)
+    row = conversation_row(*sink[0]["conversation"])
+    assert [t["function"]["name"] for t in json.loads(row["tools"])] == ["add_primitive"]

@@ -25,6 +25,7 @@ import threading
 from typing import Any
 
 from agents import PolicyReply
+from agents.policies.hf_policy import shown_tools
 from agents.policies.protocol import PromptBudget
 from agents.store.conversation import IMAGE_PART, message, text_part
 
@@ -39,7 +40,10 @@ class CapturingPolicy:
         self, inner: Any, sink: list[dict], lock: threading.Lock, shown: list[str] | None,
         budget: PromptBudget | None = None,
     ) -> None:
+        # `shown` None: each task's toolbox (its `task_info["tools"]`), as the hf policy shows
+        # one when no list is configured, so the rows hold the tools the model will be shown.
         self.inner, self.sink, self.lock, self.shown = inner, sink, lock, shown
+        self._task_tools: list[str] | None = None
         # The prompt budget of the model the rows will train (`counting_budget`): the loop
         # fits each turn's prompt to it as it will when that model acts.
         self.budget = budget
@@ -49,20 +53,27 @@ class CapturingPolicy:
 
     def reset(self, task_info: dict | None = None) -> None:
         self.task_id = (task_info or {}).get("task_id")
+        self._task_tools = (task_info or {}).get("tools")
         self._turns = []
         self.inner.reset(task_info)
 
+    def shown_names(self) -> list[str] | None:
+        """The tool names the rows show: the configured list, else the task's toolbox."""
+        return self.shown if self.shown is not None else self._task_tools
+
     def prompt_budget(self) -> PromptBudget | None:
         if self.budget is not None:
+            if self.shown is None and self._task_tools is not None:
+                # Counted with the task's toolbox, as the hf policy counts its own prompts.
+                base, names = self.budget, self._task_tools
+                return PromptBudget(base.limit, lambda m, t: base.count(m, shown_tools(t or [], names)))
             return self.budget
         ask = getattr(self.inner, "prompt_budget", None)
         return ask() if callable(ask) else None
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
-        from agents.policies.hf_policy import shown_tools
-
         reply = self.inner.act(messages, tools)
-        self._turns.append((list(messages), shown_tools(tools, self.shown), reply))
+        self._turns.append((list(messages), shown_tools(tools, self.shown_names()), reply))
         if reply.done:
             with self.lock:
                 self.sink.extend(
