@@ -167,6 +167,18 @@ class CurriculumSpec(Strict):
     # starts (training/tasks/sampling.py `check_task_choices`).
     family_weights: dict[str, float] = Field(default_factory=dict)
     level_weights: dict[int, float] = Field(default_factory=dict)
+    # Harder levels as success rises: {level: s} draws level L's buckets only once the level
+    # below has reached success s over its buckets' windows (pooled); the lowest level is
+    # always open, a level left out opens with the one below it. Once open, a level stays open.
+    unlock: dict[int, float] = Field(default_factory=dict)
+
+    @field_validator("unlock")
+    @classmethod
+    def _unlock_rates(cls, unlock: dict[int, float]) -> dict[int, float]:
+        for level, rate in unlock.items():
+            if not 0 <= rate <= 1:
+                raise ValueError(f"level {level}: {rate} is not a success rate in [0, 1]")
+        return unlock
 
 
 class TaskSampling(Strict):
@@ -264,6 +276,13 @@ class GRPOSpec(Strict):
         return self
 
 
+class LongEvalSpec(Strict):
+    families: list[str] = Field(default_factory=list)  # empty: the eval's families
+    levels: list[int] = Field(default_factory=lambda: [4, 5])
+    per_family: int = Field(2, ge=1)  # tasks per family, cycling the levels
+    max_steps: int = Field(26, ge=1)  # a level-5 task is up to 24 calls
+
+
 class EvalSpec(Strict):
     families: list[str] = Field(default_factory=list)
     levels: list[int] = Field(default_factory=lambda: [1])
@@ -288,6 +307,13 @@ class EvalSpec(Strict):
     # `unseen` (held-out phrasings) or `both`, whose report sets the two apart (`phrasings`).
     # Checkpoint selection always scores seen phrasings only.
     phrasing: Literal["seen", "unseen", "both"] = "seen"
+    # Pipeline: score the base model before training (`untrained`); false skips that stage.
+    untrained: bool = True
+    # The levels the held-out families are scored at.
+    held_out_levels: list[int] = Field(default_factory=lambda: [1])
+    # Pipeline: a small eval of the GRPO adapter on long tasks (levels 4-5), no target: success,
+    # calls and prompt tokens per turn by level, and overflows (report.json `long`).
+    long: LongEvalSpec | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -135,6 +135,10 @@ def _interleave(items: list[int], counts: list[int]) -> list[int]:
 def grpo_sampler(spec) -> TaskSampler:
     """The sampler of a config's `grpo:` section (`GRPOSpec`)."""
     t, c = spec.tasks, spec.curriculum
+    bad = [lv for lv in getattr(c, "unlock", {}) if lv not in t.levels]
+    if bad:
+        raise TaskError(f"grpo.curriculum.unlock: levels {bad} are not in grpo.tasks.levels "
+                        f"{list(t.levels)}")  # fmt: skip
     return TaskSampler(t.families, t.levels, t.split, c.family_weights, c.level_weights)
 
 
