@@ -235,6 +235,7 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     from training.sft.trainer import run_sft
 
     bound_allocator()  # before the stages' threads start
+    config = with_eval_families(config)
     check_shown_tools(config)
     out.mkdir(parents=True, exist_ok=True)
     set_cpu_threads(config.run.cpu_threads)
@@ -250,12 +251,13 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
             lambda: str(build_tiny_model(model_dir, seed=config.run.seed, size=size)),
         )
     stages["demos"] = _stage(out, "demos", resume, lambda: collect_demos(config, out, model_dir))
-    stages["eval_untrained"] = _stage(
-        out,
-        "eval_untrained",
-        resume,
-        lambda: evaluate_model(config, model_dir, None, "untrained", out),
-    )
+    if config.eval.untrained:
+        stages["eval_untrained"] = _stage(
+            out,
+            "eval_untrained",
+            resume,
+            lambda: evaluate_model(config, model_dir, None, "untrained", out),
+        )
     sft_cfg = config.model_copy(
         update={"sft": config.sft.model_copy(update={"data": [str(out / "demos.parquet")]})}
     )
@@ -295,6 +297,12 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
                 out, f"held_out_{name}", resume,
                 lambda b=base, a=adapter, n=name: evaluate_model(held, b, a, f"held-out-{n}", out),
             )  # fmt: skip
+    if config.eval.long is not None:
+        stages["eval_long_grpo"] = _stage(
+            out, "eval_long_grpo", resume,
+            lambda: evaluate_model(long_config(config), sft_base, out / "grpo" / "adapter",
+                                   "long-grpo", out),
+        )  # fmt: skip
     report = build_report(config, out, stages, time.time() - started)
     (out / "report.json").write_text(json.dumps(report, indent=1))
     (out / "report.md").write_text(report["summary"] + "\n")
@@ -311,6 +319,29 @@ def base_folder(config: TrainConfig, out: Path) -> Path:
     return Path(resolve_model(config.model.path).name)
 
 
+def with_eval_families(config: TrainConfig) -> TrainConfig:
+    """`eval.families` empty means every training family (as `demos` and `grpo.tasks` read
+    an empty list): written out, so every stage and the report name them."""
+    if config.eval.families:
+        return config
+    from training.tasks.base import held_out_families
+    from training.tasks.families import FAMILIES
+
+    held = set(held_out_families())
+    spec = config.eval.model_copy(update={"families": [f for f in FAMILIES if f not in held]})
+    return config.model_copy(update={"eval": spec})
+
+
+def long_config(config: TrainConfig) -> TrainConfig:
+    """The small long-task eval (`eval.long`, levels 4-5 on test seeds, seen phrasings)."""
+    long = config.eval.long
+    spec = config.eval.model_copy(update={
+        "families": long.families or config.eval.families, "levels": long.levels,
+        "split": "test", "per_family": long.per_family, "max_steps": long.max_steps,
+        "phrasing": "seen"})  # fmt: skip
+    return config.model_copy(update={"eval": spec})
+
+
 def held_out_config(config: TrainConfig) -> TrainConfig:
     """The eval of the held-out families (`eval.held_out_families`, default every family the
     registry holds out) on their test seeds. Each task shows its family's declared toolbox
@@ -318,6 +349,7 @@ def held_out_config(config: TrainConfig) -> TrainConfig:
     list is written for them by hand, and none is derived from their solutions."""
     families = config.eval.held_out_families or held_out_families()
     spec = config.eval.model_copy(update={"families": families, "split": "test",
+                                          "levels": config.eval.held_out_levels,
                                           "per_family": config.eval.held_out_per_family})  # fmt: skip
     return config.model_copy(update={"eval": spec, "tools": None})
 
@@ -368,6 +400,11 @@ def _grpo(
     return {"steps": r.steps, "crash_retries": r.crash_retries}
 
 
+def phrasing_names(phrasing: str) -> list[str]:
+    """The phrasings an eval with `eval.phrasing` scores."""
+    return ["seen", "unseen"] if phrasing == "both" else [phrasing]
+
+
 def reward_curve(run_dir: Path) -> list[dict]:
     path = run_dir / "metrics.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
@@ -391,7 +428,8 @@ def stage_memory(stages: dict) -> dict:
 def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -> dict:
     from training.eval.stats import difference, summary_text
 
-    entries = {name: stages[f"eval_{name}"]["result"] for name in ("untrained", "sft", "grpo")}
+    entries = {name: stages[f"eval_{name}"]["result"] for name in ("untrained", "sft", "grpo")
+               if f"eval_{name}" in stages}  # fmt: skip
     report = {
         "config": config.name,
         "held_out": {
@@ -402,7 +440,6 @@ def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -
         },
         "stages": entries,
         "grpo_vs_sft_mean_reward": difference(entries["sft"], entries["grpo"]),
-        "sft_vs_untrained_mean_reward": difference(entries["untrained"], entries["sft"]),
         "training": {k: stages[k] for k in ("demos", "sft", "select_sft", "grpo") if k in stages},
         "grpo_reward_curve": reward_curve(out / "grpo"),
         # Sum of the stages' own times, so a resumed pipeline reports what the stages cost.
@@ -410,6 +447,19 @@ def build_report(config: TrainConfig, out: Path, stages: dict, seconds: float) -
         "stage_seconds": {k: v.get("seconds") for k, v in stages.items()},
         **stage_memory(stages),
     }
+    if "untrained" in entries:
+        report["sft_vs_untrained_mean_reward"] = difference(entries["untrained"], entries["sft"])
+    if len(config.eval.levels) > 1:
+        # Where more than one call decides the reward: the levels above the first, pooled,
+        # for each phrasing apart (training/tasks/wording.py).
+        above = [lv for lv in config.eval.levels if lv > 1]
+        report["grpo_vs_sft_by_phrasing"] = {
+            "levels": above,
+            **{name: difference(entries["sft"], entries["grpo"], levels=above, phrasing=name)
+               for name in phrasing_names(config.eval.phrasing)},
+        }  # fmt: skip
+    if "eval_long_grpo" in stages:
+        report["long"] = {"stage": "grpo", **stages["eval_long_grpo"]["result"]}
     if "held_out_sft" in stages and "held_out_grpo" in stages:
         held = {n: stages[f"held_out_{n}"]["result"] for n in ("sft", "grpo")}
         families = held_out_config(config).eval.families

@@ -96,13 +96,58 @@ def stage_summary(report: dict) -> dict:
             for k, v in report.get("families", {}).items()
         },
         "rewards_by_task": {e["task"]: float(e["reward"]) for e in episodes},
+        "levels": by_level(report),
+        "phrasings": {name: rate(group) for name, group in _by_phrasing(episodes).items()},
     }
 
 
-def difference(before: dict, after: dict) -> dict:
-    """Paired difference of mean reward (after - before) over the tasks both stages ran."""
+def _level_of(task: str) -> int | None:
+    parts = str(task).split(":")
+    return int(parts[1]) if len(parts) in (3, 4) and parts[1].isdigit() else None
+
+
+def _by_phrasing(episodes: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for e in episodes:
+        if _level_of(e["task"]) is not None:
+            out.setdefault("unseen" if str(e["task"]).endswith(":unseen") else "seen", []).append(e)
+    return out
+
+
+def rate(episodes: list[dict]) -> dict:
+    """Success of some episodes with its 95% Wilson interval."""
+    n, k = len(episodes), sum(1 for e in episodes if e["success"])
+    return {"episodes": n, "success_rate": round(k / n, 4) if n else 0.0,
+            "success_rate_ci95": wilson(k, n)}  # fmt: skip
+
+
+def by_level(report: dict) -> dict:
+    """Per level: success with its 95% interval, for all the level's episodes and for each
+    phrasing apart (seen / unseen goals), with the eval's calls, prompt tokens per turn and
+    overflows (training/eval/harness.py `level_metrics`)."""
+    groups: dict[int, list[dict]] = {}
+    for e in report["episodes"]:
+        level = _level_of(e["task"])
+        if level is not None:
+            groups.setdefault(level, []).append(e)
+    extra = report.get("levels", {})
+    return {
+        str(lv): {**extra.get(str(lv), {}), **rate(group),
+                  "phrasings": {n: rate(g) for n, g in _by_phrasing(group).items()}}
+        for lv, group in sorted(groups.items())
+    }  # fmt: skip
+
+
+def difference(before: dict, after: dict, levels: list[int] | None = None,
+               phrasing: str | None = None) -> dict:  # fmt: skip
+    """Paired difference of mean reward (after - before) over the tasks both stages ran;
+    only those of `levels` and of one `phrasing` (`seen`, `unseen`) when given."""
     a, b = before["rewards_by_task"], after["rewards_by_task"]
-    common = sorted(set(a) & set(b))
+    common = sorted(
+        t for t in set(a) & set(b)
+        if (levels is None or _level_of(t) in levels)
+        and (phrasing is None or (t.endswith(":unseen")) == (phrasing == "unseen"))
+    )  # fmt: skip
     diffs = [b[t] - a[t] for t in common]
     return {
         "tasks": len(common),
@@ -138,15 +183,28 @@ def summary_text(report: dict) -> str:
             f"sft = checkpoint {chosen['chosen']['step']}, chosen on {chosen['split']} seeds "
             f"by valid-call rate ({tried})"
         )
-    for key, label in (
-        ("sft_vs_untrained_mean_reward", "SFT - untrained"),
-        ("grpo_vs_sft_mean_reward", "GRPO - SFT"),
-    ):
-        d = report[key]
+    pairs = [(report.get("sft_vs_untrained_mean_reward"), "SFT - untrained"),
+             (report["grpo_vs_sft_mean_reward"], "GRPO - SFT")]
+    pooled = report.get("grpo_vs_sft_by_phrasing")
+    if pooled:
+        above = ", ".join(str(lv) for lv in pooled["levels"])
+        pairs += [(d, f"GRPO - SFT, levels {above}, {name} phrasings")
+                  for name, d in pooled.items() if name != "levels"]  # fmt: skip
+    for d, label in pairs:
+        if d is None:
+            continue
         lines.append(
             f"{label}: mean reward {d['mean_difference']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. "
             f"{d['ci95'][1]:+.3f}; {d['better']} better, {d['worse']} worse, {d['same']} same)"
         )
+    for name, s in report["stages"].items():
+        for lv, m in (s.get("levels") or {}).items():
+            if len(s["levels"]) < 2 and not m.get("phrasings", {}).get("unseen"):
+                continue
+            parts = [f"{p} {g['success_rate']:.1%} [{g['success_rate_ci95'][0]:.0%}, "
+                     f"{g['success_rate_ci95'][1]:.0%}] of {g['episodes']}"
+                     for p, g in m.get("phrasings", {}).items()]  # fmt: skip
+            lines.append(f"{name} level {lv}: success " + "; ".join(parts))
     held = report.get("held_out_family")
     if held:
         names = held.get("families") or [held["family"]]
@@ -161,4 +219,11 @@ def summary_text(report: dict) -> str:
         d = held["grpo_vs_sft_mean_reward"]
         lines.append(f"  GRPO - SFT: {d['mean_difference']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. "
                      f"{d['ci95'][1]:+.3f})")  # fmt: skip
+    long = report.get("long")
+    if long:
+        for lv, m in long.get("levels", {}).items():
+            lines.append(f"long tasks, level {lv} (grpo): success {m['success_rate']:.1%} of "
+                         f"{m['episodes']}, {m.get('mean_calls')} calls per episode, "
+                         f"{m.get('mean_prompt_tokens')} prompt tokens per turn (max "
+                         f"{m.get('max_prompt_tokens')}), {m.get('overflowed')} overflowed")
     return "\n".join(lines)
