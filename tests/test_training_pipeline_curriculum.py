@@ -32,7 +32,8 @@ def test_the_curriculum_config_validates_and_trains_every_training_family_at_lev
     cfg = with_eval_families(load_config(CONFIG))
     assert cfg.eval.families == training and len(training) >= 31
     assert cfg.demos.levels == cfg.grpo.tasks.levels == cfg.eval.levels == [1, 2, 3]
-    assert cfg.eval.per_family >= 3 * len(cfg.eval.levels)  # >= 3 test tasks per level
+    assert cfg.eval.per_family % len(cfg.eval.levels) == 0  # as many tasks at each level
+    assert set(cfg.sft.select_checkpoint.families) <= set(training)
     held = held_out_config(cfg)
     assert held.eval.families == held_out_families() and held.eval.levels == [1]
     assert held.tools is None

@@ -144,6 +144,7 @@ def select_sft_checkpoint(config: TrainConfig, out: Path, model_dir: Path) -> di
         update={
             "eval": config.eval.model_copy(
                 update={"split": select.split, "per_family": select.per_family,
+                        "families": select.families or config.eval.families,
                         "phrasing": "seen"}  # held-out phrasings never choose a checkpoint
             )
         }

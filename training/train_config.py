@@ -112,6 +112,8 @@ class SelectSpec(Strict):
 
     split: Literal["validation"] = "validation"
     per_family: int = Field(10, ge=1)
+    # The families scored (cycling eval.levels); empty: the eval's own.
+    families: list[str] = Field(default_factory=list)
 
 
 # The prompt views `training/sft/views.py` renders (its VIEWS is read from this one list).

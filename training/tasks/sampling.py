@@ -162,6 +162,11 @@ def check_task_choices(config) -> None:
         grpo_sampler(config.grpo)
     if getattr(config, "demos", None) is not None:
         demo_sampler(config.demos)
+    select = getattr(getattr(config, "sft", None), "select_checkpoint", None)
+    if select is not None:
+        bad = [f for f in select.families if f not in FAMILIES or FAMILIES[f].held_out]
+        if bad:
+            raise TaskError(f"sft.select_checkpoint.families: {bad} are not training families")
     spec = getattr(config, "eval", None)
     if spec is not None and spec.held_out_families:
         bad = [f for f in spec.held_out_families if f not in FAMILIES or not FAMILIES[f].held_out]
