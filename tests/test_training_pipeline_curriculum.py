@@ -1,8 +1,8 @@
 """The curriculum pipeline's config (configs/pipeline-smollm2-curriculum.yaml) and the report
 figures it needs: success by level with 95 % intervals, each phrasing apart, GRPO - SFT pooled
 over the levels above the first, the long-task eval, and no zero-shot stage when it is off.
-(A --quick run of this pipeline costs several minutes here; tests/test_real_base.py runs the
-level-1 pipeline's stages end to end.)"""
+(A --quick run of this pipeline took 39 min here under load, too long for the suite; so the
+config and the report are tested, and tests/test_real_base.py runs the level-1 pipeline's stages.)"""
 
 from __future__ import annotations
 
