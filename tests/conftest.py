@@ -301,3 +301,13 @@ def pytest_runtest_teardown(item, nextitem):
         return (yield)
     finally:
         _guard_off()
+
+
+# --- the packaged base named by the environment ------------------------------------------------
+@pytest.fixture(scope="module")
+def base_data_env(base_data_dir):
+    """`base_data_dir`, with MODELWRIGHT_DATA_DIR naming it for the module's tests (what
+    `make_hf()`, the CLI and the eval harness read); restored afterwards."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MODELWRIGHT_DATA_DIR", str(base_data_dir))
+        yield base_data_dir

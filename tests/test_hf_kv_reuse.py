@@ -9,7 +9,6 @@ level-3-style conversation. Seeded weights, greedy decoding, no timing."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -205,21 +204,12 @@ def test_a_vision_model_runs_the_whole_prompt(tiny_model_dir):
 
 
 @pytest.fixture(scope="module")
-def base_agent(base_data_dir):
+def base_agent(base_data_env):
     """The Local agent as `modelwright eval --policy hf` loads it: the shipped adapter on the
     packaged base, in the default dtype."""
     from agents.policies.hf_policy import make_hf
 
-    old = os.environ.get("MODELWRIGHT_DATA_DIR")
-    os.environ["MODELWRIGHT_DATA_DIR"] = str(base_data_dir)
-    try:
-        policy = make_hf(max_tokens=64)
-    finally:
-        if old is None:
-            os.environ.pop("MODELWRIGHT_DATA_DIR", None)
-        else:
-            os.environ["MODELWRIGHT_DATA_DIR"] = old
-    return policy
+    return make_hf(max_tokens=64)
 
 
 def test_packaged_base_with_the_shipped_adapter_gives_the_same_calls_with_reuse(base_agent):

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from support.models_cli import models, one_error_line
 
 from agents.models.registry import (
     BASE_NAME,
@@ -19,20 +19,7 @@ from agents.models.registry import (
     ensure_base,
     packaged_gguf,
 )
-from studio.cli import build_app
 from tools.cli.exits import ExitCode
-
-
-def models(*args: str):
-    return CliRunner().invoke(build_app(), ["models", *args], env={"HF_HUB_OFFLINE": "1"})
-
-
-def one_error_line(result, code: int) -> str:
-    shown = f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
-    assert result.exit_code == code and "Traceback" not in result.output, shown
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: "), shown
-    return line
 
 
 def test_a_tampered_gguf_is_refused_before_anything_is_written(tmp_path):

@@ -10,23 +10,16 @@ import struct
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from support import models_cli
+from support.models_cli import models
 
-from studio.cli import build_app
 from tools.cli.exits import ExitCode
-
-
-def models(*args: str):
-    return CliRunner().invoke(build_app(), ["models", *args], env={"HF_HUB_OFFLINE": "1"})
 
 
 def one_error_line(result) -> str:
     shown = f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
-    assert result.exit_code == ExitCode.USAGE and "Traceback" not in result.output, shown
     assert result.exception is None or isinstance(result.exception, SystemExit), shown
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: "), shown
-    return line
+    return models_cli.one_error_line(result, ExitCode.USAGE)
 
 
 def listing(root: Path) -> dict[str, str]:

@@ -23,17 +23,6 @@ HELD = "primitive_placement:1:110003"  # a test-split seed: never trained on
 SHOWN = ["add_primitive", "transform", "set_material", "delete"]
 
 
-@pytest.fixture(scope="module")
-def data_dir(base_data_dir):
-    old = os.environ.get("MODELWRIGHT_DATA_DIR")
-    os.environ["MODELWRIGHT_DATA_DIR"] = str(base_data_dir)
-    yield base_data_dir
-    if old is None:
-        os.environ.pop("MODELWRIGHT_DATA_DIR", None)
-    else:
-        os.environ["MODELWRIGHT_DATA_DIR"] = old
-
-
 def _first_turns(ids: list[str]) -> list[dict]:
     """Oracle episodes of `ids` through the eval harness, captured turn by turn."""
     from training.eval.oracle import OraclePolicy
@@ -48,12 +37,12 @@ def _first_turns(ids: list[str]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def captured(data_dir):
+def captured(base_data_env):
     return _first_turns([*TRAIN, HELD])
 
 
 @pytest.fixture(scope="module")
-def base(data_dir):
+def base(base_data_env):
     from agents.policies.hf_policy import HFPolicyConfig, load_model
 
     return load_model(HFPolicyConfig(model=DEFAULT_LOCAL_MODEL, dtype="bfloat16"))
@@ -88,7 +77,7 @@ def test_zero_shot_reply_is_a_typed_no_call_with_its_tokens(base, captured):
 
 
 @pytest.fixture(scope="module")
-def sft_adapter(data_dir, captured, tmp_path_factory):
+def sft_adapter(base_data_env, captured, tmp_path_factory):
     """A LoRA adapter from a short SFT of the base on the oracle's turns of TRAIN."""
     from training.pipeline import _demo_rows
     from training.sft.demos import write_rows
@@ -132,11 +121,11 @@ def test_short_sft_teaches_the_call_format(base, captured, sft_adapter):
 
 
 @pytest.mark.timeout(1500)
-def test_run_records_the_real_models_token_ids(data_dir, sft_adapter, tmp_path):
+def test_run_records_the_real_models_token_ids(base_data_env, sft_adapter, tmp_path):
     from agents.store import Store
 
     store_dir = tmp_path / "store"
-    env = {**os.environ, "MODELWRIGHT_DATA_DIR": str(data_dir), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "MODELWRIGHT_DATA_DIR": str(base_data_env), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "studio.cli", "run", "--task", HELD, "--policy", "hf",
          "--model", DEFAULT_LOCAL_MODEL, "--adapter", str(sft_adapter), "--max-tokens", "72",
@@ -153,7 +142,7 @@ def test_run_records_the_real_models_token_ids(data_dir, sft_adapter, tmp_path):
     assert steps and steps[0].token_ids, "the first turn's generated ids are recorded"
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(Path(data_dir) / "models" / DEFAULT_LOCAL_MODEL)
+    tok = AutoTokenizer.from_pretrained(Path(base_data_env) / "models" / DEFAULT_LOCAL_MODEL)
     text = tok.decode(steps[0].token_ids, skip_special_tokens=True)
     assert steps[0].tool in text and "<tool_call>" in text
     assert len(steps[0].logprobs) == len(steps[0].token_ids)
