@@ -24,13 +24,13 @@ llama_cpp is imported inside functions: it is an optional extra.
 from __future__ import annotations
 
 import atexit
-import json
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from agents.policies.chat_format import render
+from agents.policies.hf_policy import common_prefix
 from agents.policies.protocol import PolicyError, PolicyReply, PromptBudget, TurnTokens
 from agents.policies.toolcall_parser import parse_tool_calls
 
@@ -51,7 +51,6 @@ class LlamaModel:
         self.n_ctx, self.threads = int(n_ctx), max(1, int(threads))
         self.stats_path = stats_path
         self._idle: list[Any] = []
-        self._made = 0
         self._lock = threading.Lock()
         self.counts = {"turns": 0, "prompt_tokens": 0, "prompt_encoded": 0, "new_tokens": 0,
                        "prefill_s": 0.0, "decode_s": 0.0}
@@ -79,7 +78,6 @@ class LlamaModel:
                 best = max(range(len(self._idle)),
                            key=lambda i: common_prefix(evaluated(self._idle[i]), ids))  # fmt: skip
                 return self._idle.pop(best)
-            self._made += 1
         return self._new_context()
 
     def give(self, llm: Any) -> None:
@@ -120,15 +118,6 @@ class LlamaModel:
 def evaluated(llm: Any) -> list[int]:
     """The tokens a context holds in its cache."""
     return llm.input_ids[: llm.n_tokens].tolist()
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class LlamaCppPolicy:
@@ -284,10 +273,3 @@ def load_fast(config: Any) -> tuple[LlamaCppPolicy | None, str]:
     progress(f"fast variant: {built.gguf.name} in llama.cpp, {threads} thread(s)")
     return LlamaCppPolicy(config, model, built.label), ""
 
-
-def read_speed(path: Path) -> dict | None:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
