@@ -606,3 +606,62 @@ def test_a_stuck_compacted_rollout_trains_on_its_turns_as_shown(tmp_path, tiny_m
     # (TRL's loss divides the logits by it), so they agree up to float noise.
     metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert metrics["rollout/logprob_mismatch"] < 1e-3, metrics
+
+
+def test_the_update_forward_skips_the_batchs_shared_left_padding_with_the_same_log_probs():
+    """`LeftPaddingTrim`: a micro-batch padded to a longer prompt elsewhere in the generation
+    batch runs only its own columns, and the completions' log-probs are those of the padded
+    forward (rotary positions are relative); a micro-batch of padding rows runs 2 columns plus
+    the completion width. Without the hook the same call runs every column."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from training.rl.rollouts import LeftPaddingTrim
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=4,
+                                         num_key_value_heads=2, max_position_embeddings=256))  # fmt: skip
+    model.train()
+    width, keep = 40, 5  # the generation batch's longest prompt + completion; the scored tail
+
+    def batch(lengths: list[int]) -> dict:
+        ids = torch.zeros(len(lengths), width, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for b, n in enumerate(lengths):  # left-padded prompt, then a `keep`-token completion
+            ids[b, width - n:] = torch.randint(1, 97, (n,))
+            mask[b, width - n:] = 1
+        labels = ids.masked_fill(mask == 0, -100)
+        labels[:, :-keep] = -100
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+    def scored(kwargs: dict) -> torch.Tensor:
+        logits = model(**kwargs).logits[:, -keep - 1 : -1].float()
+        target = kwargs["input_ids"][:, -keep:]
+        return torch.log_softmax(logits, -1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
+
+    seen: list[int] = []
+    probe = model.register_forward_pre_hook(
+        lambda _m, _a, kw: seen.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    real = batch([17, 12, 9])
+    plain = scored(dict(real))
+    trim = LeftPaddingTrim()
+    handle = trim.attach(model)
+    probe.remove()  # the probe must see what the trim leaves: after it
+    probe = model.register_forward_pre_hook(
+        lambda _m, _a, kw: seen.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    trimmed = scored(dict(real))
+    padding_rows = scored(batch([keep + 1] * 4))  # 1 prompt token + the completion each
+    handle.remove()
+    probe.remove()
+    assert seen == [width, 17, keep + 1]
+    assert torch.allclose(plain, trimmed, atol=1e-5), (plain - trimmed).abs().max()
+    assert padding_rows.shape == (4, keep)
+    assert trim.columns_in == 3 * width + 4 * width and trim.columns_kept == 3 * 17 + 4 * (keep + 1)
+    with torch.no_grad():  # generation and scoring without a gradient are left alone
+        trim.attach(model)
+        seen.clear()
+        model.register_forward_pre_hook(
+            lambda _m, _a, kw: seen.append(kw["input_ids"].shape[1]), with_kwargs=True)
+        model(**batch([9]))
+    assert seen == [width]

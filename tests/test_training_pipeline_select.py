@@ -85,3 +85,36 @@ def test_held_out_family_is_scored_on_its_test_seeds_with_its_tools_shown(tmp_pa
     assert full["held_out_family"]["tools"] == {
         HELD_OUT_FAMILY: list(family_tools(HELD_OUT_FAMILY))}
     assert f"held-out family {HELD_OUT_FAMILY} (1 test episodes" in full["summary"]
+
+
+def test_eval_stages_in_float32_run_their_episodes_turns_side_by_side_as_one_by_one(
+        tmp_path, tiny_text_dir):  # fmt: skip
+    """`eval.dtype: float32` with 2 workers: each greedy turn starts from its episode's
+    cached prefix and the episodes' turns run on their own threads (`turns_alongside`); every
+    episode's reward, steps, tokens out and prompt tokens per turn are those of one worker."""
+    import torch
+
+    from training.pipeline import evaluate_model
+    from training.train_config import TrainConfig
+
+    def run(workers: int) -> dict:
+        cfg = TrainConfig.model_validate({
+            "kind": "pipeline", "model": {"path": str(tiny_text_dir), "dtype": "bfloat16"},
+            "tools": ["set_material", "add_primitive"], "demos": {"families": ["materials"]},
+            "sft": {}, "grpo": {},
+            "eval": {"families": ["materials", "primitive_placement"], "per_family": 2,
+                     "max_steps": 2, "max_tokens": 12, "dtype": "float32", "workers": workers},
+        })  # fmt: skip
+        evaluate_model(cfg, tiny_text_dir, None, f"w{workers}", tmp_path)
+        return json.loads((tmp_path / f"eval-w{workers}.json").read_text())
+
+    threads = torch.get_num_threads()
+    one, two = run(1), run(2)
+    assert torch.get_num_threads() == threads  # the eval gives the stage its threads back
+
+    def seen(report: dict) -> list:
+        return sorted((e["task"], e["reward"], e["steps"], e["tokens_out"], e["prompt_tokens"])
+                      for e in report["episodes"])  # fmt: skip
+
+    assert len(one["episodes"]) == 4 and seen(two) == seen(one)
+    assert "cpu" not in one and two["cpu"]["turns_alongside"] is True

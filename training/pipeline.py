@@ -118,7 +118,10 @@ def evaluate_model(
     """Greedy episodes of the (adapted) model on the `eval:` tasks; writes eval-NAME.json."""
     from training.sft.trainer import load_model
 
-    model, processor = load_model(config.model, out, model_dir)
+    spec = config.model
+    if config.eval.dtype is not None:
+        spec = spec.model_copy(update={"dtype": config.eval.dtype})
+    model, processor = load_model(spec, out, model_dir)
     if adapter is not None:
         from peft import PeftModel
 

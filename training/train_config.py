@@ -300,6 +300,11 @@ class EvalSpec(Strict):
     # ... split into generates of at most this many padded prompt tokens (rows x the longest),
     # so a long prompt (a held-out family's tool result) is not padded onto every row.
     batch_tokens: int = Field(8192, ge=1)
+    # Pipeline: the dtype the eval stages load the model in (None: `model.dtype`). float32
+    # lets greedy turns start from their episode's cached prefix (`reuse_kv`), so a turn runs
+    # its new tokens only, and with `workers` > 1 and `batch` 1 the episodes' turns run side by
+    # side, the cores shared among them (the CLI eval's way, benchmarks/bench_contention.py).
+    dtype: Literal["float32", "bfloat16", "float16"] | None = None
     # Pipeline: also score SFT and GRPO on this many test seeds of each held-out family (the
     # families no split trains on), each task shown its family's declared toolbox; 0: not scored.
     held_out_per_family: int = Field(0, ge=0)

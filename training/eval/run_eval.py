@@ -129,13 +129,32 @@ def evaluate_loaded(
         workers = spec.batch
     kv = KVStore(capacity=workers + 1)  # this eval's turn caches: the weights do not change
 
-    def policy() -> CallCounter:
-        inner = HFPolicy.from_loaded(
+    def build() -> Any:
+        return HFPolicy.from_loaded(
             model, processor, model=label, tools=config.tools, max_tokens=spec.max_tokens
         )
+
+    # Turns whose tokens are their own (greedy, from their cached prefix: a float32 model,
+    # `eval.dtype`) run side by side on `workers` threads, the free cores shared among them,
+    # as the CLI eval runs them (training/cli/eval.py `shared_model_policies`).
+    alongside = batcher is None and workers > 1 and build().turns_stand_alone()
+    governor = threads = None
+    if alongside and str(getattr(model, "device", "cpu")) == "cpu":
+        import torch
+
+        from agents.models.cpu import ThreadGovernor, usable_cores
+
+        threads = torch.get_num_threads()
+        governor = ThreadGovernor(cap=max(1, usable_cores() // workers))
+        governor.apply()
+
+    def policy() -> CallCounter:
+        inner = build()
         inner.share_kv(kv)
         if batcher is not None:
             inner.join_lockstep(batcher)
+        if alongside:
+            inner.run_alongside()
         return CallCounter(inner, tally, lock)
 
     def on_done(record: dict, finished: int, total: int) -> None:
@@ -144,8 +163,16 @@ def evaluate_loaded(
         if progress is not None:
             progress(record, finished, total)
 
-    report = run_episodes(ids, policy, max_steps=spec.max_steps, workers=workers,
-                          progress=on_done)  # fmt: skip
+    try:
+        report = run_episodes(ids, policy, max_steps=spec.max_steps, workers=workers,
+                              progress=on_done)  # fmt: skip
+    finally:
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(threads)
+    if governor is not None:
+        report["cpu"] = {**governor.record(), "turns_alongside": True}
     if batcher is not None:
         report["lockstep_batches"] = [len(b) for b in batcher.batches]
     report["schema_valid_calls"] = tally

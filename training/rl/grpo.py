@@ -324,7 +324,7 @@ def run_grpo(
     from trl import GRPOTrainer
 
     from training.rl.grpo_server import ServerSync, ServerVision
-    from training.rl.rollouts import VisionRows
+    from training.rl.rollouts import LeftPaddingTrim, VisionRows
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's notice, once known
     spec, run = config.grpo, config.run
@@ -372,15 +372,19 @@ def run_grpo(
         if server is not None:
             trainer.add_callback(server.callback())
         hook = vision.attach(trainer.model)
+        trim = LeftPaddingTrim()
+        trim_hook = trim.attach(trainer.model)  # after vision's: it sees the rows as padded
         try:
             trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
         finally:
             hook.remove()
+            trim_hook.remove()
         adapter_dir = out_dir / "adapter"
         trainer.save_model(str(adapter_dir))
         processor.save_pretrained(str(adapter_dir))
         last = dict(runtime.last or {}, vision_attached=vision.attached,
-                    vision_misses=vision.misses, trained_rows=vision.trained)  # fmt: skip
+                    vision_misses=vision.misses, trained_rows=vision.trained,
+                    update_columns={"in": trim.columns_in, "kept": trim.columns_kept})  # fmt: skip
         if server is not None and server.vision is not None:
             last["server_vision"] = {"matched": server.vision.matched,
                                      "mismatched": server.vision.mismatches}  # fmt: skip

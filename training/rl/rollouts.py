@@ -190,6 +190,52 @@ def training_rows(groups: list[list[Rollout]], turns: int, pad_id: int, eos_id: 
     return out
 
 
+class LeftPaddingTrim:
+    """Drops, before each training forward, the columns every row of the micro-batch leaves
+    out (`attention_mask` 0 in all rows at the left: the padding of prompts shorter than the
+    generation batch's longest).
+
+    TRL pads a whole generation batch to its longest prompt before splitting it into micro-
+    batches, so each micro-batch paid for the longest prompt of all 32 rows; a micro-batch of
+    `training_rows`' padding rows (2 tokens each: the turn slots of rollouts that had ended;
+    with one-turn rollouts 28 of a step's 32 rows) cost as much as one of the longest real
+    turns. After the trim it costs its own rows' tokens. The scored positions are the last
+    ones, so the loss sees the same tokens; rotary position embeddings depend on relative
+    positions only, so the log-probs are the same up to float rounding (a test). A forward
+    pre-hook on the model (no trainer member touched), registered after `VisionRows`'."""
+
+    def __init__(self) -> None:
+        self.columns_in = 0
+        self.columns_kept = 0
+
+    def attach(self, module: Any) -> Any:
+        return module.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, _module: Any, args: tuple, kwargs: dict):
+        import torch
+
+        ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+        if args or ids is None or mask is None or ids.dim() != 2 or not torch.is_grad_enabled():
+            return None
+        if kwargs.get("pixel_values") is not None or kwargs.get("past_key_values") is not None:
+            return None
+        used = mask.sum(dim=0) > 0
+        labels = kwargs.get("labels")
+        if labels is not None:  # never past the first scored position
+            used = used | (labels != -100).any(dim=0)
+        if not bool(used.any()):
+            return None
+        first = int(used.nonzero()[0])
+        self.columns_in += int(ids.shape[1]) * int(ids.shape[0])
+        self.columns_kept += (int(ids.shape[1]) - first) * int(ids.shape[0])
+        if first == 0:
+            return None
+        for key, value in list(kwargs.items()):
+            if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape == ids.shape:
+                kwargs[key] = value[:, first:]
+        return args, kwargs
+
+
 class VisionRows:
     """Gives a trainer's forward pass the image tensors each row's prompt was generated with.
 
