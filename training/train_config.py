@@ -146,6 +146,10 @@ class SFTSpec(Strict):
     warmup_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0)
     gradient_checkpointing: bool = False
+    # Run each step's rows as one sequence holding their shared prefixes once (text-only
+    # models; training/sft/packing.py): the rows are ordered so that a step's batch comes from
+    # one task family (seeded), and the loss and gradients are those of the rows apart.
+    pack: bool = False
     # torch threads on CPU for this stage (default: run.cpu_threads). SFT runs no tool
     # workers beside it, so it can use every core where rollouts and evals leave one to them.
     cpu_threads: int | None = Field(None, ge=1)

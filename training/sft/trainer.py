@@ -179,6 +179,18 @@ def _prompt_curriculum(model, processor, data, collator, spec: SFTSpec, run: Run
     return model
 
 
+def _packed_order(data: Any, spec: Any, run: Any) -> Any:
+    """`data` in `pack_order`'s order: each step's batch from one family (`sft.pack`)."""
+    from training.sft.packing import pack_order
+
+    cols = data.column_names
+    tasks = data["task_id"] if "task_id" in cols else [""] * len(data)
+    episodes = data["episode_id"] if "episode_id" in cols else [str(i) for i in range(len(data))]
+    keys = [(str(t or "").split(":")[0], str(e or i), i)
+            for i, (t, e) in enumerate(zip(tasks, episodes, strict=True))]  # fmt: skip
+    return data.select(pack_order(keys, spec.per_device_train_batch_size, run.seed))
+
+
 class _IdCollator:
     """Adds the rows' ids to the batch so the trainer can log the data order."""
 
@@ -237,6 +249,9 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
     # The collator's labels mask the prompt; TRL's own mask needs a template it can patch,
     # which a template without tools (the Hermes format is rendered here) is not.
     own = {"assistant_only_loss": False} if uses_hermes(processor) else {}
+    packer = None
+    if spec.pack and is_text_only(processor):
+        data, own = _packed_order(data, spec, run), {**own, "train_sampling_strategy": "sequential"}
     args = sft_args(spec, run, out_dir, use_cpu=use_cpu, **own)
     tensorboard_dir(out_dir)
     peft = None if spec.full_finetune else peft_config(config.lora)
@@ -261,7 +276,22 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
         ),
     )
     trainer.samples_path = out_dir / "samples.jsonl"
-    output = trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    hook = None
+    if "train_sampling_strategy" in own:
+        from training.sft.packing import PrefixPacker
+
+        packer = PrefixPacker()
+        hook = packer.attach(trainer.model)
+    try:
+        output = trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    finally:
+        if hook is not None:
+            hook.remove()
+    if packer is not None:  # this run's (or this resumed part's) tokens: rows vs run
+        import json
+
+        (out_dir / "packing.json").write_text(json.dumps(
+            {"row_tokens": packer.tokens_in, "tokens_run": packer.tokens_run}))
     adapter_dir = out_dir / ("model" if spec.full_finetune else "adapter")
     trainer.save_model(str(adapter_dir))
     processor.save_pretrained(str(adapter_dir))

@@ -1,0 +1,116 @@
+"""SFT steps with `sft.pack` (shared prefixes run once) against the same rows apart (issue #49).
+
+Run: .venv/bin/python benchmarks/bench_sft_pack.py [--data demos.parquet] [--steps 3] [--batch 4]
+
+The packaged base in bfloat16 with the curriculum config's LoRA, on the curriculum's oracle
+demonstrations (`--data`: a demos.parquet, e.g. a pipeline run's; without it, oracle episodes
+of 4 families at levels 1-3 are run first, ~2 min). The batches are `pack_order`'s (each from
+one family), the first `--steps` of them; each is trained once apart (the baseline: padded
+rows, as `sft.pack: false` runs them) and once packed, alternately, forward and backward, no
+optimiser step (both see the same weights). Per batch: row tokens, tokens the packed forward
+ran, seconds each way, and the loss both ways. Ratios are apart / packed, load average beside
+them. JSON at the end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "pipeline-smollm2-curriculum.yaml"
+
+
+def demos(out: Path) -> Path:
+    from training.pipeline import base_folder, collect_demos
+    from training.train_config import load_config
+
+    config = load_config(CONFIG)
+    spec = config.demos.model_copy(update={
+        "families": ["primitive_placement", "materials", "scene_editing", "cad_parts"],
+        "per_family": 3})  # fmt: skip
+    config = config.model_copy(update={"demos": spec})
+    collect_demos(config, out, base_folder(config, out))
+    return out / "demos.parquet"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=4)
+    args = ap.parse_args()
+
+    import torch
+    from peft import get_peft_model
+
+    from training.runs import set_cpu_threads
+    from training.sft.data import ConversationCollator, load_conversations
+    from training.sft.packing import PrefixPacker, pack_order
+    from training.sft.trainer import load_model, peft_config
+    from training.train_config import load_config
+
+    config = load_config(CONFIG)
+    set_cpu_threads(config.run.cpu_threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_path = args.data or demos(Path(tmp))
+        data = load_conversations([str(data_path)])
+        if "images" in data.column_names:
+            data = data.remove_columns("images")
+        rows = data.to_list()
+        model, processor = load_model(config.model, Path(tmp))
+    model = get_peft_model(model, peft_config(config.lora))
+    model.train()
+    keys = [(str(r.get("task_id") or "").split(":")[0], str(r.get("episode_id") or i), i)
+            for i, r in enumerate(rows)]  # fmt: skip
+    order = pack_order(keys, args.batch, config.run.seed)
+    collator = ConversationCollator(processor)
+    packer = PrefixPacker()
+    results = []
+    load = [os.getloadavg()[0]]
+    for step in range(args.steps):
+        batch_rows = [rows[i] for i in order[step * args.batch : (step + 1) * args.batch]]
+        batch = collator(batch_rows)
+        one = {"rows": len(batch_rows), "family": keys[order[step * args.batch]][0],
+               "row_tokens": int(batch["attention_mask"].sum())}  # fmt: skip
+        for mode in ("apart", "packed"):
+            handle = packer.attach(model) if mode == "packed" else None
+            before = packer.tokens_run
+            model.zero_grad()
+            start = time.perf_counter()
+            loss = model(**{k: v for k, v in batch.items()}).loss
+            loss.backward()
+            one[f"{mode}_s"] = round(time.perf_counter() - start, 2)
+            one[f"{mode}_loss"] = round(float(loss), 5)
+            if handle is not None:
+                handle.remove()
+                one["tokens_run"] = packer.tokens_run - before
+        one["ratio"] = round(one["apart_s"] / one["packed_s"], 2)
+        results.append(one)
+        print(json.dumps(one), flush=True)
+    load.append(os.getloadavg()[0])
+    apart = sum(r["apart_s"] for r in results)
+    packed = sum(r["packed_s"] for r in results)
+    summary = {
+        "batches": len(results), "batch_rows": args.batch,
+        "row_tokens": sum(r["row_tokens"] for r in results),
+        "tokens_run": sum(r["tokens_run"] for r in results),
+        "apart_s": round(apart, 1), "packed_s": round(packed, 1),
+        "speedup": round(apart / packed, 2), "load_start_end": load,
+        "max_loss_difference": max(abs(r["apart_loss"] - r["packed_loss"]) for r in results),
+        "torch_threads": torch.get_num_threads(),
+    }  # fmt: skip
+    print(f"apart {apart:.1f} s, packed {packed:.1f} s: x{summary['speedup']} "
+          f"({summary['row_tokens']} row tokens, {summary['tokens_run']} run), "
+          f"load {load[0]:.2f} -> {load[1]:.2f}")  # fmt: skip
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
