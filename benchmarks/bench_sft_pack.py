@@ -44,8 +44,11 @@ def main() -> int:
     ap.add_argument("--data", type=Path)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--modes", default="apart,packed",
-                    help="apart (one padded batch), single (each row alone), packed")
+    ap.add_argument("--modes", default="apart,unmasked,single,packed",
+                    help="apart (one padded batch), unmasked (the same, padding left out of the "
+                         "attention mask), single (each row alone), single_unmasked (each row alone, padded to --pad, "
+                         "unmasked), packed")
+    ap.add_argument("--pad", type=int, default=64, help="pad_to_multiple_of")
     args = ap.parse_args()
 
     import torch
@@ -58,6 +61,9 @@ def main() -> int:
     from training.train_config import load_config
 
     config = load_config(CONFIG)
+    from training.runs import allocator_args, bound_allocator
+
+    bound_allocator(**allocator_args(config.run))  # as the config's training sets it
     set_cpu_threads(config.run.cpu_threads)
     with tempfile.TemporaryDirectory() as tmp:
         data_path = args.data or demos(Path(tmp))
@@ -71,7 +77,9 @@ def main() -> int:
     keys = [(str(r.get("task_id") or "").split(":")[0], str(r.get("episode_id") or i), i)
             for i, r in enumerate(rows)]  # fmt: skip
     order = pack_order(keys, args.batch, config.run.seed)
-    collator = ConversationCollator(processor)
+    collator = ConversationCollator(processor, pad_to_multiple_of=args.pad)
+    unmasked = ConversationCollator(processor, pad_to_multiple_of=args.pad, mask_padding=False)
+    plain = ConversationCollator(processor)  # single rows: no padding at all
     packer = PrefixPacker()
     results = []
     load = [os.getloadavg()[0]]
@@ -85,15 +93,20 @@ def main() -> int:
             before = packer.tokens_run
             model.zero_grad()
             start = time.perf_counter()
-            if mode == "single":  # each row alone: no padding, so attention runs causal
-                scored = sum(int((collator([r])["labels"] != -100).sum()) for r in batch_rows)
+            if mode in ("single", "single_unmasked"):  # each row alone: attention runs causal
+                each = plain if mode == "single" else unmasked  # no padding / padded, unmasked
+                scored = sum(int((each([r])["labels"] != -100).sum()) for r in batch_rows)
                 total = 0.0
                 for r in batch_rows:
-                    part = collator([r])
+                    part = each([r])
                     loss = model(**part).loss * int((part["labels"] != -100).sum()) / scored
                     loss.backward()
                     total += float(loss.detach())
                 value = total
+            elif mode == "unmasked":  # the padded batch, its padding left unmasked
+                loss = model(**unmasked(batch_rows)).loss
+                loss.backward()
+                value = float(loss.detach())
             else:
                 loss = model(**dict(batch)).loss
                 loss.backward()

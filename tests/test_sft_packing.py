@@ -130,3 +130,52 @@ def test_sft_with_pack_trains_through_trl_on_family_batches(tmp_path, tiny_text_
     steps = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     for step in steps:
         assert len(step["ids"]) == 2 and len({s.split("-")[0] for s in step["ids"]}) == 1, step
+
+
+def test_unmasked_right_padding_gives_the_loss_and_gradients_of_masked_padding(tiny_text_dir):
+    """`sft.mask_padding: false`: the collator's right padding stays in the attention mask
+    (all ones, so attention runs causal, no mask) but out of the loss; a real token never
+    attends to the padding after it, so loss and gradients are those of the masked batch."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_text_dir), dtype=torch.float32)
+    model.train()
+    rows, labels = _rows()
+    width = -(-max(map(len, rows)) // 16) * 16
+    ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+    lab = torch.tensor([x + [-100] * (width - len(x)) for x in labels])
+    masked = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+
+    def loss_and_grads(mask) -> tuple[float, dict]:
+        model.zero_grad()
+        loss = model(input_ids=ids, attention_mask=mask, labels=lab).loss
+        loss.backward()
+        return float(loss), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    loss_m, grads_m = loss_and_grads(masked)
+    loss_u, grads_u = loss_and_grads(torch.ones_like(masked))
+    assert abs(loss_m - loss_u) < 1e-5
+    for name, grad in grads_m.items():
+        assert torch.allclose(grads_u[name], grad, atol=1e-5, rtol=1e-4), name
+    # the collator's switch
+    from transformers import AutoTokenizer
+
+    from training.sft.data import ConversationCollator
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_text_dir))
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}],
+           "tools": "[]"}  # fmt: skip
+    for mask_padding, ones in ((True, False), (False, True)):
+        batch = ConversationCollator(tok, pad_to_multiple_of=64, mask_padding=mask_padding)([row])
+        assert batch["input_ids"].shape[1] == 64
+        assert bool((batch["attention_mask"] == 1).all()) is ones
+        assert int((batch["labels"] != -100).sum()) > 0
+
+
+def test_a_runs_mmap_threshold_is_what_training_sets():
+    from training.runs import allocator_args
+    from training.train_config import RunSpec
+
+    assert allocator_args(RunSpec()) == {}  # the env's, else 2 MB
+    assert allocator_args(RunSpec(mmap_threshold_mb=32)) == {"mmap_threshold": 32 << 20}

@@ -234,11 +234,11 @@ def _memory_status() -> dict:
 
 def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     from training.rl.grpo import run_grpo
-    from training.runs import bound_allocator, set_cpu_threads
+    from training.runs import allocator_args, bound_allocator, set_cpu_threads
     from training.sft.tiny_model import build_tiny_model
     from training.sft.trainer import run_sft
 
-    bound_allocator()  # before the stages' threads start
+    bound_allocator(**allocator_args(config.run))  # before the stages' threads start
     config = with_eval_families(config)
     check_shown_tools(config)
     out.mkdir(parents=True, exist_ok=True)

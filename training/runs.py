@@ -419,6 +419,12 @@ def mmap_threshold_setting(environ: dict | None = None) -> int | None:
     return value
 
 
+def allocator_args(run: Any) -> dict:
+    """`bound_allocator`'s arguments for a run: its `run.mmap_threshold_mb`, else the env's."""
+    mb = getattr(run, "mmap_threshold_mb", None)
+    return {"mmap_threshold": mb << 20} if mb else {}
+
+
 def bound_allocator(arenas: int = 2, mmap_threshold: int | None | str = "env") -> bool:
     """Bound what glibc's malloc keeps that no live object uses, for the running process:
 

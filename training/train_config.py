@@ -81,6 +81,11 @@ class LoraSpec(Strict):
 class RunSpec(Strict):
     out_dir: str | None = None  # default: runs/<config name>; `--out` overrides
     seed: int = 0
+    # malloc's mmap threshold for training, in MB (training/runs.py `bound_allocator`); None:
+    # MODELWRIGHT_MMAP_THRESHOLD, else 2 MB, which bounds the heap but makes every freed block
+    # of 2 MB or more a fresh mapping to fault in: cheap for the level-1 rows, x1.6-1.8 a step
+    # on the curriculum's ~1,700-token rows, whose activations are larger (bench_sft_pack.py).
+    mmap_threshold_mb: int | None = Field(None, ge=1, le=1024)
     save_steps: int = Field(20, ge=1)  # checkpoint every N optimiser steps
     save_total_limit: int = Field(3, ge=1)
     # Score the model on the `eval:` section's held-out tasks every N checkpoints (and at the
@@ -143,6 +148,11 @@ class SFTSpec(Strict):
     # Pad each batch to a multiple of this many tokens (masked out of the loss): fewer tensor
     # sizes, so the allocator reuses what the last steps freed (docs/TRAINING.md, "Memory").
     pad_to_multiple_of: int | None = Field(None, ge=1)
+    # false: the right padding is scored out (labels) but left in the attention mask, which is
+    # then all ones: causal attention never shows a real token the padding after it, so the
+    # loss is the same, and torch's CPU attention takes its causal kernel instead of building
+    # every score matrix (training/sft/data.py ConversationCollator).
+    mask_padding: bool = True
     warmup_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0)
     gradient_checkpointing: bool = False

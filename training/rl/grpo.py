@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from training.runs import (
+    allocator_args,
     bound_allocator,
     checkpoint_step,
     make_callbacks,
@@ -329,7 +330,7 @@ def run_grpo(
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's notice, once known
     spec, run = config.grpo, config.run
     score_loss_positions_only()  # the update scores the completions' positions only, as on a GPU
-    bound_allocator()  # before the trainer's and the rollouts' threads start
+    bound_allocator(**allocator_args(run))  # before the trainer's and the rollouts' threads start
     set_cpu_threads(run.cpu_threads if not torch.cuda.is_available() else None)
     ckpt = prepare_run_dir(out_dir, config_text or config.model_dump_json(indent=2), resume)
     if ckpt is not None and checkpoint_step(ckpt) >= spec.max_steps:  # a finished run resumed

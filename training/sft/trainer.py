@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from training.runs import (
+    allocator_args,
     bound_allocator,
     checkpoint_step,
     make_callbacks,
@@ -217,7 +218,7 @@ def run_sft(
 
     spec, run = config.sft, config.run
     before = torch.get_num_threads()
-    bound_allocator()  # before the trainer's threads start
+    bound_allocator(**allocator_args(run))  # before the trainer's threads start
     set_cpu_threads(None if torch.cuda.is_available() else (spec.cpu_threads or run.cpu_threads))
     try:
         return _run_sft(config, out_dir, resume, model_path, config_text)
@@ -244,7 +245,8 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
         # A text-only model trains on the rows' text; the frames stay in the store.
         data = data.remove_columns("images")
     collator = _IdCollator(ConversationCollator(processor, spec.max_length,
-                                                      pad_to_multiple_of=spec.pad_to_multiple_of), id_column)
+                                                      pad_to_multiple_of=spec.pad_to_multiple_of,
+                                                      mask_padding=spec.mask_padding), id_column)
     use_cpu = not torch.cuda.is_available()
     # The collator's labels mask the prompt; TRL's own mask needs a template it can patch,
     # which a template without tools (the Hermes format is rendered here) is not.
