@@ -49,6 +49,8 @@ def main() -> int:
                          "attention mask), single (each row alone), single_unmasked (each row alone, padded to --pad, "
                          "unmasked), packed")
     ap.add_argument("--pad", type=int, default=64, help="pad_to_multiple_of")
+    ap.add_argument("--trim", action="store_true",
+                    help="hand the heap's free pages back before each batch, as SFT's steps do")
     args = ap.parse_args()
 
     import torch
@@ -89,6 +91,10 @@ def main() -> int:
         one = {"rows": len(batch_rows), "family": keys[order[step * args.batch]][0],
                "row_tokens": int(batch["attention_mask"].sum())}  # fmt: skip
         for mode in args.modes.split(","):
+            if args.trim:
+                from training.runs import trim_heap
+
+                trim_heap()
             handle = packer.attach(model) if mode == "packed" else None
             before = packer.tokens_run
             model.zero_grad()

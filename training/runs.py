@@ -261,8 +261,11 @@ def make_callbacks(
         def on_step_begin(self, args, state, control, **kwargs):
             # the last step's activations and gradients are freed: their pages go back to the
             # OS (glibc keeps what differently sized batches freed; an SFT stage's resident
-            # memory climbed ~27 MB a step without it, 4.5 -> 7.2 GB over 100 steps)
-            trim_heap()
+            # memory climbed ~27 MB a step without it, 4.5 -> 7.2 GB over 100 steps), unless
+            # the run keeps them (`run.trim_heap: false`: faulting them in again each step
+            # cost x1.4 on the curriculum's long rows, benchmarks/bench_sft_pack.py --trim)
+            if getattr(run, "trim_heap", True):
+                trim_heap()
             if _GOVERNOR is not None:  # the machine may have changed: threads for it now
                 _GOVERNOR.maybe_apply()
 
