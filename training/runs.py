@@ -261,10 +261,12 @@ def make_callbacks(
         def on_step_begin(self, args, state, control, **kwargs):
             # the last step's activations and gradients are freed: their pages go back to the
             # OS (glibc keeps what differently sized batches freed; an SFT stage's resident
-            # memory climbed ~27 MB a step without it, 4.5 -> 7.2 GB over 100 steps), unless
-            # the run keeps them (`run.trim_heap: false`: faulting them in again each step
-            # cost x1.4 on the curriculum's long rows, benchmarks/bench_sft_pack.py --trim)
-            if getattr(run, "trim_heap", True):
+            # memory climbed ~27 MB a step without it, 4.5 -> 7.2 GB over 100 steps), every
+            # `run.trim_heap_every` steps (faulting them in again each step cost x1.4 on the
+            # curriculum's long rows, benchmarks/bench_sft_pack.py --trim; never trimming, its
+            # heap grew ~100 MB a step)
+            every = getattr(run, "trim_heap_every", 1)
+            if every and state.global_step % every == 0:
                 trim_heap()
             if _GOVERNOR is not None:  # the machine may have changed: threads for it now
                 _GOVERNOR.maybe_apply()

@@ -86,10 +86,11 @@ class RunSpec(Strict):
     # of 2 MB or more a fresh mapping to fault in: cheap for the level-1 rows, x1.6-1.8 a step
     # on the curriculum's ~1,700-token rows, whose activations are larger (bench_sft_pack.py).
     mmap_threshold_mb: int | None = Field(None, ge=1, le=1024)
-    # Hand the heap's free pages back to the OS before each training step (bounds resident
-    # memory, training/runs.py); false keeps them for the next step, which then faults in
-    # nothing new: x1.4 a step on the curriculum's long rows, at the price of a heap that grows.
-    trim_heap: bool = True
+    # Hand the heap's free pages back to the OS before every N-th training step (bounds resident
+    # memory, training/runs.py; 0: never). Between trims a step reuses the pages the last one
+    # freed instead of faulting them in again: x1.4 a step on the curriculum's long rows
+    # (bench_sft_pack.py --trim), whose heap grows ~100 MB a step untrimmed.
+    trim_heap_every: int = Field(1, ge=0)
     save_steps: int = Field(20, ge=1)  # checkpoint every N optimiser steps
     save_total_limit: int = Field(3, ge=1)
     # Score the model on the `eval:` section's held-out tasks every N checkpoints (and at the
