@@ -499,7 +499,14 @@ def serve(server: EnvServer, host: str = "127.0.0.1", port: int = 8000,
             ready(f"http://{host}:{sock.getsockname()[1]}")
 
         uv.startup = startup
+    bound = sock.getsockname()[1]
     uv.run(sockets=[sock])
+    # uvicorn stops on the signal it captured and mostly raises it again once shut down, which
+    # ends here as KeyboardInterrupt (the CLI's exit 130). When it only returns, a server that
+    # had started was told to stop all the same: say so the one way, never exit 0 after Ctrl-C.
+    if uv.started:
+        raise KeyboardInterrupt
+    raise OSError(f"the server on {host}:{bound} did not start")
 
 
 class Background:
