@@ -8,10 +8,13 @@ prompts showed and the measured table, and make it the Local agent's default.
         its GRPO adapter (--stage sft for SFT's) and OUT/report.json
 
 The tools default to the `tools:` of the run's config (RUN/config.yaml, the pipeline's
-OUT/sft/config.yaml); the base to the registered model the adapter was trained on. Afterwards:
-`modelwright models list` shows it on its base, the studio's Local agent and `modelwright run
---policy hf` use it, and tests/test_studio_shipped_xvfb.py runs with it. Commit the folder
-(git add assets/agents/NAME assets/agents/DEFAULT).
+OUT/sft/config.yaml); a run with none (the curriculum: each task showed its family's toolbox)
+ships the rule for a person's goal, which has no family: the scene toolbox, or the CAD one for
+a goal in a CAD part's words (training/tasks/toolbox.py `goal_toolboxes`). The base defaults
+to the registered model the adapter was trained on. Afterwards: `modelwright models list`
+shows it on its base, the studio's Local agent and `modelwright run --policy hf` use it, and
+tests/test_studio_shipped_xvfb.py runs with it. Commit the folder (git add assets/agents/NAME
+assets/agents/DEFAULT).
 """
 
 from __future__ import annotations
@@ -46,11 +49,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from agents.models.shipped import ship
     from tools.cli.exits import UserError, one_line
+    from training.tasks.toolbox import goal_toolboxes
 
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
     try:
         shipped = ship(args.source, args.report, args.name, dest=args.dest, tools=tools,
-                       base=args.base, stage=args.stage, make_default=not args.no_default)
+                       base=args.base, stage=args.stage, make_default=not args.no_default,
+                       per_family=goal_toolboxes())
     except UserError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return int(exc.exit_code)
@@ -58,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"shipped {shipped.name} on {shipped.base}{default}: {shipped.path}")
     print(f"  can do {shipped.can_do()}")
     print(f"  tools shown: {', '.join(shipped.tools)}; measured by {shipped.report}")
+    for box in shipped.toolboxes:
+        print(f"  a goal in its {box['name']} words shows: {', '.join(box['tools'])}")
     return 0
 
 

@@ -217,3 +217,23 @@ def test_capability_words():
     assert capability(TOOLS, {}) == "edits: add a primitive, set a material, delete, move"
     assert capability(["cad_box"], {"levels": [1], "success_rate": 0.5, "episodes": 4}) == (
         "one-call edits: make a CAD box; ~50 % of its 4 test tasks solved")
+
+
+def test_a_run_whose_prompts_showed_each_familys_toolbox_ships_the_goal_rule(tmp_path, agents_dir):
+    run = pipeline_run(tmp_path / "run")
+    for stage in ("sft", "grpo"):  # the curriculum's config: no `tools:` list
+        (run / stage / "config.yaml").write_text(json.dumps({"kind": "pipeline"}))
+    with pytest.raises(UserError, match="no `tools:` list"):
+        ship(run, None, "x")
+    cad = ["cad_box", "cad_hole"]
+    rule = {"tools": TOOLS, "toolboxes": [{"name": "cad", "words": ["hole", "plate"],
+                                           "tools": cad}]}
+    shipped = ship(run, None, "smollm2-curriculum", per_family=rule)
+    manifest = json.loads((agents_dir / "smollm2-curriculum" / "manifest.json").read_text())
+    assert manifest["tools"] == TOOLS and manifest["toolboxes"] == rule["toolboxes"]
+    assert shipped.tools == TOOLS and shipped.toolboxes == rule["toolboxes"]
+    assert shipped.tools_for("Drill a 6 mm hole in 'Base'") == cad
+    assert shipped.tools_for("Add a cube named 'Plate'") == TOOLS  # a name, not a word
+    assert "(cad goals: its cad tools)" in shipped.can_do()
+    kept = ship(pipeline_run(tmp_path / "run2"), None, "lvl1", per_family=rule)
+    assert kept.tools == TOOLS and kept.toolboxes == []  # a run's own list wins

@@ -103,9 +103,18 @@ def test_before_a_run_it_says_what_the_selected_agent_can_do(studio, agents_dir,
     dock.fast.setChecked(True)  # the fast variant (--variant fast)
     assert dock.request().options["variant"] == "fast"
     dock.fast.setChecked(False)
+    # a curriculum adapter keeps a rule for a goal's toolbox (its prompts showed each
+    # family's): the dock hands it over with the default tools
+    rule = [{"name": "cad", "words": ["hole"], "tools": ["cad_box", "cad_hole"]}]
+    ship(pipeline_run(tmp_path / "cur"), None, "smollm2-curriculum", dest=agents_dir,
+         toolboxes=rule)
+    request = dock.request()
+    assert request.options["adapter"] == str(agents_dir / "smollm2-curriculum")
+    assert request.options["goal_toolboxes"] == rule
     dock.policy.setCurrentText("oracle")
     assert dock.about.text().startswith("Plays the chosen task's own solution")
-    for folder in (agents_dir / "smollm2-level1", agents_dir / "DEFAULT"):  # as it was
+    for folder in (agents_dir / "smollm2-level1", agents_dir / "smollm2-curriculum",
+                   agents_dir / "DEFAULT"):  # as it was
         if folder.is_dir():
             import shutil
 

@@ -139,7 +139,8 @@ class EpisodeLoop:
     def _start(self) -> bytes | None:
         began = time.perf_counter()
         setup_calls = build_start_state(self.session, self.setup)
-        self.policy.reset(self.task_info)
+        # a goal with no task: its words, for a policy that picks a toolbox by them
+        self.policy.reset(self.task_info if self.task_info is not None else {"goal": self.goal})
         png, scene = self._observe_scene(force=True)
         self.result.initial_frame = png
         self.history = [{"role": "system", "content": self.config.system_prompt}]

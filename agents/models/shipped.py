@@ -58,6 +58,8 @@ class ShippedAdapter:
     path: str  # the folder
     base: str  # the registered model it belongs to (the packaged base)
     tools: list[str] = field(default_factory=list)  # the tools its prompts showed
+    # toolboxes a free-form goal's words choose instead of `tools` ({"name", "words", "tools"})
+    toolboxes: list[dict] = field(default_factory=list)
     report: str | None = None  # the eval report that measured it
     measured: dict = field(default_factory=dict)
     default: bool = False
@@ -67,16 +69,44 @@ class ShippedAdapter:
 
     def can_do(self) -> str:
         """What it can do, in one sentence for the Agent dock."""
-        return capability(self.tools, self.measured)
+        return capability(self.tools, self.measured, self.toolboxes)
+
+    def tools_for(self, goal: str) -> list[str]:
+        """The tools a free-form `goal` is shown with (`tools_for_goal`)."""
+        return tools_for_goal(goal, self.tools, self.toolboxes)
 
 
-def capability(tools: list[str], measured: dict) -> str:
+# a quoted name ('Block', "Plate"), not an apostrophe (I'd, it's)
+QUOTED = re.compile(r"(?<![A-Za-z])('[^']*'|\"[^\"]*\"|‘[^’]*’|“[^”]*”)(?![A-Za-z])")
+
+
+def tools_for_goal(goal: str, tools: list[str], toolboxes: list[dict] | None) -> list[str]:
+    """The first of `toolboxes` one of whose `words` the goal uses (as a word, any case,
+    digits apart: "12mm" uses "mm"; quoted names left out), else `tools`. The rule never sees
+    a solution: a shipped adapter keeps it for goals with no task (training/tasks/toolbox.py
+    `goal_toolboxes`)."""
+    if not toolboxes or not goal:
+        return list(tools)
+    used = set(re.findall(r"[a-z]+", QUOTED.sub(" ", goal).lower()))
+    for box in toolboxes:
+        words = box.get("words") if isinstance(box, dict) else None
+        chosen = box.get("tools") if isinstance(box, dict) else None
+        if isinstance(words, list) and isinstance(chosen, list) and chosen and used & {
+                str(w).lower() for w in words}:
+            return [str(t) for t in chosen]
+    return list(tools)
+
+
+def capability(tools: list[str], measured: dict, toolboxes: list[dict] | None = None) -> str:
     """"one-call edits: add a primitive, set a material, move, delete; 97 % of its 60 test
     tasks solved" from a manifest's tools and measured figures."""
     levels = measured.get("levels") or []
     kind = "one-call edits" if levels == [1] else "edits"
     words = ", ".join(TOOL_WORDS.get(t, t.replace("_", " ")) for t in tools) or "no tools"
     text = f"{kind}: {words}"
+    for box in toolboxes or []:
+        if isinstance(box, dict) and box.get("name"):
+            text += f" ({box['name']} goals: its {box['name']} tools)"
     rate, n = measured.get("success_rate"), measured.get("episodes")
     if isinstance(rate, int | float) and n:
         split = measured.get("split") or "test"
@@ -108,6 +138,7 @@ def list_shipped(root: Path | None = None) -> list[ShippedAdapter]:
         found.append(ShippedAdapter(
             name=folder.name, path=str(folder), base=str(data.get("base") or BASE_NAME),
             tools=[str(t) for t in data.get("tools") or []],
+            toolboxes=[b for b in data.get("toolboxes") or [] if isinstance(b, dict)],
             report=str(folder / report) if isinstance(report, str) else None,
             measured=data.get("measured") if isinstance(data.get("measured"), dict) else {},
             default=folder.name == default))
@@ -185,13 +216,17 @@ def verify(folder: str | os.PathLike[str]) -> dict:
 def ship(source: str | os.PathLike[str], report: str | os.PathLike[str] | None, name: str,
          dest: str | os.PathLike[str] | None = None, tools: list[str] | None = None,
          base: str | None = None, stage: str | None = None,
-         make_default: bool = True) -> ShippedAdapter:
+         make_default: bool = True, toolboxes: list[dict] | None = None,
+         per_family: dict | None = None) -> ShippedAdapter:
     """Copy the adapter at `source` and its eval `report` into DEST/NAME, pinned by a manifest.
 
     `source` is an adapter folder (adapter_config.json) or the run folder of `modelwright train
     pipeline` (then its GRPO adapter, or `stage`'s: sft | grpo, and OUT/report.json); `tools`
     defaults to the `tools:` of the run's config beside the adapter; `base` to the registered
-    model the adapter was trained on (the packaged base when its config names that folder)."""
+    model the adapter was trained on (the packaged base when its config names that folder);
+    `toolboxes`: the ones a free-form goal's words choose instead of `tools` (`tools_for_goal`).
+    `per_family` ({"tools", "toolboxes"}) is used when neither `tools` nor the run's config
+    names a list: a run whose prompts each showed their family's toolbox (the curriculum)."""
     if not NAME.fullmatch(name):
         raise ModelError(f"{name!r} is not a name: letters, digits, '.', '_' and '-'")
     adapter, report_path, stage = _locate(Path(source).expanduser(), report, stage)
@@ -209,6 +244,8 @@ def ship(source: str | os.PathLike[str], report: str | os.PathLike[str] | None, 
                          "an eval report (`modelwright eval --json FILE`)") from None
     measured = measured_from(report_data, stage)
     tools = list(tools) if tools else _run_tools(adapter)
+    if not tools and per_family:
+        tools, toolboxes = list(per_family.get("tools") or []), per_family.get("toolboxes")
     if not tools:
         raise ModelError(f"no `tools:` list found for {adapter} (none in the run's config); "
                          "pass --tools add_primitive,set_material,... as its prompts showed them")
@@ -226,7 +263,8 @@ def ship(source: str | os.PathLike[str], report: str | os.PathLike[str] | None, 
         manifest = {
             "format": FORMAT, "name": name, "kind": "lora-adapter", "base": base,
             **({"base_sha256": BASE_SHA256} if base == BASE_NAME else {}),
-            "tools": tools, "report": "report.json", "measured": measured,
+            "tools": tools, **({"toolboxes": list(toolboxes)} if toolboxes else {}),
+            "report": "report.json", "measured": measured,
             "files": {f: sha256_of(tmp / f) for f in SHIPPED_FILES},
             "source": {"adapter": str(adapter.resolve()), "report": str(report_path.resolve())},
             "created": now(),

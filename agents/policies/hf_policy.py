@@ -60,6 +60,9 @@ class HFPolicyConfig:
     # The tools shown for a free-form goal (no task toolbox, no `tools`): a shipped adapter's
     # trained list (agents/models/shipped.py); None: the whole catalogue.
     goal_tools: list[str] | None = None
+    # Toolboxes a free-form goal's words choose instead of `goal_tools` (a shipped adapter's
+    # manifest: [{"name", "words", "tools"}], `agents.models.shipped.tools_for_goal`).
+    goal_toolboxes: list[dict] | None = None
     # Stop-on-prose: when the first turn's first N generated tokens do not begin a tool call,
     # stop there (the reply has no call and the loop ends the episode). None or 0: off. The
     # studio's Local agent and `modelwright run --policy hf` turn it on; eval and training don't.
@@ -121,6 +124,12 @@ class HFPolicy:
         # A task's toolbox, shown when no list is configured (a small model cannot afford
         # the whole catalogue in every prompt).
         self._task_tools = (task_info or {}).get("tools")
+        if self._task_tools is None and self.config.goal_toolboxes:  # a person's goal
+            from agents.models.shipped import tools_for_goal
+
+            self._task_tools = tools_for_goal(str((task_info or {}).get("goal") or ""),
+                                              self.config.goal_tools or [],
+                                              self.config.goal_toolboxes) or None
         self._task_id = (task_info or {}).get("task_id")
         self._kv.release(self)  # the episode's cache is no longer this conversation's
 
@@ -989,4 +998,6 @@ def default_local_config(config: HFPolicyConfig) -> HFPolicyConfig:
         shipped = shipped_at(config.adapter) if config.adapter else None
     if shipped is not None and config.goal_tools is None and shipped.tools:
         config.goal_tools = list(shipped.tools)
+        if config.goal_toolboxes is None and shipped.toolboxes:
+            config.goal_toolboxes = list(shipped.toolboxes)
     return config

@@ -145,6 +145,12 @@ class LlamaCppPolicy:
     def reset(self, task_info: dict | None = None) -> None:
         self._turn = 0
         self._task_tools = (task_info or {}).get("tools")
+        if self._task_tools is None and self.config.goal_toolboxes:  # a person's goal
+            from agents.models.shipped import tools_for_goal
+
+            self._task_tools = tools_for_goal(str((task_info or {}).get("goal") or ""),
+                                              self.config.goal_tools or [],
+                                              self.config.goal_toolboxes) or None
 
     def shown(self) -> list[str] | None:
         if self.config.tools is not None:

@@ -324,6 +324,8 @@ class AgentDock(QWidget):
                 options = {"adapter": adapter}
             if shipped is not None and shipped.tools:  # the tools its prompts showed
                 options["goal_tools"] = list(shipped.tools)
+                if shipped.toolboxes:  # and the ones a goal's words choose (a CAD part's)
+                    options["goal_toolboxes"] = list(shipped.toolboxes)
             if self.fast.isChecked():
                 options["variant"] = "fast"
         task = self.controller.task if self.use_task.isChecked() else None

@@ -55,3 +55,28 @@ def in_catalogue_order(toolbox: tuple[str, ...]) -> tuple[str, ...]:
 
     declared = set(toolbox)
     return tuple(spec["name"] for spec in catalogue() if spec["name"] in declared)
+
+
+# -- a person's goal, which has no family --------------------------------------------------------
+# The studio's Local agent and `modelwright run` get a goal with no task behind it, so no
+# family's toolbox: they show a domain's, chosen from the goal's own words (never from a
+# solution). A goal in a CAD part's words (a hole, a fillet, a plate, a bracket; not units,
+# which scene goals use too) shows the CAD toolbox, any other goal the scene one. Both are
+# toolboxes training families declare as they are (brackets' and dimension edits'; requests'
+# and materials'), so an adapter trained across the families has seen each. Words inside
+# quotes (object names: 'Block', 'Plate') do not count. tests/test_goal_toolbox.py routes the
+# training families' own goals, in both phrasings, with this rule.
+CAD_WORDS = (
+    "cad", "part", "parts", "hole", "holes", "bore", "bores", "counterbore", "fillet",
+    "filleted", "fillets", "chamfer", "chamfered", "chamfers", "flange", "bracket", "plate",
+    "block", "shaft", "sheet", "profile", "extrude", "extruded", "revolve", "revolved",
+)
+
+
+def goal_toolboxes() -> dict:
+    """What a shipped adapter's manifest keeps for free-form goals: the default (scene)
+    toolbox and the ones chosen by a goal's words, each in catalogue order
+    (`agents.models.shipped.tools_for_goal` applies it)."""
+    return {"tools": list(in_catalogue_order(declare("scene"))),
+            "toolboxes": [{"name": "cad", "words": list(CAD_WORDS),
+                           "tools": list(in_catalogue_order(declare("cad")))}]}
