@@ -2,7 +2,7 @@
 (the shipped adapter on the packaged base, as the dock runs it: its tools, the stop on prose,
 20 steps): what it did with each, and how long it took.
 
-    .venv/bin/python benchmarks/bench_goals.py [--adapter DIR] [--goals N]
+    .venv/bin/python benchmarks/bench_goals.py [--adapter DIR | --agent NAME] [--goals N]
 
 The first five goals are the ones a new user typed in issue #50; the rest are more of the same
 kinds. Each starts from a small scene (a 1 m box `Box1` at (0, 0, 0.5) and a 1 m ball `Ball` at
@@ -66,25 +66,31 @@ GOALS = [
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--adapter", help="an adapter folder (default: the shipped Local agent)")
+    ap.add_argument("--agent", help="a shipped adapter by name (assets/agents; default: the "
+                                    "Local agent's)")
     ap.add_argument("--goals", type=int, default=len(GOALS), help="the first N goals")
     args = ap.parse_args()
 
     from agents import EpisodeLoop, LoopConfig, StartState
     from agents.models.registry import BASE_NAME, resolve
-    from agents.models.shipped import default_shipped
+    from agents.models.shipped import default_shipped, shipped_at
     from studio.agent.runner import PROSE_STOP_TOKENS
     from tools import ToolSession, WorkerPool
     from training import make_policy
 
-    shipped = default_shipped()
+    shipped = shipped_at(args.agent) if args.agent else default_shipped()
+    if args.agent and shipped is None:
+        sys.exit(f"no shipped adapter named {args.agent!r} in assets/agents")
     adapter = args.adapter or (shipped.path if shipped else None)
     tools = list(shipped.tools) if shipped and not args.adapter else None
+    # a curriculum adapter's rule: the CAD toolbox for a goal in a CAD part's words
+    toolboxes = list(shipped.toolboxes) if shipped and not args.adapter else None
     if args.adapter:
         cfg = Path(args.adapter).parent / "config.yaml"
         tools = json.loads(cfg.read_text()).get("tools") if cfg.exists() else None
     base = resolve(shipped.base if shipped else BASE_NAME, None)
     policy = make_policy(f"hf:{base}", adapter=adapter, goal_tools=tools,
-                         prose_stop_tokens=PROSE_STOP_TOKENS)
+                         goal_toolboxes=toolboxes or None, prose_stop_tokens=PROSE_STOP_TOKENS)
     print(f"Local agent: {Path(adapter).name if adapter else 'the bare base'} on {base.name}; "
           f"load average {os.getloadavg()[0]:.1f}")
     rows = []

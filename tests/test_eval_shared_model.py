@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from studio.cli import build_app
@@ -65,3 +66,16 @@ def test_eval_workers_run_cache_reusing_turns_side_by_side(tmp_path, tiny_text_d
     assert "lockstep_batches" not in two  # no batch: each turn its own, from its cache
     assert two["cpu"]["cpu_threads"] <= max(1, usable_cores() // 2)
     assert without_timing(one) == without_timing(two)
+
+
+@pytest.mark.fast
+def test_families_training_names_every_family_not_held_out():
+    from training.cli.eval import eval_families
+    from training.tasks import FAMILIES
+    from training.tasks.base import held_out_families
+
+    chosen, held = eval_families("training"), set(held_out_families())
+    assert len(held) == 5 and len(chosen) == len(FAMILIES) - 5
+    assert not set(chosen) & held and set(chosen) | held == set(FAMILIES)
+    assert eval_families("materials, cad_parts") == ["materials", "cad_parts"]
+    assert eval_families(None) is None

@@ -178,7 +178,8 @@ def register(app: typer.Typer) -> None:
     def eval_(
         policy: str = typer.Option(None, "--policy", help="Policy to evaluate (see `run`)."),
         split: str = typer.Option("test", help="train | validation | test | heldout."),
-        families: str = typer.Option(None, help="Comma-separated families (default: all)."),
+        families: str = typer.Option(None, help="Comma-separated families (default: all; "
+                                     "'training': every family not held out)."),
         benchmark: Path = typer.Option(None, help="Folder of external benchmark cases."),
         per_family: int = typer.Option(10, help="Tasks per family."),
         workers: int = typer.Option(1, help="Episodes in parallel (one tool worker each)."),
@@ -307,6 +308,17 @@ def shared_model_policies(built, specs, workers: int, max_steps: int | None):
     return factory, {"batcher": batcher, "cpu": cpu}
 
 
+def eval_families(text: str | None) -> list[str] | None:
+    """`--families`: comma-separated names, None for all, or `training`: every family not held
+    out (what a training run's eval scores: `train pipeline`'s report)."""
+    chosen = [f.strip() for f in text.split(",") if f.strip()] if text else None
+    if chosen == ["training"]:
+        from training.tasks import FAMILIES
+
+        return [f for f, fam in FAMILIES.items() if not fam.held_out]
+    return chosen
+
+
 def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
               no_record, data_dir, json_out, seed, cluster=None, phrasing="seen") -> None:  # fmt: skip
     from agents import LoopConfig, PolicyError
@@ -324,7 +336,7 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
             for case in skipped:
                 typer.echo(f"skipped case {case['case']}: {case['reason']}", err=True)
         else:
-            chosen = [f.strip() for f in families.split(",")] if families else None
+            chosen = eval_families(families)
             kinds = ("seen", "unseen") if phrasing == "both" else (phrasing,)
             specs = [task_spec(i) for p in kinds
                      for i in split_ids(split, per_family=per_family, families=chosen, phrasing=p)]
