@@ -82,7 +82,7 @@ QUOTED = re.compile(r"(?<![A-Za-z])('[^']*'|\"[^\"]*\"|‘[^’]*’|“[^”]*�
 
 def tools_for_goal(goal: str, tools: list[str], toolboxes: list[dict] | None) -> list[str]:
     """The first of `toolboxes` one of whose `words` the goal uses (as a word, any case,
-    digits apart: "12mm" uses "mm"; quoted names left out), else `tools`. The rule never sees
+    digits apart: "a 6mm hole" uses "hole"; quoted names left out), else `tools`. The rule never sees
     a solution: a shipped adapter keeps it for goals with no task (training/tasks/toolbox.py
     `goal_toolboxes`)."""
     if not toolboxes or not goal:
@@ -95,6 +95,18 @@ def tools_for_goal(goal: str, tools: list[str], toolboxes: list[dict] | None) ->
                 str(w).lower() for w in words}:
             return [str(t) for t in chosen]
     return list(tools)
+
+
+def goal_tools_of(task_info: dict | None, tools: list[str] | None,
+                  toolboxes: list[dict] | None) -> list[str] | None:
+    """A policy's tools for an episode when none are configured: the task's toolbox, else (a
+    person's goal, handed over as {"goal": text}) the toolbox its words choose, else None
+    (the policy's `goal_tools`)."""
+    chosen = (task_info or {}).get("tools")
+    if chosen is None and toolboxes:
+        chosen = tools_for_goal(str((task_info or {}).get("goal") or ""), tools or [],
+                                toolboxes) or None
+    return chosen
 
 
 def capability(tools: list[str], measured: dict, toolboxes: list[dict] | None = None) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.models.shipped import goal_tools_of
 from agents.policies.chat_format import tokenizer_of
 from agents.policies.protocol import PolicyError, PolicyReply, PromptBudget, TurnTokens
 from agents.policies.toolcall_parser import parse_tool_calls
@@ -123,13 +124,8 @@ class HFPolicy:
         self._turn = 0
         # A task's toolbox, shown when no list is configured (a small model cannot afford
         # the whole catalogue in every prompt).
-        self._task_tools = (task_info or {}).get("tools")
-        if self._task_tools is None and self.config.goal_toolboxes:  # a person's goal
-            from agents.models.shipped import tools_for_goal
-
-            self._task_tools = tools_for_goal(str((task_info or {}).get("goal") or ""),
-                                              self.config.goal_tools or [],
-                                              self.config.goal_toolboxes) or None
+        self._task_tools = goal_tools_of(task_info, self.config.goal_tools,
+                                         self.config.goal_toolboxes)
         self._task_id = (task_info or {}).get("task_id")
         self._kv.release(self)  # the episode's cache is no longer this conversation's
 

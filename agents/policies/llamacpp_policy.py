@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agents.models.shipped import goal_tools_of
 from agents.policies.chat_format import render
 from agents.policies.hf_policy import common_prefix
 from agents.policies.protocol import PolicyError, PolicyReply, PromptBudget, TurnTokens
@@ -144,13 +145,8 @@ class LlamaCppPolicy:
 
     def reset(self, task_info: dict | None = None) -> None:
         self._turn = 0
-        self._task_tools = (task_info or {}).get("tools")
-        if self._task_tools is None and self.config.goal_toolboxes:  # a person's goal
-            from agents.models.shipped import tools_for_goal
-
-            self._task_tools = tools_for_goal(str((task_info or {}).get("goal") or ""),
-                                              self.config.goal_tools or [],
-                                              self.config.goal_toolboxes) or None
+        self._task_tools = goal_tools_of(task_info, self.config.goal_tools,
+                                         self.config.goal_toolboxes)
 
     def shown(self) -> list[str] | None:
         if self.config.tools is not None:
