@@ -92,3 +92,25 @@ def test_grpo_on_an_address_where_no_cluster_answers_is_one_line(env, tmp_path, 
     status = mw("cluster", "status", "--address", address, env=env)
     assert status.returncode == UNAVAILABLE
     assert one_line_error(status).startswith(f"error: no Ray cluster at {address}")
+
+
+def test_a_start_that_hangs_is_stopped_tried_again_and_one_line(env, tmp_path) -> None:
+    """A keeper still starting after its share of `--timeout` writes where it waited to its log
+    and stops; `up` tries once more, then says so in one line naming the log, and leaves no
+    keeper running and no cluster noted. (0.2 s is shorter than any Ray start.)"""
+    import psutil
+
+    up = mw("cluster", "up", "--nodes", "1", "--timeout", "0.2", env=env)
+    assert up.returncode == 2
+    log = tmp_path / "cluster.log"
+    assert one_line_error(up) == ("error: the cluster did not start: a Ray node did not start "
+                                  f"within 0.1 s (its log: {log})")  # fmt: skip
+    text = log.read_text()
+    assert text.count("where the start waited after 0.1 s:") == 2  # both tries
+    assert "keep" in text  # the stack of the waiting start: the keeper's own frames
+    assert not (tmp_path / "cluster.json").exists()
+    mine = [p for p in psutil.process_iter(["cmdline"])
+            if "training.eval.cluster" in (p.info["cmdline"] or [])
+            and "0.1" in (p.info["cmdline"] or [])]  # fmt: skip
+    assert mine == []
+    assert "no cluster is up" in mw("cluster", "down", env=env).stdout

@@ -9,13 +9,18 @@ Ray's token, kept in a 0600 file of this user's (docs/SECURITY.md). Needs the `c
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import typer
 
 from tools.cli.exits import fail
+
+HUNG = 3  # the keeper's status when its start did not finish in time (training.eval.cluster)
 
 app = typer.Typer(help="A Ray cluster for eval and rollouts: up, status, down.", no_args_is_help=True)
 
@@ -42,6 +47,61 @@ def print_status(address: str) -> None:
                "(its progress line shows nodes, retried and done)")  # fmt: skip
 
 
+def keeper_log() -> Path:
+    """The keeper's own output (Ray's warnings, a hung start's stack): beside the state file."""
+    from training.eval.cluster import state_file
+
+    state = state_file()
+    return state.with_name(state.stem + ".log")
+
+
+def start_keeper(nodes: int, slots: int, address: str | None, wait_s: float,
+                 log: Path) -> tuple[str | None, bool]:  # fmt: skip
+    """Start the keeper (detached, its output to `log`, not to a pipe nobody reads while it
+    runs) and wait until it has noted the cluster: (None, False), or why it did not and
+    whether it hung (worth another try) rather than failed. A keeper still
+    starting after `wait_s` stops itself (writing where it hung to `log`); its process group
+    is killed here too, so nothing of a failed try is left running."""
+    from training.eval.cluster import read_state
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "training.eval.cluster", "--nodes", str(nodes),
+           "--slots", str(slots), "--start-within", f"{wait_s:g}",
+           *(["--join", address] if address else [])]  # fmt: skip
+    with open(log, "ab") as out:
+        start = out.tell()
+        keeper = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL,
+                                  stdout=out, stderr=out)  # fmt: skip
+    end = time.monotonic() + wait_s + 30  # its own deadline first, then this one
+    while read_state() is None:
+        if keeper.poll() is not None:
+            why = last_line(log, start) or f"its keeper exited with status {keeper.returncode}"
+            return why, keeper.returncode == HUNG
+        if time.monotonic() > end:
+            break
+        time.sleep(0.2)
+    else:
+        return None, False
+    try:
+        os.killpg(keeper.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    keeper.wait()
+    return f"not within {wait_s:g} s", True
+
+
+def last_line(log: Path, start: int = 0) -> str:
+    """The last non-blank line `log` got after byte `start`."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip()[:300] if lines else ""
+
+
 @app.command("up")
 def up(
     nodes: int = typer.Option(2, min=1, help="Nodes to start on this machine."),
@@ -57,19 +117,15 @@ def up(
         fail(f"a cluster is already up ({read_state()['address']}); `modelwright cluster "
              "down` stops it")  # fmt: skip
     state_file().unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "training.eval.cluster", "--nodes", str(nodes),
-           "--slots", str(slots), *(["--join", address] if address else [])]  # fmt: skip
-    keeper = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    end = time.monotonic() + timeout
-    while read_state() is None:
-        if keeper.poll() is not None:
-            err = (keeper.stderr.read() or b"").decode(errors="replace").strip().splitlines()
-            fail(f"the cluster did not start: {err[-1] if err else 'no reason given'}")
-        if time.monotonic() > end:
-            keeper.terminate()
-            fail(f"the cluster did not start within {timeout:g} s")
-        time.sleep(0.5)
+    log = keeper_log()
+    log.unlink(missing_ok=True)  # this start's output only
+    tries = 2  # a Ray start that hangs (rare, on a loaded machine) is stopped and tried again
+    for attempt in range(1, tries + 1):
+        error, hung = start_keeper(nodes, slots, address, timeout / tries, log)
+        if error is None:
+            break
+        if attempt == tries or not hung:
+            fail(f"the cluster did not start: {error} (its log: {log})")
     state = read_state()
     typer.echo(f"cluster up at {state['address']} (keeper pid {state['pid']})")
     if state.get("token"):
@@ -94,9 +150,6 @@ def status(address: str = typer.Option(None, "--address", help="Default: the one
 def down(timeout: float = typer.Option(120, help="Seconds to wait for the nodes to stop.")) -> None:
     """Stop the cluster `up` started."""
     need_ray()
-    import os
-    import signal
-
     from training.eval.cluster import read_state
 
     state = read_state()

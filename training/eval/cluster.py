@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -536,9 +537,16 @@ def read_state() -> dict | None:
     return state
 
 
-def keep(nodes: int, slots: int, join: str | None = None) -> None:
+def keep(nodes: int, slots: int, join: str | None = None,
+         start_within: float | None = None) -> None:  # fmt: skip
     """Start the nodes (a head and `nodes - 1` more, or `nodes` joining `join`), note them in
-    the state file and hold them until SIGTERM/SIGINT (`cluster down`)."""
+    the state file and hold them until SIGTERM/SIGINT (`cluster down`). A start that takes
+    over `start_within` seconds ends this process (status 3) after writing where it waited
+    and a last line saying so to stderr (`cluster up` keeps it in a log)."""
+    started_ok = threading.Event()
+    if start_within is not None:
+        threading.Thread(target=_watch_start, args=(started_ok, start_within),
+                         daemon=True).start()  # fmt: skip
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -573,6 +581,7 @@ def keep(nodes: int, slots: int, join: str | None = None) -> None:
                                "token": str(token) if token else None,
                                "sessions": str(private) if private else None}))  # fmt: skip
     tmp.replace(path)
+    started_ok.set()
     try:
         stop.wait()
     finally:
@@ -585,6 +594,17 @@ def keep(nodes: int, slots: int, join: str | None = None) -> None:
             token.unlink(missing_ok=True)
 
 
+def _watch_start(started: threading.Event, within: float) -> None:
+    if started.wait(within):
+        return
+    import faulthandler
+
+    print(f"where the start waited after {within:g} s:", file=sys.stderr, flush=True)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    print(f"a Ray node did not start within {within:g} s", file=sys.stderr, flush=True)
+    os._exit(3)  # Ray's reaper stops what this process started
+
+
 if __name__ == "__main__":  # `modelwright cluster up` starts this, detached
     import argparse
 
@@ -592,5 +612,6 @@ if __name__ == "__main__":  # `modelwright cluster up` starts this, detached
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--slots", type=int, default=1)
     parser.add_argument("--join", default=None)
+    parser.add_argument("--start-within", type=float, default=None)
     a = parser.parse_args()
-    keep(a.nodes, a.slots, a.join)
+    keep(a.nodes, a.slots, a.join, a.start_within)
