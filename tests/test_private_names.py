@@ -21,6 +21,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tools.worker.selfjail", "os._exit"): "the way out of a fork: no atexit handler or buffer "
     "inherited from the worker template runs twice",
     ("tools.worker.template", "os._exit"): "the same, for a fork that failed before it was a worker",
+    ("training.eval.cluster", "os._exit"): "a cluster keeper whose Ray start hung: its main "
+    "thread is stuck inside Ray, so its watchdog thread ends the process",
 }
 
 

@@ -61,6 +61,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("training/eval/run_eval.py", "*", "*"): "the run folder's eval reports",
     ("training/eval/cluster.py", "keep", "write_text"): "the local cluster's state file under the "
     "data dir (our own JSON: address, pid), a temp file then os.replace",
+    ("training/cli/cluster.py", "start_keeper", "open"): "the cluster keeper's log beside its "
+    "state file (this user's cache folder, or MODELWRIGHT_CLUSTER_STATE's), appended to",
     ("training/eval/cluster.py", "new_token", "os.open"): "the cluster's token file under the data "
     "dir, 0600, O_EXCL|O_NOFOLLOW",
     ("training/eval/cluster.py", "_check_token", "os.open"): "/dev/null, where Ray's stderr goes "
