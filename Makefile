@@ -25,7 +25,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	@$(BIN)/lint-imports --no-cache pyproject.toml
-	@$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # The edit-test loop: the tests marked `fast` (tests/conftest.py: no worker, Qt, X server, Ray or
 # model) -- parsers, rewards on fixture scenes, the store, configs, CLI errors. `make test` runs

@@ -233,31 +233,9 @@ def is_heavy(item) -> bool:
             or _listed(item.nodeid) or item.get_closest_marker("slow") is not None)
 
 
-# The files that take minutes (a real model trained, exported or evaluated; Ray), longest first
-# (their durations in `make test` on the 2-core machine). They go ahead of the rest so that
-# `make test`'s two xdist workers (`--dist loadfile --no-loadscope-reorder`: files in this
-# order) fill their last minutes with short files, instead of one worker running a file of
-# minutes alone at the end. Only the order changes; a file missing here just runs later.
-LONG_FILES = (
-    "test_models_export.py", "test_real_base.py", "test_studio_finetune.py",
-    "test_training_grpo.py", "test_cluster_ray.py", "test_envs_trl_example.py",
-    "security/test_trust_code_calls.py", "test_store_crash.py", "test_cluster_cli.py",
-    "test_studio_app.py", "security/test_trust_checker.py",
-)
-
-
-def _long_rank(item) -> int:
-    path = item.nodeid.split("::", 1)[0]
-    for rank, name in enumerate(LONG_FILES):
-        if path == "tests/" + name:
-            return rank
-    return len(LONG_FILES)
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(pytest.mark.heavy if is_heavy(item) else pytest.mark.fast)
-    items.sort(key=_long_rank)  # stable: each file's own tests keep their order
 
 
 def _qt_app():
