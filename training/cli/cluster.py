@@ -20,8 +20,6 @@ import typer
 
 from tools.cli.exits import fail
 
-HUNG = 3  # the keeper's status when its start did not finish in time (training.eval.cluster)
-
 app = typer.Typer(help="A Ray cluster for eval and rollouts: up, status, down.", no_args_is_help=True)
 
 
@@ -62,7 +60,7 @@ def start_keeper(nodes: int, slots: int, address: str | None, wait_s: float,
     whether it hung (worth another try) rather than failed. A keeper still
     starting after `wait_s` stops itself (writing where it hung to `log`); its process group
     is killed here too, so nothing of a failed try is left running."""
-    from training.eval.cluster import read_state
+    from training.eval.cluster import START_HUNG, read_state
 
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "training.eval.cluster", "--nodes", str(nodes),
@@ -76,7 +74,7 @@ def start_keeper(nodes: int, slots: int, address: str | None, wait_s: float,
     while read_state() is None:
         if keeper.poll() is not None:
             why = last_line(log, start) or f"its keeper exited with status {keeper.returncode}"
-            return why, keeper.returncode == HUNG
+            return why, keeper.returncode == START_HUNG
         if time.monotonic() > end:
             break
         time.sleep(0.2)

@@ -594,6 +594,9 @@ def keep(nodes: int, slots: int, join: str | None = None,
             token.unlink(missing_ok=True)
 
 
+START_HUNG = 3  # the keeper's exit status when its start did not finish in time
+
+
 def _watch_start(started: threading.Event, within: float) -> None:
     if started.wait(within):
         return
@@ -602,7 +605,7 @@ def _watch_start(started: threading.Event, within: float) -> None:
     print(f"where the start waited after {within:g} s:", file=sys.stderr, flush=True)
     faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
     print(f"a Ray node did not start within {within:g} s", file=sys.stderr, flush=True)
-    os._exit(3)  # Ray's reaper stops what this process started
+    os._exit(START_HUNG)  # Ray's reaper stops what this process started
 
 
 if __name__ == "__main__":  # `modelwright cluster up` starts this, detached
