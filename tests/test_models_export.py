@@ -203,7 +203,7 @@ def _greedy_agrees(model, rows: dict) -> set:
     `model`'s greedy continuation of its prompt: at every position of prompt + completion the
     model's most likely next token is the completion's next one (with its end-of-turn token),
     so greedy decoding would write exactly it. One forward a task (the prompts' common system +
-    tools prefix cached once) instead of one a token: ~10x less CPU than decoding."""
+    tools prefix cached once) instead of one a token."""
     import copy
 
     import torch
