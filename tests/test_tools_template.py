@@ -49,6 +49,59 @@ def test_a_worker_is_forked_from_the_template_and_serves_calls(pool):
         s.close()
 
 
+def _ns(pid: int, kind: str) -> str:
+    return os.readlink(f"/proc/{pid}/ns/{kind}")
+
+
+def _nspid(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/status") as f:
+        return [int(x) for line in f if line.startswith("NSpid:") for x in line.split()[1:]]
+
+
+def _owner(pid: int, kind: str) -> str:
+    """The user namespace that owns `pid`'s namespace of `kind` (ioctl NS_GET_USERNS)."""
+    import fcntl
+
+    fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY)
+    try:
+        owner = fcntl.ioctl(fd, 0xB701)
+    finally:
+        os.close(fd)
+    try:
+        return os.readlink(f"/proc/self/fd/{owner}")
+    finally:
+        os.close(owner)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the one-fork jail is root's (the template unshares the pid namespace)")
+def test_as_root_a_worker_is_pid_1_of_its_namespace_with_no_wrapper(pool):
+    s = ToolSession(pool, deadline_s=60)
+    try:
+        w = s._w()
+        tpl = template.shared(supervisor._launch)
+        assert _parent(w.proc.pid) == tpl.proc.pid
+        assert _nspid(w.proc.pid) == [w.proc.pid, 1]  # the worker itself: pid 1, no process between
+        assert _ns(w.proc.pid, "pid") != _ns(tpl.proc.pid, "pid")
+        # the template's own children are in its namespace again: the next worker gets a new one
+        t = ToolSession(pool, deadline_s=60)
+        try:
+            assert _nspid(t._w().proc.pid)[-1] == 1
+            assert _ns(t._w().proc.pid, "pid") not in (_ns(w.proc.pid, "pid"), _ns(tpl.proc.pid, "pid"))
+            assert _parent(t._w().proc.pid) == tpl.proc.pid
+        finally:
+            t.close()
+        # its mount and pid namespaces were made as root: its user namespace owns neither, so
+        # even a capability of that user namespace (the jail drops them all) mounts nothing
+        assert _ns(w.proc.pid, "user") != _ns(tpl.proc.pid, "user")
+        assert _ns(w.proc.pid, "mnt") != _ns(tpl.proc.pid, "mnt")
+        for kind in ("mnt", "pid"):
+            assert _owner(w.proc.pid, kind) == _ns(tpl.proc.pid, "user") != _ns(w.proc.pid, "user")
+        assert _owner(w.proc.pid, "net") == _ns(w.proc.pid, "user")  # and its network is its own
+        assert s.call("get_scene", {}).ok
+    finally:
+        s.close()
+
+
 def test_nothing_of_one_session_reaches_the_next_worker(pool):
     a = ToolSession(pool, deadline_s=60)
     a.call("add_primitive", {"kind": "cube", "name": "Left", "location": [0, 0, 0], "dimensions": [1, 1, 1]})

@@ -11,7 +11,8 @@ filter) before it reads anything, and it still serves one session and is killed 
 The template runs no input of any session, as the supervisor's own child (as root: root, for
 it must hand each fork its own host uid). It is started on first use and again if it dies;
 when it cannot start, workers start from scratch as before (`MODELWRIGHT_WORKER_TEMPLATE=0`
-chooses that always). A forked worker's wrapper is not the supervisor's child: `ForkedProcess`
+chooses that always). A forked worker (as root the worker itself, pid 1 of its pid namespace;
+else its wrapper) is not the supervisor's child: `ForkedProcess`
 stands for its `Popen`, with a pidfd for its life and the template's word for its exit code.
 """
 

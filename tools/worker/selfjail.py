@@ -6,7 +6,9 @@ imports already, so it builds the same jail itself, in the order bubblewrap does
 - as root, it drops to its own host uid (the supervisor's lease) and no supplementary groups;
 - it unshares a user namespace (the uid seen inside is `inside_uid`, mapped to that host uid
   alone), and mount, pid, network, ipc, uts and cgroup namespaces, and forks: the child is
-  pid 1 of the new pid namespace, the parent stays as its wrapper and mirrors its exit;
+  pid 1 of the new pid namespace, the parent stays as its wrapper and mirrors its exit. As
+  root the template forks it into a new pid namespace already (one fork, no wrapper): it is
+  pid 1 from the start, and its mount namespace (made as root) is not its user namespace's;
 - the child builds a new root on a tmpfs from the supervisor's list of binds (the same list
   the bubblewrap command line is made from), with proc, a minimal /dev, an empty read-only
   /proc/sys, and pivots into it; every bind is nosuid and nodev, the root read-only;
@@ -76,17 +78,24 @@ def die_with_parent() -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def enter(spec: dict, seccomp_program: bytes | None) -> None:
+def enter(spec: dict, seccomp_program: bytes | None, pid_one: bool = False) -> None:
     """Jail this process (a fresh fork of the template, single-threaded); returns in the jailed
-    child, pid 1 of its own pid namespace. The parent never returns: it waits for the child
-    and exits as it did."""
+    process, pid 1 of its own pid namespace.
+
+    With `pid_one` (as root: the template forked it into a new pid namespace, see
+    tools/worker/template.py) it is pid 1 already: it mounts its namespace's /proc while it
+    builds the view, and its user namespace owns no mount or pid namespace (it can mount
+    nothing, even before its capabilities go). Otherwise it unshares the pid namespace too and
+    forks: the parent never returns, it waits for the child and exits as it did."""
     as_root = os.geteuid() == 0
+    if pid_one and not (as_root and os.getpid() == 1):
+        raise JailError("a worker forked into its own pid namespace must be its pid 1, as root")
     if as_root:  # the view is built as root (reading what only root may), then root is gone
         host_uid = spec.get("uid")
         if not host_uid:
             raise JailError("a jailed worker started as root needs its own host uid")
         os.unshare(os.CLONE_NEWNS)
-        _build_root(spec, proc=False)
+        _build_root(spec, proc=pid_one)
         os.setgroups([])
         os.setresgid(host_uid, host_uid, host_uid)
         os.setresuid(host_uid, host_uid, host_uid)
@@ -94,19 +103,20 @@ def enter(spec: dict, seccomp_program: bytes | None) -> None:
         # (as after the exec that follows `setpriv` in a worker started from scratch)
         _prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     uid, gid = os.geteuid(), os.getegid()
-    os.unshare(NAMESPACES)
+    os.unshare(NAMESPACES & ~(os.CLONE_NEWNS | os.CLONE_NEWPID) if pid_one else NAMESPACES)
     inside = int(spec["inside_uid"])
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{inside} {uid} 1")
     _write("/proc/self/gid_map", f"{inside} {gid} 1")
-    pid = os.fork()
-    if pid:
-        _wrapper(pid)  # never returns
-    die_with_parent()  # the wrapper's death (its own follows the template's)
-    if as_root:
-        _proc("/proc")
-    else:
-        _build_root(spec, proc=True)
+    if not pid_one:
+        pid = os.fork()
+        if pid:
+            _wrapper(pid)  # never returns
+        die_with_parent()  # the wrapper's death (its own follows the template's)
+        if as_root:
+            _proc("/proc")
+        else:
+            _build_root(spec, proc=True)
     os.chdir(spec["chdir"])
     os.setsid()
     _drop_caps()
