@@ -104,10 +104,9 @@ def run_hf(label: str, policy, turns: dict, names: list[str]) -> dict:
 
 
 def run_llama(label: str, gguf: str, reference: dict, names: list[str], threads: int) -> dict:
-    import llama_cpp
+    from agents.policies.llamacpp_policy import open_gguf
 
-    llm = llama_cpp.Llama(model_path=gguf, n_ctx=2048, n_threads=threads,
-                          n_threads_batch=threads, n_batch=1024, seed=0, verbose=False)
+    llm = open_gguf(gguf, n_ctx=2048, n_threads=threads, n_threads_batch=threads, n_batch=1024)
     rows = {}
     for task_id, ref in reference.items():
         ids = ref["prompt_ids"]

@@ -6,8 +6,10 @@
 The shipped adapter on the packaged base (the studio's Local agent, `modelwright eval --policy
 hf` with no model named), once per variant: `standard` (the weights as trained, the adapter
 unmerged, float32, turns from their KV cache), `fast` (`--variant fast`: the agent's merged
-q8_0 GGUF in llama.cpp where llama-cpp-python is installed, agents/policies/llamacpp_policy.py;
-else the in-process int8 variant) and `fast-int8` (that int8 variant: the adapter merged, int8
+q8_0 GGUF in llama.cpp where llama-cpp-python is installed, agents/policies/llamacpp_policy.py,
+greedy turns guessing ahead from the prompt; else the in-process int8 variant), `fast-plain`
+(that llama.cpp variant decoding a token per model run, `MODELWRIGHT_LOOKUP_DECODING=0`) and
+`fast-int8` (that int8 variant: the adapter merged, int8
 linear layers, agents/policies/hf_policy.py `fast_variant`). The same level-1
 test-split episodes of the adapter's families run on each, through the product's eval harness
 as `modelwright eval` runs them. Printed per variant: episodes per minute, new tokens per
@@ -44,9 +46,16 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dic
 
         built = HFPolicy(default_local_config(HFPolicyConfig(max_tokens=max_tokens,
                                                              variant="fast")))  # fmt: skip
+    elif variant == "fast-plain":  # llama.cpp decoding a token per model run (no lookup)
+        os.environ["MODELWRIGHT_LOOKUP_DECODING"] = "0"
+        try:
+            built = make_local(None, max_tokens=max_tokens, variant="fast")
+        finally:
+            del os.environ["MODELWRIGHT_LOOKUP_DECODING"]
     else:
         built = make_local(None, max_tokens=max_tokens, variant=variant)
     engine = "llama.cpp" if getattr(built, "llama", None) is not None else "transformers"
+    llama = getattr(built, "llama", None)
     factory, shared = shared_model_policies(built, specs, workers, None)
     progress = None
     if shared["batcher"] is not None:
@@ -73,6 +82,10 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dic
         "mean_reward": round(sum(e["reward"] for e in eps) / len(eps), 4),
         "threads": cpu.get("cpu_threads", cpu.get("threads")),
         "rewards": {e["task"]: e["reward"] for e in eps},
+        # llama.cpp's counts: prompt tokens run, model runs, guessed and kept tokens
+        "llama": {k: llama.counts[k] for k in ("turns", "prompt_tokens", "prompt_encoded",
+                                               "new_tokens", "prefill_s", "decode_s", "steps",
+                                               "drafted", "accepted")} if llama else None,
     }
 
 

@@ -105,3 +105,42 @@ def test_the_fast_variant_runs_the_agents_gguf_in_the_loop_as_the_standard_does(
     (row,) = [v for v in shown["variants"] if v["engine"] == "llama.cpp"]
     assert row["path"] == str(made.gguf) and row["size_bytes"] == made.gguf.stat().st_size
     assert row["turns"] >= len(ids) and row["new_tok_s"] > 0
+
+
+class Turns(Spy):
+    """A policy as it is, the tokens of each turn it generated written down by task."""
+
+    def act(self, messages, tools):
+        reply = self.inner.act(messages, tools)
+        self.sink.setdefault(self.task, []).append(list(reply.raw["completion_ids"]))
+        return reply
+
+
+@needs_llama
+@pytest.mark.slow
+def test_lookup_decoding_in_llama_cpp_generates_the_plain_greedy_tokens(data_dir):
+    """Greedy turns that guess ahead from the prompt (agents/policies/lookup_decoding.py) give
+    llama.cpp's token-at-a-time turns exactly, on whole level-1 test episodes of the shipped
+    agent, in fewer model runs: guessed tokens are kept."""
+    from agents.policies.llamacpp_policy import LlamaCppPolicy
+    from training.eval.run_eval import run_episodes, task_ids
+
+    fast = make_local(variant="fast", max_tokens=96)
+    assert isinstance(fast, LlamaCppPolicy) and fast.llama.lookup
+    ids = task_ids(FAMILIES, [1], "test", 2)
+    turns: dict = {True: {}, False: {}}
+    for lookup in (True, False):
+        fast.llama.lookup = lookup
+        before = dict(fast.llama.counts)
+        report = run_episodes(ids, lambda s=turns[lookup]: Turns(fast.sibling(), s), max_steps=3)
+        assert report["overall"]["errors"] == 0
+        ran = {k: fast.llama.counts[k] - before[k]
+               for k in ("turns", "steps", "drafted", "accepted", "new_tokens")}
+        if lookup:
+            assert 0 < ran["accepted"] <= ran["drafted"]
+            # a token at a time takes a model run per new token after each turn's first
+            assert ran["steps"] < ran["new_tokens"] - ran["turns"]
+        else:
+            assert ran["steps"] == ran["drafted"] == 0
+    assert sorted(turns[True]) == sorted(ids)
+    assert turns[True] == turns[False]

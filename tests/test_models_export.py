@@ -290,10 +290,10 @@ needs_llama_cpp = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is No
 def _llama_agreement(llama_cpp, gguf: str, standard: dict) -> tuple[int, int, list]:
     """(same tools, same calls, the differing ones) of llama.cpp's greedy first turns."""
     from agents.models.shipped import default_shipped
+    from agents.policies.llamacpp_policy import open_gguf
     from agents.policies.toolcall_parser import parse_tool_calls
 
-    llm = llama_cpp.Llama(model_path=gguf, n_ctx=2048, n_threads=1, seed=0, verbose=False,
-                          n_batch=512)  # fmt: skip
+    llm = open_gguf(gguf, n_ctx=2048, n_threads=1, n_batch=512)
     names = default_shipped().tools
     same_tools, same_calls, differ = 0, 0, []
     for task_id, (prompt_ids, want, _) in standard.items():

@@ -24,6 +24,7 @@ llama_cpp is imported inside functions: it is an optional extra.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 from pathlib import Path
@@ -54,7 +55,10 @@ class LlamaModel:
         self._idle: list[Any] = []
         self._lock = threading.Lock()
         self.counts = {"turns": 0, "prompt_tokens": 0, "prompt_encoded": 0, "new_tokens": 0,
-                       "prefill_s": 0.0, "decode_s": 0.0}
+                       "prefill_s": 0.0, "decode_s": 0.0, "steps": 0, "drafted": 0, "accepted": 0}
+        # greedy turns guess ahead from the prompt (lookup_decoding.py);
+        # MODELWRIGHT_LOOKUP_DECODING=0 decodes a token per model run
+        self.lookup = os.environ.get("MODELWRIGHT_LOOKUP_DECODING", "1") != "0"
         if stats_path is not None:
             atexit.register(self.save_stats)
 
@@ -63,12 +67,9 @@ class LlamaModel:
         self.threads = max(1, int(threads))
 
     def _new_context(self) -> Any:
-        import llama_cpp
-
         try:
-            return llama_cpp.Llama(model_path=str(self.gguf), n_ctx=self.n_ctx, n_batch=512,
-                                   n_threads=self.threads, n_threads_batch=self.threads,
-                                   seed=0, verbose=False)  # fmt: skip
+            return open_gguf(self.gguf, n_ctx=self.n_ctx, n_batch=512, n_threads=self.threads,
+                             n_threads_batch=self.threads)
         except (ValueError, RuntimeError, OSError) as exc:
             raise PolicyError(f"llama.cpp could not load {self.gguf.name}: {exc}") from None
 
@@ -95,6 +96,12 @@ class LlamaModel:
             c["prefill_s"] += prefill_s
             c["decode_s"] += decode_s
 
+    def count_lookup(self, stats: Any) -> None:
+        with self._lock:
+            self.counts["steps"] += stats.steps
+            self.counts["drafted"] += stats.drafted
+            self.counts["accepted"] += stats.accepted
+
     def speed(self) -> dict:
         c = dict(self.counts)
         if c["decode_s"] > 0:
@@ -114,6 +121,60 @@ class LlamaModel:
         with self._lock:
             counts, self.counts = self.counts, dict.fromkeys(self.counts, 0)
         add_speed(self.stats_path, counts, self.threads)
+
+
+EXTRA_BUFFERS_ENV = "MODELWRIGHT_LLAMA_EXTRA_BUFFERS"
+_params_lock = threading.Lock()
+
+
+def extra_buffers() -> bool:
+    """Whether llama.cpp may lay the weights out for its extra CPU kernels (its "extra buffer
+    types": AMX, repacked rows). Not on a CPU with AMX: there llama.cpp 0.3.36's AMX layout of
+    SmolLM2's q8_0 weights (the tied embedding among them) crashed the first decode with a
+    segmentation fault. `MODELWRIGHT_LLAMA_EXTRA_BUFFERS=1|0` decides instead."""
+    said = os.environ.get(EXTRA_BUFFERS_ENV)
+    if said in ("0", "1"):
+        return said == "1"
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " amx_int8" not in f.read()
+    except OSError:
+        return True
+
+
+class _weight_buffers:
+    """Within it, llama.cpp models load with (or without) the extra buffer types: llama-cpp-
+    python reads its model parameters from `llama_model_default_params` and has no argument
+    for this one."""
+
+    def __init__(self, extra: bool) -> None:
+        self.extra = extra
+
+    def __enter__(self) -> None:
+        import llama_cpp.llama_cpp as lib
+
+        _params_lock.acquire()
+        self.lib, self.default = lib, lib.llama_model_default_params
+        if not self.extra and "use_extra_bufts" in dict(type(self.default()).__dict__.get("_fields_", [])):
+            def without() -> Any:
+                params = self.default()
+                params.use_extra_bufts = False
+                return params
+
+            lib.llama_model_default_params = without
+
+    def __exit__(self, *exc: Any) -> None:
+        self.lib.llama_model_default_params = self.default
+        _params_lock.release()
+
+
+def open_gguf(path: str | Path, **kwargs: Any) -> Any:
+    """llama_cpp.Llama on `path` (seed 0, quiet), its weights laid out as `extra_buffers` says:
+    every llama.cpp context the product, its tests and benchmarks open goes through here."""
+    import llama_cpp
+
+    with _weight_buffers(extra_buffers()):
+        return llama_cpp.Llama(model_path=str(path), **{"seed": 0, "verbose": False, **kwargs})
 
 
 def evaluated(llm: Any) -> list[int]:
@@ -226,6 +287,8 @@ class LlamaCppPolicy:
                 llm.set_seed(int(self.config.seed) * 10_007 + self._turn)
             sampling = {"temp": temp, "top_k": 0 if temp else 1,
                         "top_p": float(self.config.top_p or 1.0), "repeat_penalty": 1.0}
+            if not temp and self.llama.lookup and _LlamaEngine.supports(llm):
+                return self._complete_lookup(llm, ids, reused, budget, eos, prose)
             out: list[int] = []
             prefill_s, start = 0.0, time.perf_counter()
             for token in llm.generate(ids, reset=True, **sampling):
@@ -240,6 +303,69 @@ class LlamaCppPolicy:
             raise PolicyError(f"generation failed in {self.name}: {exc}", fatal=False) from exc
         finally:
             self.llama.give(llm)
+
+
+    def _complete_lookup(self, llm: Any, ids: list[int], reused: int, budget: int, eos: set,
+                         prose: Any) -> tuple[list[int], int, float]:  # fmt: skip
+        """Greedy with prompt-lookup guesses (agents/policies/lookup_decoding.py): the same
+        tokens as `generate`'s greedy loop, in fewer model runs."""
+        from agents.policies.lookup_decoding import LookupStats, PromptLookup, greedy
+
+        engine = _LlamaEngine(llm)
+        start = time.perf_counter()
+        first = engine.prefill(ids, reused)
+        prefill_s = time.perf_counter() - start
+
+        def stop(out: list[int]) -> bool:
+            return out[-1] in eos or (prose is not None and prose.should_stop(out))
+
+        stats = LookupStats()
+        out = greedy(first, PromptLookup(ids), engine, len(ids), budget, stop, stats)
+        self.llama.count_lookup(stats)
+        return out, len(ids) - reused, prefill_s
+
+
+class _LlamaEngine:
+    """A llama.cpp context (llama-cpp-python's `Llama`) as lookup decoding's engine: batches
+    run with a logit row per token, the context trimmed back to the tokens kept. It uses the
+    binding's low-level context and batch (`_ctx`, `_batch`), which `supports` checks."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.vocab = int(llm.n_vocab())
+
+    @staticmethod
+    def supports(llm: Any) -> bool:
+        ctx, batch = getattr(llm, "_ctx", None), getattr(llm, "_batch", None)
+        return all(hasattr(ctx, m) for m in ("decode", "get_logits", "kv_cache_seq_rm")) and \
+            hasattr(batch, "set_batch")
+
+    def _logits(self, rows: int) -> Any:
+        import numpy as np
+
+        return np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(rows, self.vocab))
+
+    def prefill(self, ids: list[int], reused: int) -> int:
+        """Run the prompt after its first `reused` tokens (held already); its argmax."""
+        self.rollback(reused)
+        self.llm.eval(ids[reused:])  # the last row's logits only
+        return int(self._logits(1)[0].argmax())
+
+    def verify(self, tokens: list[int]) -> list[int]:
+        llm = self.llm
+        n_past = llm.n_tokens
+        llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+        llm._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        llm.input_ids[n_past:n_past + len(tokens)] = tokens
+        llm.n_tokens = n_past + len(tokens)
+        llm._requires_eval = True  # its logits are no single token's: `generate` runs one again
+        return self._logits(len(tokens)).argmax(axis=1).tolist()
+
+    def rollback(self, keep: int) -> None:
+        self.llm._ctx.kv_cache_seq_rm(-1, keep, -1)
+        self.llm.n_tokens = keep
+        self.llm._requires_eval = True
 
 
 def load_fast(config: Any) -> tuple[LlamaCppPolicy | None, str]:
