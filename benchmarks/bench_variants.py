@@ -6,10 +6,9 @@
 The shipped adapter on the packaged base (the studio's Local agent, `modelwright eval --policy
 hf` with no model named), once per variant: `standard` (the weights as trained, the adapter
 unmerged, float32, turns from their KV cache), `fast` (`--variant fast`: the agent's merged
-q8_0 GGUF in llama.cpp where llama-cpp-python is installed, agents/policies/llamacpp_policy.py,
-greedy turns guessing ahead from the prompt; else the in-process int8 variant), `fast-plain`
-(that llama.cpp variant decoding a token per model run, `MODELWRIGHT_LOOKUP_DECODING=0`) and
-`fast-int8` (that int8 variant: the adapter merged, int8
+q8_0 GGUF in llama.cpp where llama-cpp-python is installed, agents/policies/llamacpp_policy.py;
+else the in-process int8 variant), `fast-lookup` (that llama.cpp variant with greedy turns
+guessing ahead from the prompt, `MODELWRIGHT_LOOKUP_DECODING=1`) and `fast-int8` (that int8 variant: the adapter merged, int8
 linear layers, agents/policies/hf_policy.py `fast_variant`). The same level-1
 test-split episodes of the adapter's families run on each, through the product's eval harness
 as `modelwright eval` runs them. Printed per variant: episodes per minute, new tokens per
@@ -46,8 +45,8 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dic
 
         built = HFPolicy(default_local_config(HFPolicyConfig(max_tokens=max_tokens,
                                                              variant="fast")))  # fmt: skip
-    elif variant == "fast-plain":  # llama.cpp decoding a token per model run (no lookup)
-        os.environ["MODELWRIGHT_LOOKUP_DECODING"] = "0"
+    elif variant == "fast-lookup":  # llama.cpp, greedy turns guessing ahead from the prompt
+        os.environ["MODELWRIGHT_LOOKUP_DECODING"] = "1"
         try:
             built = make_local(None, max_tokens=max_tokens, variant="fast")
         finally:

@@ -56,9 +56,10 @@ class LlamaModel:
         self._lock = threading.Lock()
         self.counts = {"turns": 0, "prompt_tokens": 0, "prompt_encoded": 0, "new_tokens": 0,
                        "prefill_s": 0.0, "decode_s": 0.0, "steps": 0, "drafted": 0, "accepted": 0}
-        # greedy turns guess ahead from the prompt (lookup_decoding.py);
-        # MODELWRIGHT_LOOKUP_DECODING=0 decodes a token per model run
-        self.lookup = os.environ.get("MODELWRIGHT_LOOKUP_DECODING", "1") != "0"
+        # MODELWRIGHT_LOOKUP_DECODING=1: greedy turns guess ahead from the prompt
+        # (lookup_decoding.py). Off by default: on this build and CPU it was no faster
+        # (docs/MODELS.md, "Guessing ahead from the prompt")
+        self.lookup = os.environ.get("MODELWRIGHT_LOOKUP_DECODING", "0") == "1"
         if stats_path is not None:
             atexit.register(self.save_stats)
 
@@ -307,8 +308,9 @@ class LlamaCppPolicy:
 
     def _complete_lookup(self, llm: Any, ids: list[int], reused: int, budget: int, eos: set,
                          prose: Any) -> tuple[list[int], int, float]:  # fmt: skip
-        """Greedy with prompt-lookup guesses (agents/policies/lookup_decoding.py): the same
-        tokens as `generate`'s greedy loop, in fewer model runs."""
+        """Greedy with prompt-lookup guesses (agents/policies/lookup_decoding.py): `generate`'s
+        greedy tokens in fewer model runs, but for llama.cpp's arithmetic on a batch of
+        tokens, which may round a near-tie the other way (2 of 60 episodes' rewards moved)."""
         from agents.policies.lookup_decoding import LookupStats, PromptLookup, greedy
 
         engine = _LlamaEngine(llm)

@@ -8,10 +8,11 @@ guess as one batch and keeps the guessed tokens its own argmax agrees with, plus
 token. Decoding a small model on a CPU is bound by reading its weights once per step, and a
 batch of a few tokens costs about what one does, so each agreed guess saves a step.
 
-The result is the plain greedy decoding's, token for token (tests/test_lookup_decoding.py):
-a guess is only kept where the model's argmax is that token. The engine is anything with
-`verify(tokens) -> argmax after each` and `rollback(keep)`; agents/policies/llamacpp_policy.py
-runs it on a llama.cpp context.
+The result is the plain greedy decoding's, token for token, where the engine computes a
+token's logits the same in a batch as alone (tests/test_lookup_decoding.py): a guess is only
+kept where the model's argmax is that token. The engine is anything with `verify(tokens) ->
+argmax after each` and `rollback(keep)`; agents/policies/llamacpp_policy.py runs it on a
+llama.cpp context, where `MODELWRIGHT_LOOKUP_DECODING=1` turns it on.
 """
 
 from __future__ import annotations
