@@ -21,6 +21,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tools.worker.selfjail", "os._exit"): "the way out of a fork: no atexit handler or buffer "
     "inherited from the worker template runs twice",
     ("tools.worker.template", "os._exit"): "the same, for a fork that failed before it was a worker",
+    ("agents.policies.llamacpp_policy", "llm._ctx"): "llama-cpp-python's Llama has no public "
+    "way to run a batch with a logit row per token or to trim its cache (lookup decoding); "
+    "_LlamaEngine.supports checks both are there",
+    ("agents.policies.llamacpp_policy", "llm._batch"): "the same",
     ("training.eval.cluster", "os._exit"): "a cluster keeper whose Ray start hung: its main "
     "thread is stuck inside Ray, so its watchdog thread ends the process",
 }

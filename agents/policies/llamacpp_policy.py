@@ -335,6 +335,7 @@ class _LlamaEngine:
     def __init__(self, llm: Any) -> None:
         self.llm = llm
         self.vocab = int(llm.n_vocab())
+        self.ctx, self.batch = llm._ctx, llm._batch
 
     @staticmethod
     def supports(llm: Any) -> bool:
@@ -345,7 +346,7 @@ class _LlamaEngine:
     def _logits(self, rows: int) -> Any:
         import numpy as np
 
-        return np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(rows, self.vocab))
+        return np.ctypeslib.as_array(self.ctx.get_logits(), shape=(rows, self.vocab))
 
     def prefill(self, ids: list[int], reused: int) -> int:
         """Run the prompt after its first `reused` tokens (held already); its argmax."""
@@ -356,16 +357,16 @@ class _LlamaEngine:
     def verify(self, tokens: list[int]) -> list[int]:
         llm = self.llm
         n_past = llm.n_tokens
-        llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
-        llm._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
-        llm._ctx.decode(llm._batch)
+        self.ctx.kv_cache_seq_rm(-1, n_past, -1)
+        self.batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
+        self.ctx.decode(self.batch)
         llm.input_ids[n_past:n_past + len(tokens)] = tokens
         llm.n_tokens = n_past + len(tokens)
         llm._requires_eval = True  # its logits are no single token's: `generate` runs one again
         return self._logits(len(tokens)).argmax(axis=1).tolist()
 
     def rollback(self, keep: int) -> None:
-        self.llm._ctx.kv_cache_seq_rm(-1, keep, -1)
+        self.ctx.kv_cache_seq_rm(-1, keep, -1)
         self.llm.n_tokens = keep
         self.llm._requires_eval = True
 
