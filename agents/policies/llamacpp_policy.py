@@ -24,9 +24,11 @@ llama_cpp is imported inside functions: it is an optional extra.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,30 +145,26 @@ def extra_buffers() -> bool:
         return True
 
 
-class _weight_buffers:
+@contextlib.contextmanager
+def _weight_buffers(extra: bool) -> Iterator[None]:
     """Within it, llama.cpp models load with (or without) the extra buffer types: llama-cpp-
     python reads its model parameters from `llama_model_default_params` and has no argument
     for this one."""
+    import llama_cpp.llama_cpp as lib
 
-    def __init__(self, extra: bool) -> None:
-        self.extra = extra
-
-    def __enter__(self) -> None:
-        import llama_cpp.llama_cpp as lib
-
-        _params_lock.acquire()
-        self.lib, self.default = lib, lib.llama_model_default_params
-        if not self.extra and "use_extra_bufts" in dict(type(self.default()).__dict__.get("_fields_", [])):
+    with _params_lock:
+        default = lib.llama_model_default_params
+        if not extra and hasattr(default(), "use_extra_bufts"):
             def without() -> Any:
-                params = self.default()
+                params = default()
                 params.use_extra_bufts = False
                 return params
 
             lib.llama_model_default_params = without
-
-    def __exit__(self, *exc: Any) -> None:
-        self.lib.llama_model_default_params = self.default
-        _params_lock.release()
+        try:
+            yield
+        finally:
+            lib.llama_model_default_params = default
 
 
 def open_gguf(path: str | Path, **kwargs: Any) -> Any:
