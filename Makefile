@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # so two keep both cores of the 2-core reference machine busy (35 min, ~2x a single process).
 TEST_JOBS ?= 2
 
-.PHONY: setup lock run test test-fast bench stress lint clean envs-venv envs-lock envs-eval
+.PHONY: setup lock run test test-fast bench stress lint clean envs-venv envs-lock envs-eval fast
 
 setup: $(STAMP)
 
@@ -22,6 +22,11 @@ lock:
 
 run: $(STAMP)
 	@bash scripts/run.sh
+
+# The `fast` extra (llama.cpp for `--variant fast`), built from source for this CPU (~25 min).
+# Optional: nothing else needs it. docs/MODELS.md, "Fast variant: llama.cpp"
+fast: $(STAMP)
+	@bash scripts/fast_extra.sh
 
 test: $(STAMP)
 	@$(BIN)/lint-imports --no-cache pyproject.toml

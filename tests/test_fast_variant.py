@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from agents.policies.hf_policy import HFPolicy
-from agents.policies.llamacpp_policy import llama_cpp_available
+from agents.policies.llamacpp_policy import EXTRA_BUFFERS_ENV, extra_buffers, llama_cpp_available
 from agents.policies.local import make_local
 from studio.cli import build_app
 
@@ -155,3 +157,47 @@ def test_lookup_decoding_in_llama_cpp_generates_the_plain_greedy_tokens(data_dir
         assert tools(task, True) == tools(task, False), task
     same = sum(turns[True][t] == turns[False][t] for t in ids)
     assert same >= len(ids) - 1, f"{same} of {len(ids)} episodes token for token"
+
+
+def test_llama_cpps_extra_kernels_are_left_out_only_for_an_amx_build_on_an_amx_cpu(monkeypatch):
+    """The AMX weight layout crashed; repacked rows did not. So the extra buffer types stay on
+    unless both the build and the CPU have AMX, and the environment variable decides over both."""
+    monkeypatch.delenv(EXTRA_BUFFERS_ENV, raising=False)
+    amx_build = "CPU : SSE3 = 1 | AVX512 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | REPACK = 1 | "
+    plain_build = "CPU : SSE3 = 1 | AVX512 = 1 | LLAMAFILE = 1 | REPACK = 1 | "
+    amx_cpu = "flags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8 avx512_fp16\n"
+    plain_cpu = "flags\t\t: fpu sse2 avx512f avx512_vnni\n"
+    assert extra_buffers(amx_build, amx_cpu) is False
+    assert extra_buffers(plain_build, amx_cpu) is True  # `make fast`'s build on an AMX CPU
+    assert extra_buffers(amx_build, plain_cpu) is True
+    assert extra_buffers(plain_build, plain_cpu) is True
+    monkeypatch.setenv(EXTRA_BUFFERS_ENV, "1")
+    assert extra_buffers(amx_build, amx_cpu) is True
+    monkeypatch.setenv(EXTRA_BUFFERS_ENV, "0")
+    assert extra_buffers(plain_build, plain_cpu) is False
+
+
+@pytest.mark.parametrize("flags, on, off", [
+    ("fpu sse2 sse4_2 avx avx2 fma f16c bmi2 avx512f avx512_vnni avx512vbmi avx512_bf16 "
+     "amx_tile amx_int8 amx_bf16 avx_vnni",
+     ["AVX2", "AVX512", "AVX512_VNNI", "AVX512_VBMI", "AVX512_BF16", "AVX_VNNI"], []),
+    ("fpu sse2 sse4_2 avx avx2 fma f16c", ["AVX", "AVX2", "FMA", "F16C"],
+     ["AVX512", "AVX512_VNNI", "AVX_VNNI"]),
+])
+def test_make_fast_builds_for_the_cpus_own_instruction_sets_and_never_amx(tmp_path, flags, on, off):
+    script = Path(__file__).resolve().parent.parent / "scripts" / "fast_extra.sh"
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    out = subprocess.run(["bash", str(script), "--print-cmake-args"], capture_output=True,
+                         text=True, env={**os.environ, "CPUINFO": str(cpuinfo)}, check=True)
+    args = set(out.stdout.split())
+    assert "-DGGML_NATIVE=OFF" in args  # -march=native would compile the AMX kernels
+    assert "-DGGML_OPENMP=OFF" in args  # OpenMP's barriers sleep under the passive wait policy
+    assert {"-DGGML_AMX_INT8=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_BF16=OFF"} <= args
+    assert {f"-DGGML_{o}=ON" for o in on} <= args
+    assert {f"-DGGML_{o}=OFF" for o in off} <= args
+    # not x86-64 (an Arm /proc/cpuinfo has no flags line): a native build
+    cpuinfo.write_text("processor\t: 0\nFeatures\t: fp asimd evtstrm aes\n")
+    out = subprocess.run(["bash", str(script), "--print-cmake-args"], capture_output=True,
+                         text=True, env={**os.environ, "CPUINFO": str(cpuinfo)}, check=True)
+    assert out.stdout.split() == ["-DGGML_NATIVE=ON", "-DGGML_OPENMP=OFF"]

@@ -130,19 +130,30 @@ EXTRA_BUFFERS_ENV = "MODELWRIGHT_LLAMA_EXTRA_BUFFERS"
 _params_lock = threading.Lock()
 
 
-def extra_buffers() -> bool:
+def extra_buffers(system_info: str | None = None, cpuinfo: str | None = None) -> bool:
     """Whether llama.cpp may lay the weights out for its extra CPU kernels (its "extra buffer
-    types": AMX, repacked rows). Not on a CPU with AMX: there llama.cpp 0.3.36's AMX layout of
-    SmolLM2's q8_0 weights (the tied embedding among them) crashed the first decode with a
-    segmentation fault. `MODELWRIGHT_LLAMA_EXTRA_BUFFERS=1|0` decides instead."""
+    types": AMX tiles, repacked rows). Not where llama.cpp was built with its AMX kernels and
+    the CPU has AMX: there llama.cpp 0.3.36's AMX layout of SmolLM2's q8_0 weights crashed the
+    first decode with a segmentation fault (`make fast` builds without AMX, which keeps the
+    repacked kernels). `MODELWRIGHT_LLAMA_EXTRA_BUFFERS=1|0` decides instead. `system_info` is
+    llama.cpp's own line (`llama_print_system_info`), `cpuinfo` /proc/cpuinfo's text; both are
+    read when not given."""
     said = os.environ.get(EXTRA_BUFFERS_ENV)
     if said in ("0", "1"):
         return said == "1"
-    try:
-        with open("/proc/cpuinfo") as f:
-            return " amx_int8" not in f.read()
-    except OSError:
+    if system_info is None:
+        import llama_cpp
+
+        system_info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    if "AMX_INT8 = 1" not in system_info:
         return True
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return False
+    return " amx_int8" not in cpuinfo
 
 
 @contextlib.contextmanager
