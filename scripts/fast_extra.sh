@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `make fast`: the `fast` extra (llama-cpp-python: `--variant fast`, `models export --quant
-# q4_k_m`) built from its source distribution (hash-pinned) into the project's venv, ~25 min on
-# 2 cores. The build targets this CPU's instruction sets by name instead of -march=native: on a
-# CPU with AMX, -march=native compiles llama.cpp's AMX kernels, whose weight layout crashed the
-# first decode of the shipped agent (0.3.36); without AMX llama.cpp keeps its repacked q8_0
-# kernels (docs/MODELS.md, "Fast variant: llama.cpp"). On a CPU other than x86-64 it builds
-# natively. Without OpenMP: llama.cpp's threads then meet at their own spinning barriers, where
-# OpenMP's sleep at every one under the passive wait policy the product sets for torch (x2.6 the
-# time of a new token on 2 threads). FAST_CMAKE_ARGS replaces the chosen flags. Needs PyPI and a C++ compiler.
+# q4_k_m|q4_0`) built from its source distribution (hash-pinned) into the project's venv: ~4 min
+# on 2 idle cores (231 s measured), longer beside other work. Needs PyPI and a C++ compiler.
+# - It names this CPU's instruction sets instead of -march=native: on a CPU with AMX,
+#   -march=native compiles llama.cpp's AMX kernels, whose weight layout crashed the first decode
+#   of the shipped agent (0.3.36). On a CPU other than x86-64 it builds natively.
+# - Without OpenMP: llama.cpp's own threads meet at spinning barriers, where OpenMP's sleep at
+#   every step under the passive wait policy the product sets for torch (x2.6 the time of a new
+#   token on 2 threads).
+# docs/MODELS.md, "Fast variant: llama.cpp". FAST_CMAKE_ARGS replaces the chosen flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -40,10 +41,10 @@ ARGS=${FAST_CMAKE_ARGS:-$(cmake_args)}
 req=$(mktemp)
 trap 'rm -f "$req"' EXIT
 printf 'llama-cpp-python==%s --hash=sha256:%s\n%s\n' "$VERSION" "$SHA256" "$DISKCACHE" > "$req"
-say "building llama-cpp-python $VERSION from source (~25 min on 2 cores): CMAKE_ARGS=$ARGS"
+say "building llama-cpp-python $VERSION from source (~4 min on 2 idle cores): CMAKE_ARGS=$ARGS"
 # --no-cache-dir: a wheel pip built earlier with other flags would otherwise be reused
 CMAKE_ARGS="$ARGS" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
   "$PY" -m pip install -q --disable-pip-version-check --no-cache-dir --no-deps \
   --no-binary llama-cpp-python --require-hashes -r "$req" 2>&1 \
   | sed -e '/is ignored: it is neither a file nor a directory/d'
-"$PY" -c 'import llama_cpp; info = llama_cpp.llama_print_system_info().decode(); print("[fast] llama.cpp", llama_cpp.__version__, "ready:", " ".join(p.split(" = ")[0].strip() for p in info.split("|") if p.strip().endswith("= 1")))'
+"$PY" -c 'import llama_cpp; info = llama_cpp.llama_print_system_info().decode(); print("[fast] llama.cpp", llama_cpp.__version__, "ready:", " ".join(p.split(" = ")[0].split(":")[-1].strip() for p in info.split("|") if p.strip().endswith("= 1")))'

@@ -13,7 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from agents.policies.hf_policy import HFPolicy
-from agents.policies.llamacpp_policy import EXTRA_BUFFERS_ENV, extra_buffers, llama_cpp_available
+from agents.policies.llamacpp_policy import (
+    EXTRA_BUFFERS_ENV,
+    build_advice,
+    extra_buffers,
+    llama_cpp_available,
+)
 from agents.policies.local import make_local
 from studio.cli import build_app
 
@@ -201,3 +206,18 @@ def test_make_fast_builds_for_the_cpus_own_instruction_sets_and_never_amx(tmp_pa
     out = subprocess.run(["bash", str(script), "--print-cmake-args"], capture_output=True,
                          text=True, env={**os.environ, "CPUINFO": str(cpuinfo)}, check=True)
     assert out.stdout.split() == ["-DGGML_NATIVE=ON", "-DGGML_OPENMP=OFF"]
+
+
+def test_a_slower_llama_cpp_build_gets_one_line_saying_make_fast(monkeypatch):
+    monkeypatch.delenv(EXTRA_BUFFERS_ENV, raising=False)
+    made = "CPU : AVX2 = 1 | AVX512 = 1 | LLAMAFILE = 1 | REPACK = 1 | "  # make fast's build
+    omp = "CPU : AVX2 = 1 | AVX512 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | "
+    amx = "CPU : AVX512 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | "
+    amx_cpu, plain_cpu = "flags : sse2 avx512f amx_tile amx_int8\n", "flags : sse2 avx512f\n"
+    assert build_advice(made, amx_cpu, "passive") == ""
+    assert build_advice(omp, plain_cpu, "spin then sleep (libgomp default)") == ""
+    said = build_advice(omp, plain_cpu, "passive")
+    assert "with OpenMP" in said and "`make fast`" in said and "\n" not in said
+    said = build_advice(amx, amx_cpu, "passive")
+    assert "with OpenMP" in said and "with AMX" in said and "`make fast`" in said
+    assert "with AMX" not in build_advice(amx, plain_cpu, "passive")  # no AMX here: it runs

@@ -108,16 +108,18 @@ def test_a_wrong_name_quant_or_format_is_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_q4_k_m_without_llama_cpp_says_how_to_get_it(tmp_path):
+@pytest.mark.parametrize("quant", ["q4_k_m", "q4_0"])
+def test_a_4_bit_export_without_llama_cpp_says_how_to_get_it(tmp_path, quant):
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
         pass
     else:
-        pytest.skip("llama-cpp-python is installed here: q4_k_m is written, not refused")
-    line = one_error_line(models("export", "--quant", "q4_k_m", "--data-dir",
+        pytest.skip("llama-cpp-python is installed here: 4-bit files are written, not refused")
+    line = one_error_line(models("export", "--quant", quant, "--data-dir",
                                  str(tmp_path / "data")), ExitCode.UNAVAILABLE)  # fmt: skip
-    assert "modelwright[fast]" in line and "llama-quantize" in line
+    assert f"--quant {quant} needs" in line and "`make fast`" in line
+    assert f"llama-quantize FILE.gguf OUT.gguf {quant.upper()}" in line
 
 
 # --- the packaged base and the shipped adapter ------------------------------------------------------
@@ -280,8 +282,7 @@ def test_the_q8_0_export_makes_the_standard_variants_tool_calls(exported, standa
     assert same_calls >= Q8_SAME_CALLS, differ
 
 
-NO_LLAMA_CPP = ("llama-cpp-python (the `fast` extra) is not installed: pip install "
-                "'modelwright[fast]' builds it")
+NO_LLAMA_CPP = "llama-cpp-python (the `fast` extra) is not installed: `make fast` builds it"
 # Decided before the fixtures run (they take minutes): no model is loaded for a skipped test.
 needs_llama_cpp = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                      reason=NO_LLAMA_CPP)

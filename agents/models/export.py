@@ -31,8 +31,9 @@ from agents.models.convert import MANIFEST, ModelError, progress, sha256_of
 from tools.cli.exits import ExitCode, Unavailable
 
 FORMATS = ("gguf",)
-QUANTS = ("q8_0", "f16", "f32", "q4_k_m")
-GGUF_QUANTS = ("q8_0", "f16", "f32")  # written by gguf-py; q4_k_m needs llama.cpp's quantizer
+QUANTS = ("q8_0", "f16", "f32", "q4_k_m", "q4_0")
+GGUF_QUANTS = ("q8_0", "f16", "f32")  # written by gguf-py; the 4-bit ones by llama.cpp's quantizer
+LLAMA_CPP_QUANTS = {"q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
 STOP = ("<|im_end|>", "<|im_start|>")
 MAX_EXPORT_BYTES = 64 << 30  # the outbox's cap for one file (its default, 1 GiB, is for renders)
 
@@ -154,8 +155,8 @@ def export(name: str | None = None, adapter: str | None = None, fmt: str = "gguf
         raise ModelError(f"--format {fmt!r} is not one of: {', '.join(FORMATS)}")
     if quant not in QUANTS:
         raise ModelError(f"--quant {quant!r} is not one of: {', '.join(q for q in QUANTS)}")
-    if quant == "q4_k_m":
-        llama_cpp_quantizer()  # before minutes of work: is llama.cpp's quantizer here?
+    if quant in LLAMA_CPP_QUANTS:
+        llama_cpp_quantizer(quant)  # before minutes of work: is llama.cpp's quantizer here?
     from agents.models.registry import resolve
 
     base, adapter_dir, label = pick(name, adapter, data_dir)
@@ -175,10 +176,10 @@ def export(name: str | None = None, adapter: str | None = None, fmt: str = "gguf
     # (a fresh name, no link followed: tools/trust/outbox.py).
     tmp = Path(tempfile.mkdtemp(prefix="modelwright-export-"))
     try:
-        if quant == "q4_k_m":
+        if quant in LLAMA_CPP_QUANTS:
             write_gguf(gguf, weights, tmp / "f16.gguf", "f16", label)
-            progress("quantising to q4_k_m with llama.cpp")
-            quantize_llama_cpp(tmp / "f16.gguf", tmp / file_name, "q4_k_m")
+            progress(f"quantising to {quant} with llama.cpp")
+            quantize_llama_cpp(tmp / "f16.gguf", tmp / file_name, quant)
         else:
             progress(f"writing {file_name} ({quant})")
             write_gguf(gguf, weights, tmp / file_name, quant, label)
@@ -322,20 +323,21 @@ def write_gguf(template: Path, weights: Weights, dest: Path, quant: str, label: 
 
 
 # -- llama.cpp's quantizer (the `fast` extra) -------------------------------------------------
-def llama_cpp_quantizer():
+def llama_cpp_quantizer(quant: str = "q4_k_m"):
     try:
         import llama_cpp
     except ImportError:
-        raise LlamaCppMissing("--quant q4_k_m needs llama.cpp's quantizer (gguf-py cannot write "
-                              "K-quants): pip install 'modelwright[fast]' (builds "
-                              "llama-cpp-python), or export --quant f16 and run llama.cpp's "
-                              "llama-quantize FILE.gguf OUT.gguf Q4_K_M") from None
+        raise LlamaCppMissing(f"--quant {quant} needs llama.cpp's quantizer (the export writes "
+                              "only q8_0, f16 and f32 itself): `make fast` builds "
+                              "llama-cpp-python for this CPU, or export --quant f16 and run "
+                              f"llama.cpp's llama-quantize FILE.gguf OUT.gguf {quant.upper()}"
+                              ) from None
     return llama_cpp
 
 
 def quantize_llama_cpp(src: Path, dest: Path, quant: str) -> None:
-    llama_cpp = llama_cpp_quantizer()
-    ftype = {"q4_k_m": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}[quant]
+    llama_cpp = llama_cpp_quantizer(quant)
+    ftype = getattr(llama_cpp, LLAMA_CPP_QUANTS[quant])
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = max(1, (os.cpu_count() or 1))

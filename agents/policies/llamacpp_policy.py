@@ -396,8 +396,8 @@ def load_fast(config: Any) -> tuple[LlamaCppPolicy | None, str]:
     """The llama.cpp fast variant of `config`'s agent, or (None, why not) when llama-cpp-python
     is not installed or the agent cannot be exported (the caller runs the int8 variant)."""
     if not llama_cpp_available():
-        return None, ("llama-cpp-python is not installed (pip install 'modelwright[fast]', "
-                      "a source build)")
+        return None, ("llama-cpp-python is not installed (`make fast` builds it from source "
+                      "for this CPU)")
     from agents.models.convert import ModelError, progress
     from agents.models.variants import fast_gguf
     from tools.cli.exits import Unavailable, UserError
@@ -423,5 +423,32 @@ def load_fast(config: Any) -> tuple[LlamaCppPolicy | None, str]:
                              None, override)  # fmt: skip
     model = LlamaModel(built.gguf, tokenizer, min(n_ctx, 8192), threads, built.stats)
     progress(f"fast variant: {built.gguf.name} in llama.cpp, {threads} thread(s)")
+    advice = build_advice()
+    if advice:
+        progress(advice)
     return LlamaCppPolicy(config, model, built.label), ""
+
+
+def build_advice(system_info: str | None = None, cpuinfo: str | None = None,
+                 wait_policy: str | None = None) -> str:  # fmt: skip
+    """One line when the installed llama.cpp build is slower here than `make fast`'s, else "".
+    An OpenMP build's threads sleep at each of the ~1,000 steps of a new token under the
+    passive wait policy the product sets for torch (x2.6 the time of a token on 2 threads,
+    measured); an AMX build on an AMX CPU runs without its extra kernels (`extra_buffers`)."""
+    from agents.models.cpu import wait_policy as current_wait_policy
+
+    if system_info is None:
+        import llama_cpp
+
+        system_info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    why = []
+    if "OPENMP = 1" in system_info and (wait_policy or current_wait_policy()) == "passive":
+        why.append("with OpenMP, whose threads sleep between its steps here (new tokens ~x2.6 "
+                   "slower)")  # fmt: skip
+    if "AMX_INT8 = 1" in system_info and not extra_buffers(system_info, cpuinfo):
+        why.append("with AMX, which crashed here, so it runs without its faster kernels")
+    if not why:
+        return ""
+    return (f"llama.cpp was built {' and '.join(why)}: `make fast` rebuilds it for this CPU "
+            "(docs/MODELS.md, \"Fast variant: llama.cpp\")")
 
