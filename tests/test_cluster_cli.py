@@ -114,3 +114,36 @@ def test_a_start_that_hangs_is_stopped_tried_again_and_one_line(env, tmp_path) -
             and "0.1" in (p.info["cmdline"] or [])]  # fmt: skip
     assert mine == []
     assert "no cluster is up" in mw("cluster", "down", env=env).stdout
+
+
+def test_a_deep_waiting_stack_keeps_its_outer_frames_where_the_start_waited() -> None:
+    """The hung keeper's dump: a thread caught deep (here 300 calls, as inside nested imports)
+    still shows its outermost frames, then how many were left out, then the innermost ones."""
+    import sys
+    import threading
+
+    from training.eval.cluster import waiting_stacks
+
+    inside, release = threading.Event(), threading.Event()
+
+    def deep(n: int) -> None:
+        if n:
+            return deep(n - 1)
+        inside.set()
+        release.wait()
+
+    def the_keepers_start() -> None:
+        deep(300)
+
+    thread = threading.Thread(target=the_keepers_start)
+    thread.start()
+    try:
+        assert inside.wait(30)
+        text = waiting_stacks(sys._current_frames(), threading.get_ident(), head=12, tail=30)
+    finally:
+        release.set()
+        thread.join()
+    mine = text[text.index(f"Thread {thread.ident:#x}"):]
+    assert "in the_keepers_start" in mine  # an outer frame, which faulthandler would have cut
+    assert "frames left out" in mine and "release.wait()" in mine  # and the innermost ones
+    assert f"Thread {threading.get_ident():#x}" not in text  # not the thread that asked

@@ -600,12 +600,32 @@ START_HUNG = 3  # the keeper's exit status when its start did not finish in time
 def _watch_start(started: threading.Event, within: float) -> None:
     if started.wait(within):
         return
-    import faulthandler
-
     print(f"where the start waited after {within:g} s:", file=sys.stderr, flush=True)
-    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    print(waiting_stacks(sys._current_frames(), threading.get_ident()), file=sys.stderr,
+          flush=True)  # fmt: skip
     print(f"a Ray node did not start within {within:g} s", file=sys.stderr, flush=True)
     os._exit(START_HUNG)  # Ray's reaper stops what this process started
+
+
+def waiting_stacks(frames: dict, own: int, head: int = 12, tail: int = 30) -> str:
+    """Every thread's stack but `own`'s (`frames`: thread id -> its current frame), outermost
+    call first. A deep one keeps its outer `head` frames, which say where in the keeper the
+    start waited, and its inner `tail`, and says how many it left out between: a start caught
+    inside an import of an import is 100 frames of importlib deep (faulthandler, which keeps
+    only the innermost 100, lost the keeper's own frames)."""
+    import traceback
+
+    parts = []
+    for ident, frame in frames.items():
+        if ident == own:
+            continue
+        stack = traceback.extract_stack(frame)
+        lines = traceback.format_list(stack[:head] if len(stack) > head + tail else stack)
+        if len(stack) > head + tail:
+            lines.append(f"  ... {len(stack) - head - tail} frames left out ...\n")
+            lines += traceback.format_list(stack[-tail:])
+        parts.append(f"Thread {ident:#x} (outermost call first):\n" + "".join(lines))
+    return "".join(parts).rstrip("\n")
 
 
 if __name__ == "__main__":  # `modelwright cluster up` starts this, detached
