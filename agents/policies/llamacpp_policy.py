@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -130,6 +131,15 @@ EXTRA_BUFFERS_ENV = "MODELWRIGHT_LLAMA_EXTRA_BUFFERS"
 _params_lock = threading.Lock()
 
 
+@functools.cache
+def llama_system_info() -> str:
+    """What the installed llama.cpp was built with (`llama_print_system_info`: "AVX2 = 1 |
+    OPENMP = 1 | ..."), read once a process."""
+    import llama_cpp
+
+    return llama_cpp.llama_print_system_info().decode(errors="replace")
+
+
 def extra_buffers(system_info: str | None = None, cpuinfo: str | None = None) -> bool:
     """Whether llama.cpp may lay the weights out for its extra CPU kernels (its "extra buffer
     types": AMX tiles, repacked rows). Not where llama.cpp was built with its AMX kernels and
@@ -142,9 +152,7 @@ def extra_buffers(system_info: str | None = None, cpuinfo: str | None = None) ->
     if said in ("0", "1"):
         return said == "1"
     if system_info is None:
-        import llama_cpp
-
-        system_info = llama_cpp.llama_print_system_info().decode(errors="replace")
+        system_info = llama_system_info()
     if "AMX_INT8 = 1" not in system_info:
         return True
     if cpuinfo is None:
@@ -438,9 +446,7 @@ def build_advice(system_info: str | None = None, cpuinfo: str | None = None,
     from agents.models.cpu import wait_policy as current_wait_policy
 
     if system_info is None:
-        import llama_cpp
-
-        system_info = llama_cpp.llama_print_system_info().decode(errors="replace")
+        system_info = llama_system_info()
     why = []
     if "OPENMP = 1" in system_info and (wait_policy or current_wait_policy()) == "passive":
         why.append("with OpenMP, whose threads sleep between its steps here (new tokens ~x2.6 "
