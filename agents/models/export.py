@@ -31,9 +31,9 @@ from agents.models.convert import MANIFEST, ModelError, progress, sha256_of
 from tools.cli.exits import ExitCode, Unavailable
 
 FORMATS = ("gguf",)
-QUANTS = ("q8_0", "f16", "f32", "q4_k_m", "q4_0")
-GGUF_QUANTS = ("q8_0", "f16", "f32")  # written by gguf-py; the 4-bit ones by llama.cpp's quantizer
-LLAMA_CPP_QUANTS = {"q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
+GGUF_QUANTS = ("q8_0", "f16", "f32")  # written by gguf-py
+LLAMA_CPP_QUANTS = {"q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}  # its quantizer
+QUANTS = GGUF_QUANTS + tuple(LLAMA_CPP_QUANTS)
 STOP = ("<|im_end|>", "<|im_start|>")
 MAX_EXPORT_BYTES = 64 << 30  # the outbox's cap for one file (its default, 1 GiB, is for renders)
 
@@ -323,7 +323,7 @@ def write_gguf(template: Path, weights: Weights, dest: Path, quant: str, label: 
 
 
 # -- llama.cpp's quantizer (the `fast` extra) -------------------------------------------------
-def llama_cpp_quantizer(quant: str = "q4_k_m"):
+def llama_cpp_quantizer(quant: str):
     try:
         import llama_cpp
     except ImportError:
