@@ -221,3 +221,85 @@ def test_a_slower_llama_cpp_build_gets_one_line_saying_make_fast(monkeypatch):
     said = build_advice(amx, amx_cpu, "passive")
     assert "with OpenMP" in said and "with AMX" in said and "`make fast`" in said
     assert "with AMX" not in build_advice(amx, plain_cpu, "passive")  # no AMX here: it runs
+
+
+@needs_llama
+@pytest.mark.slow
+def test_a_pipeline_eval_stage_in_llama_cpp_f32_reports_the_standard_float32_episodes(
+        data_dir, tmp_path, monkeypatch):  # fmt: skip
+    """`eval.variant: fast` with `eval.quant: f32`: the stage's adapter (the shipped curriculum
+    one) merged into an f32 GGUF under RUN/variants, its greedy episodes on level 1-2 test
+    tasks, family toolboxes shown, the same as the standard variant's float32 eval: reward,
+    steps, tokens out and prompt tokens of every turn. The GGUF is made once. One thread each
+    (a sum's order can follow the thread count, and a near-tie then flip a greedy token)."""
+    from agents.models.registry import resolve, resolve_adapter
+    from training.pipeline import evaluate_model
+    from training.train_config import TrainConfig
+
+    monkeypatch.setenv("MODELWRIGHT_THREADS", "1")
+    base = resolve("smollm2-135m-instruct", data_dir)
+    adapter = resolve_adapter("smollm2-curriculum", data_dir)
+
+    def run(variant: str) -> dict:
+        cfg = TrainConfig.model_validate({
+            "kind": "pipeline", "model": {"path": str(base), "dtype": "bfloat16"},
+            "demos": {"families": ["materials"]}, "sft": {}, "grpo": {},
+            "eval": {"families": ["materials", "primitive_placement"], "levels": [1, 2],
+                     "per_family": 2, "max_steps": 4, "max_tokens": 96, "dtype": "float32",
+                     "variant": variant, "quant": "f32"},
+        })  # fmt: skip
+        evaluate_model(cfg, base, adapter, variant, tmp_path)
+        return json.loads((tmp_path / f"eval-{variant}.json").read_text())
+
+    def seen(report: dict) -> list:
+        return sorted((e["task"], e["reward"], e["steps"], e["tokens_out"], e["prompt_tokens"])
+                      for e in report["episodes"])  # fmt: skip
+
+    fast, standard = run("fast"), run("standard")
+    assert len(fast["episodes"]) == 4 and seen(fast) == seen(standard)
+    assert fast["schema_valid_calls"] == standard["schema_valid_calls"]
+    (gguf,) = (tmp_path / "variants").glob("smollm2-curriculum-*.f32.gguf")
+    assert fast["engine"] == {"engine": "llama.cpp", "quant": "f32", "gguf": gguf.name,
+                              "threads": fast["engine"]["threads"], "workers": 1}
+    stamp = gguf.stat().st_mtime_ns
+    run("fast")
+    assert gguf.stat().st_mtime_ns == stamp  # found again, not made again
+
+
+def test_the_fast_variants_format_is_one_a_fast_variant_is_made_in(tmp_path):
+    """`eval --quant` and `eval.quant` take q8_0, f16 or f32; anything else is one line."""
+    from training.train_config import TrainConfig
+
+    result = CliRunner().invoke(build_app(), ["eval", "--policy", "hf", "--variant", "fast",
+                                              "--quant", "q4_k_m", "--no-record"])
+    assert result.exit_code == 2 and "--quant q4_k_m: a fast variant is made in q8_0 | f16 | f32" \
+        in result.output
+    result = CliRunner().invoke(build_app(), ["eval", "--policy", "hf", "--quant", "f32"])
+    assert result.exit_code == 2 and "add --variant fast" in result.output
+    with pytest.raises(ValueError, match="quant"):
+        TrainConfig.model_validate({"kind": "pipeline", "model": {"path": str(tmp_path)},
+                                    "eval": {"variant": "fast", "quant": "q4_0"}})
+
+
+def test_a_pipeline_with_fast_evals_says_at_once_when_llama_cpp_is_missing(tmp_path):
+    """`eval.variant: fast` without llama-cpp-python: one line naming `make fast` before the
+    first stage runs (nothing written), not at the first eval hours later."""
+    import yaml
+
+    from training.pipeline import check_eval_engine
+    from training.train_config import load_config
+
+    cfg = yaml.safe_load(Path("configs/pipeline-tiny-cpu.yaml").read_text())
+    cfg["eval"] = {**cfg.get("eval", {}), "variant": "fast", "quant": "f32"}
+    path = tmp_path / "fast-evals.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert load_config(path).eval.variant == "fast"
+    if llama_cpp_available():
+        check_eval_engine(load_config(path))  # nothing to say
+        return
+    out = tmp_path / "run"
+    result = CliRunner().invoke(build_app(), ["train", "pipeline", "--config", str(path),
+                                              "--out", str(out)])  # fmt: skip
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "`make fast` builds it" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.exists() or not any(out.iterdir())

@@ -118,6 +118,13 @@ def evaluate_model(
     """Greedy episodes of the (adapted) model on the `eval:` tasks; writes eval-NAME.json."""
     from training.sft.trainer import load_model
 
+    if config.eval.variant == "fast":  # llama.cpp on the merged GGUF (eval.quant)
+        from training.eval.run_eval import evaluate_fast
+
+        report = evaluate_fast(config, model_dir, adapter, out / "variants")
+        report["stage"] = name
+        (out / f"eval-{name}.json").write_text(json.dumps(report, indent=1, default=str))
+        return stage_summary(report)
     spec = config.model
     if config.eval.dtype is not None:
         spec = spec.model_copy(update={"dtype": config.eval.dtype})
@@ -241,6 +248,7 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     bound_allocator(**allocator_args(config.run))  # before the stages' threads start
     config = with_eval_families(config)
     check_shown_tools(config)
+    check_eval_engine(config)
     out.mkdir(parents=True, exist_ok=True)
     set_cpu_threads(config.run.cpu_threads)
     started = time.time()
@@ -311,6 +319,20 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     (out / "report.json").write_text(json.dumps(report, indent=1))
     (out / "report.md").write_text(report["summary"] + "\n")
     return report
+
+
+def check_eval_engine(config: TrainConfig) -> None:
+    """`eval.variant: fast` runs the eval stages in llama.cpp: say so before the first stage,
+    not hours later at the first eval, when it is not installed."""
+    if config.eval.variant != "fast":
+        return
+    from agents.policies.llamacpp_policy import llama_cpp_available
+
+    if not llama_cpp_available():
+        from tools.cli.exits import UserError
+
+        raise UserError("eval.variant: fast runs the eval stages in llama.cpp, which is not "
+                        "installed: `make fast` builds it (~4 min), or set eval.variant: standard")
 
 
 def base_folder(config: TrainConfig, out: Path) -> Path:

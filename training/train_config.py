@@ -324,6 +324,12 @@ class EvalSpec(Strict):
     # its new tokens only, and with `workers` > 1 and `batch` 1 the episodes' turns run side by
     # side, the cores shared among them (the CLI eval's way, benchmarks/bench_contention.py).
     dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    # Pipeline: `fast` runs each eval stage's greedy turns in llama.cpp, on the stage's adapter
+    # merged into a GGUF in `quant` (kept in RUN/variants/; needs llama-cpp-python: `make
+    # fast`). f32 reproduces the standard variant's float32 turns (12 of 12 episodes alike,
+    # docs/TRAINING.md) in a fraction of its time; q8_0 is faster but another model's turns.
+    variant: Literal["standard", "fast"] = "standard"
+    quant: Literal["q8_0", "f16", "f32"] = "f32"
     # Pipeline: also score SFT and GRPO on this many test seeds of each held-out family (the
     # families no split trains on), each task shown its family's declared toolbox; 0: not scored.
     held_out_per_family: int = Field(0, ge=0)

@@ -2,8 +2,10 @@
 
 The fast variant in llama.cpp is the agent's q8_0 GGUF (`agents/models/export.py`), made the
 first time `--variant fast` runs and kept under DATA/variants/, named by the agent and keyed
-by a digest of the base's GGUF hash and the adapter's files: an adapter trained again gets a
-new file, never an old one. Beside each GGUF a `.speed.json` adds up the turns run on it
+by a digest of the base's GGUF hash, the number format and the adapter's files: an adapter
+trained again gets a new file, never an old one. `--quant f32` (or f16) makes the same agent
+in another format: f32 is what a pipeline's eval stages run, the standard variant's float32
+turns in llama.cpp's time (docs/MODELS.md). Beside each GGUF a `.speed.json` adds up the turns run on it
 (prompt and new tokens, seconds): what `modelwright models show` reports as its speed here.
 """
 
@@ -22,7 +24,9 @@ from pathlib import Path
 from agents.models.convert import BASE_NAME, BASE_SHA256, MANIFEST, ModelError, progress
 
 VERSION = "1"  # of the export's layout: a change makes every variant again
-QUANT = "q8_0"
+QUANT = "q8_0"  # the fast variant's number format
+# The formats a fast variant may be made in (gguf-py writes them; no quantizer needed)
+FAST_QUANTS = ("q8_0", "f16", "f32")
 _BUILD_LOCK = threading.Lock()
 
 
@@ -32,6 +36,7 @@ class FastGGUF:
     folder: Path  # the base's model folder (tokenizer, config)
     label: str
     stats: Path
+    quant: str = QUANT
 
 
 def variants_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -48,9 +53,9 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def variant_key(base: str, folder: Path, adapter: Path | None) -> str:
+def variant_key(base: str, folder: Path, adapter: Path | None, quant: str = QUANT) -> str:
     """A digest of what the GGUF is made from: the base's GGUF hash (recorded when it was
-    converted) and the adapter's weights and config."""
+    converted), the number format and the adapter's weights and config."""
     if base == BASE_NAME:
         source = BASE_SHA256
     else:
@@ -58,7 +63,7 @@ def variant_key(base: str, folder: Path, adapter: Path | None) -> str:
             source = str(json.loads((folder / MANIFEST).read_text()).get("gguf_sha256") or base)
         except (OSError, ValueError):
             source = base
-    h = hashlib.sha256(f"{VERSION}:{QUANT}:{source}".encode())
+    h = hashlib.sha256(f"{VERSION}:{quant}:{source}".encode())
     if adapter is not None:
         for name in sorted(p.name for p in adapter.iterdir()
                            if p.is_file() and p.name.startswith("adapter_")):  # fmt: skip
@@ -67,9 +72,14 @@ def variant_key(base: str, folder: Path, adapter: Path | None) -> str:
 
 
 def fast_gguf(model: str | None, adapter: str | None,
-              data_dir: str | os.PathLike[str] | None = None) -> FastGGUF:  # fmt: skip
-    """The fast variant's GGUF for this model and adapter, exported now if there is none yet.
-    ModelError (one line) when the model cannot be exported (not from a GGUF, not llama)."""
+              data_dir: str | os.PathLike[str] | None = None, quant: str = QUANT,
+              root: Path | None = None) -> FastGGUF:  # fmt: skip
+    """The fast variant's GGUF for this model and adapter in `quant`, exported now if there is
+    none yet, under `root` (default DATA/variants; a training run keeps its own). ModelError
+    (one line) when the model cannot be exported (not from a GGUF, not llama)."""
+    if quant not in FAST_QUANTS:
+        raise ModelError(f"a fast variant is made in {', '.join(FAST_QUANTS)}, not {quant!r} "
+                         "(`modelwright models export --quant` makes the others)")
     from agents.models.export import export, pick
     from agents.models.registry import resolve
 
@@ -83,22 +93,22 @@ def fast_gguf(model: str | None, adapter: str | None,
     folder = resolve(base, data_dir)
     if folder is None:
         raise ModelError(f"no model folder for {base}; see `modelwright models list`")
-    root = variants_dir(data_dir)
-    key = variant_key(base, folder, adapter_dir)
-    gguf = root / f"{label}-{key}.{QUANT}.gguf"
+    root = Path(root) if root is not None else variants_dir(data_dir)
+    key = variant_key(base, folder, adapter_dir, quant)
+    gguf = root / f"{label}-{key}.{quant}.gguf"
     stats = gguf.with_suffix(".speed.json")
     with _BUILD_LOCK:
         if not gguf.is_file():
             root.mkdir(parents=True, exist_ok=True)
-            progress(f"making the fast variant of {label} (once): merged, {QUANT} GGUF")
+            progress(f"making the fast variant of {label} (once): merged, {quant} GGUF")
             tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=root))
             try:
                 done = export(name=base, adapter=str(adapter_dir) if adapter_dir else None,
-                              quant=QUANT, out=tmp / "out", data_dir=data_dir)  # fmt: skip
+                              quant=quant, out=tmp / "out", data_dir=data_dir)  # fmt: skip
                 os.replace(done.gguf, gguf)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
-    return FastGGUF(gguf=gguf, folder=folder, label=label, stats=stats)
+    return FastGGUF(gguf=gguf, folder=folder, label=label, stats=stats, quant=quant)
 
 
 def _registered_name(path: Path, data_dir) -> str | None:
@@ -147,10 +157,11 @@ def describe(label: str, data_dir: str | os.PathLike[str] | None = None) -> list
     out = []
     if not root.is_dir():
         return out
-    for gguf in sorted(root.glob(f"{label}-*.{QUANT}.gguf")):
-        if not re.fullmatch(r"[0-9a-f]{16}\.q8_0\.gguf", gguf.name[len(label) + 1:]):
+    for gguf in sorted(root.glob(f"{label}-*.gguf")):
+        match = re.fullmatch(r"[0-9a-f]{16}\.(\w+)\.gguf", gguf.name[len(label) + 1:])
+        if match is None or match[1] not in FAST_QUANTS:
             continue  # another agent whose name starts alike
-        row: dict = {"variant": "fast", "engine": "llama.cpp", "quant": QUANT,
+        row: dict = {"variant": "fast", "engine": "llama.cpp", "quant": match[1],
                      "path": str(gguf), "size_bytes": gguf.stat().st_size}  # fmt: skip
         try:
             s = json.loads(gguf.with_suffix(".speed.json").read_text())

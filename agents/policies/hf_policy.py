@@ -80,6 +80,9 @@ class HFPolicyConfig:
     # layer int8 with activations quantised per call (torch's dynamic quantisation):
     # benchmarks/bench_variants.py measures its speed and success against the standard's.
     variant: str = "standard"
+    # The fast variant's number format in llama.cpp: q8_0 (the fastest here), f16, or f32
+    # (the standard variant's float32 turns, in llama.cpp's time: a pipeline's eval stages).
+    quant: str = "q8_0"
     # The model's context in tokens (None: its config's `max_position_embeddings`). A turn's
     # prompt holds at most this less `max_tokens`; the loop fits it by its budget rule
     # (`prompt_budget`, agents/loop/context.py), and a longer one is refused here.

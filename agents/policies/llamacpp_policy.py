@@ -219,10 +219,10 @@ class LlamaCppPolicy:
 
     variant = "fast"
 
-    def __init__(self, config: Any, model: LlamaModel, label: str) -> None:
+    def __init__(self, config: Any, model: LlamaModel, label: str, quant: str = "q8_0") -> None:
         self.config = config  # an HFPolicyConfig
-        self.llama, self.label = model, label
-        self.name = f"hf:{label} (fast, llama.cpp q8_0)"
+        self.llama, self.label, self.quant = model, label, quant
+        self.name = f"hf:{label} (fast, llama.cpp {quant})"
         self._turn = 0
         self._task_tools: list[str] | None = None
         self.prompt_encoded = 0
@@ -232,7 +232,7 @@ class LlamaCppPolicy:
         """A fresh policy on the same model (an eval's next episode)."""
         import copy
 
-        return LlamaCppPolicy(copy.copy(self.config), self.llama, self.label)
+        return LlamaCppPolicy(copy.copy(self.config), self.llama, self.label, self.quant)
 
     def reset(self, task_info: dict | None = None) -> None:
         self._turn = 0
@@ -406,15 +406,23 @@ def load_fast(config: Any) -> tuple[LlamaCppPolicy | None, str]:
     if not llama_cpp_available():
         return None, ("llama-cpp-python is not installed (`make fast` builds it from source "
                       "for this CPU)")
-    from agents.models.convert import ModelError, progress
+    from agents.models.convert import ModelError
     from agents.models.variants import fast_gguf
     from tools.cli.exits import Unavailable, UserError
 
     try:
-        built = fast_gguf(config.model, config.adapter)
+        built = fast_gguf(config.model, config.adapter, quant=getattr(config, "quant", "q8_0"))
     except (ModelError, UserError, Unavailable) as exc:
         return None, str(exc).splitlines()[0]
+    return open_fast(config, built), ""
+
+
+def open_fast(config: Any, built: Any) -> LlamaCppPolicy:
+    """The policy on a fast variant's GGUF (`agents.models.variants.FastGGUF`), its threads
+    chosen for the machine as it is now."""
     from transformers import AutoConfig, AutoTokenizer
+
+    from agents.models.convert import progress
 
     tokenizer = AutoTokenizer.from_pretrained(str(built.folder), local_files_only=True)
     n_ctx = int(getattr(AutoConfig.from_pretrained(str(built.folder), local_files_only=True),
@@ -434,7 +442,7 @@ def load_fast(config: Any) -> tuple[LlamaCppPolicy | None, str]:
     advice = build_advice()
     if advice:
         progress(advice)
-    return LlamaCppPolicy(config, model, built.label), ""
+    return LlamaCppPolicy(config, model, built.label, built.quant)
 
 
 def build_advice(system_info: str | None = None, cpuinfo: str | None = None,

@@ -194,6 +194,10 @@ def register(app: typer.Typer) -> None:
         variant: str = typer.Option("standard", "--variant",
                                     help="hf: standard | fast (on a CPU: llama.cpp q8_0 where "
                                          "llama-cpp-python is installed, else int8; docs/MODELS.md)."),
+        quant: str = typer.Option("q8_0", "--quant",
+                                  help="--variant fast in llama.cpp: q8_0 | f16 | f32 (f32: the "
+                                       "standard variant's float32 turns; a pipeline's eval "
+                                       "stages run it)."),
         max_steps: int = typer.Option(None, help="Step budget cap (default: each task's)."),
         no_record: bool = typer.Option(False, "--no-record", help="Do not record the episodes."),
         data_dir: Path = typer.Option(None, "--data-dir", help="Trajectory store folder."),
@@ -228,10 +232,18 @@ def register(app: typer.Typer) -> None:
             return
         if policy is None:
             fail("--policy is required (or --compare OLD.json NEW.json)")
+        from agents.models.variants import FAST_QUANTS
+
+        if quant not in FAST_QUANTS:
+            fail(f"--quant {quant}: a fast variant is made in {' | '.join(FAST_QUANTS)}")
+        if quant != "q8_0" and variant != "fast":
+            fail("--quant chooses the fast variant's format: add --variant fast")
+        options = _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout,
+                                  device, adapter, variant)  # fmt: skip
+        options["quant"] = quant
         _run_eval(
             policy, split, families, benchmark, per_family, workers,
-            _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout, device, adapter,
-                            variant),
+            options,
             max_steps, no_record, data_dir, json_out, seed, cluster, phrasing,
         )  # fmt: skip
 

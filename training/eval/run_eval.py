@@ -179,6 +179,34 @@ def evaluate_loaded(
     return report
 
 
+def evaluate_fast(config: TrainConfig, model_dir: Path, adapter: Path | None, root: Path,
+                  progress: Callable[[dict, int, int], None] | None = None) -> dict:  # fmt: skip
+    """`evaluate_loaded`'s episodes in llama.cpp (`eval.variant: fast`): the adapter merged into
+    the base as a GGUF in `eval.quant`, made once under `root`. `eval.workers` episodes at
+    once share the machine's threads (llama-cpp-python installed: the pipeline checks first).
+    ModelError (one line) when the GGUF cannot be made."""
+    from agents.models.variants import fast_gguf
+    from agents.policies.hf_policy import HFPolicyConfig
+    from agents.policies.llamacpp_policy import open_fast
+
+    spec = config.eval
+    built = fast_gguf(str(model_dir), str(adapter) if adapter is not None else None,
+                      quant=spec.quant, root=root)  # fmt: skip
+    policy = open_fast(HFPolicyConfig(model=str(model_dir), tools=config.tools,
+                                      max_tokens=spec.max_tokens, variant="fast",
+                                      quant=spec.quant), built)  # fmt: skip
+    workers = spec.workers
+    policy.llama.set_threads(max(1, policy.llama.threads // workers))
+    ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family, spec.phrasing)
+    tally, lock = {"valid": 0, "attempts": 0}, threading.Lock()
+    report = run_episodes(ids, lambda: CallCounter(policy.sibling(), tally, lock),
+                          max_steps=spec.max_steps, workers=workers, progress=progress)  # fmt: skip
+    report["schema_valid_calls"] = tally
+    report["engine"] = {"engine": "llama.cpp", "quant": spec.quant, "gguf": built.gguf.name,
+                        "threads": policy.llama.threads, "workers": workers}  # fmt: skip
+    return report
+
+
 class PeriodicEval:
     """Scores the model being trained on every `eval_every`-th checkpoint and on the last one.
 
