@@ -1,4 +1,5 @@
-"""SFT steps with `sft.pack` (shared prefixes run once) against the same rows apart (issue #49).
+"""SFT steps with `sft.pack` or `sft.share_prefix` (shared prefixes run once) against the same
+rows apart (issue #49).
 
 Run: .venv/bin/python benchmarks/bench_sft_pack.py [--data demos.parquet] [--steps 3] [--batch 4]
 
@@ -8,8 +9,10 @@ of 4 families at levels 1-3 are run first, ~2 min). The batches are `pack_order`
 one family), the first `--steps` of them; each is trained once apart (the baseline: padded
 rows, as `sft.pack: false` runs them) and once packed, alternately, forward and backward, no
 optimiser step (both see the same weights). Per batch: row tokens, tokens the packed forward
-ran, seconds each way, and the loss both ways. Ratios are apart / packed, load average beside
-them. JSON at the end."""
+ran, seconds each way, and the loss both ways. Ratios are against the first mode, load average
+beside them. `single` and `shared` score through TRL's fused LM head (the scored positions
+only), as SFT runs on a CPU; `shared` is `sft.share_prefix` (the batch's common prefix once,
+then each row's own tokens alone). JSON at the end."""
 
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ def main() -> int:
     ap.add_argument("--modes", default="apart,unmasked,single,packed",
                     help="apart (one padded batch), unmasked (the same, padding left out of the "
                          "attention mask), single (each row alone), single_unmasked (each row alone, padded to --pad, "
-                         "unmasked), packed")
+                         "unmasked), packed, shared (sft.share_prefix)")
     ap.add_argument("--pad", type=int, default=64, help="pad_to_multiple_of")
     ap.add_argument("--trim", action="store_true",
                     help="hand the heap's free pages back before each batch, as SFT's steps do")
@@ -74,6 +77,9 @@ def main() -> int:
             data = data.remove_columns("images")
         rows = data.to_list()
         model, processor = load_model(config.model, Path(tmp))
+    from trl.trainer.utils import add_fused_lm_head
+
+    add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))  # as TRL's SFT
     model = get_peft_model(model, peft_config(config.lora))
     model.train()
     keys = [(str(r.get("task_id") or "").split(":")[0], str(r.get("episode_id") or i), i)
@@ -83,6 +89,9 @@ def main() -> int:
     unmasked = ConversationCollator(processor, pad_to_multiple_of=args.pad, mask_padding=False)
     plain = ConversationCollator(processor)  # single rows: no padding at all
     packer = PrefixPacker()
+    from training.sft.shared_prefix import Counter, SharedPrefix
+
+    counter = Counter()
     results = []
     load = [os.getloadavg()[0]]
     for step in range(args.steps):
@@ -97,6 +106,7 @@ def main() -> int:
                 trim_heap()
             handle = packer.attach(model) if mode == "packed" else None
             before = packer.tokens_run
+            shared_before = counter.tokens_run
             model.zero_grad()
             start = time.perf_counter()
             if mode in ("single", "single_unmasked"):  # each row alone: attention runs causal
@@ -105,10 +115,16 @@ def main() -> int:
                 total = 0.0
                 for r in batch_rows:
                     part = each([r])
-                    loss = model(**part).loss * int((part["labels"] != -100).sum()) / scored
+                    loss = -model(**part, fused_lm_head=True).log_probs.sum() / scored
                     loss.backward()
                     total += float(loss.detach())
                 value = total
+            elif mode == "shared":  # sft.share_prefix: the common prefix once, rows alone after
+                out = SharedPrefix(model, counter)(**dict(batch), fused_lm_head=True)
+                loss = -out.log_probs.sum() / out.label_mask.sum()
+                loss.backward()
+                value = float(loss.detach())
+                one["shared_tokens_run"] = counter.tokens_run - shared_before
             elif mode == "unmasked":  # the padded batch, its padding left unmasked
                 loss = model(**unmasked(batch_rows)).loss
                 loss.backward()

@@ -165,6 +165,11 @@ class SFTSpec(Strict):
     # models; training/sft/packing.py): the rows are ordered so that a step's batch comes from
     # one task family (seeded), and the loss and gradients are those of the rows apart.
     pack: bool = False
+    # Run the common prefix of each step's rows once and each row's own tokens after it, alone
+    # (text-only models; training/sft/shared_prefix.py): rows ordered as `pack` orders them, a
+    # step's rows in one batch (`per_device_train_batch_size`); no mask is built and nothing is
+    # padded. The loss and gradients are those of the rows apart.
+    share_prefix: bool = False
     # torch threads on CPU for this stage (default: run.cpu_threads). SFT runs no tool
     # workers beside it, so it can use every core where rollouts and evals leave one to them.
     cpu_threads: int | None = Field(None, ge=1)
@@ -174,6 +179,16 @@ class SFTSpec(Strict):
     # a model from random weights that must first learn to copy names from the goal (README,
     # "SFT"). Phase steps do not count in `max_steps`.
     prompt_curriculum: list[PromptPhase] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_way_to_share(self) -> SFTSpec:
+        if self.share_prefix and self.pack:
+            raise ValueError("sft.share_prefix and sft.pack are two ways to run shared prefixes "
+                             "once: choose one")
+        if self.share_prefix and self.gradient_checkpointing:
+            raise ValueError("sft.share_prefix keeps the prefix's key/value cache, which "
+                             "gradient checkpointing turns off: drop one of them")
+        return self
 
 
 class CurriculumSpec(Strict):

@@ -115,6 +115,7 @@ def _trainer_class():
         """Logs which examples each optimiser step trained on (`samples.jsonl`)."""
 
         samples_path: Path | None = None
+        shared_prefix: Any = None  # a shared_prefix.Counter when `sft.share_prefix` is on
 
         def compute_loss(self, model, inputs, *args, **kwargs):
             ids = inputs.pop("sample_ids", None)
@@ -123,6 +124,10 @@ def _trainer_class():
 
                 with self.samples_path.open("a") as fh:
                     fh.write(json.dumps({"step": self.state.global_step + 1, "ids": ids}) + "\n")
+            if self.shared_prefix is not None and model.training:
+                from training.sft.shared_prefix import SharedPrefix
+
+                model = SharedPrefix(model, self.shared_prefix)
             return super().compute_loss(model, inputs, *args, **kwargs)
 
     return ModelwrightSFTTrainer
@@ -252,7 +257,7 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
     # which a template without tools (the Hermes format is rendered here) is not.
     own = {"assistant_only_loss": False} if uses_hermes(processor) else {}
     packer = None
-    if spec.pack and is_text_only(processor):
+    if (spec.pack or spec.share_prefix) and is_text_only(processor):
         data, own = _packed_order(data, spec, run), {**own, "train_sampling_strategy": "sequential"}
     args = sft_args(spec, run, out_dir, use_cpu=use_cpu, **own)
     tensorboard_dir(out_dir)
@@ -278,8 +283,12 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
         ),
     )
     trainer.samples_path = out_dir / "samples.jsonl"
-    hook = None
-    if "train_sampling_strategy" in own:
+    hook = shared = None
+    if spec.share_prefix and "train_sampling_strategy" in own:
+        from training.sft.shared_prefix import Counter
+
+        shared = trainer.shared_prefix = Counter()
+    elif "train_sampling_strategy" in own:
         from training.sft.packing import PrefixPacker
 
         packer = PrefixPacker()
@@ -289,11 +298,13 @@ def _run_sft(config: TrainConfig, out_dir: Path, resume: bool, model_path: str |
     finally:
         if hook is not None:
             hook.remove()
-    if packer is not None:  # this run's (or this resumed part's) tokens: rows vs run
+    counted = packer or shared
+    if counted is not None:  # this run's (or this resumed part's) tokens: rows vs run
         import json
 
-        (out_dir / "packing.json").write_text(json.dumps(
-            {"row_tokens": packer.tokens_in, "tokens_run": packer.tokens_run}))
+        row_tokens = packer.tokens_in if packer is not None else shared.row_tokens
+        (out_dir / ("packing.json" if packer is not None else "shared_prefix.json")).write_text(
+            json.dumps({"row_tokens": row_tokens, "tokens_run": counted.tokens_run}))
     adapter_dir = out_dir / ("model" if spec.full_finetune else "adapter")
     trainer.save_model(str(adapter_dir))
     processor.save_pretrained(str(adapter_dir))
