@@ -112,6 +112,12 @@ def test_the_fast_variant_runs_the_agents_gguf_in_the_loop_as_the_standard_does(
     (row,) = [v for v in shown["variants"] if v["engine"] == "llama.cpp"]
     assert row["path"] == str(made.gguf) and row["size_bytes"] == made.gguf.stat().st_size
     assert row["turns"] >= len(ids) and row["new_tok_s"] > 0
+    # the next run (the studio's next goal) finds the GGUF loaded, its contexts pooled
+    again = make_local(variant="fast", max_tokens=96)
+    assert again.llama is fast.llama and fast.llama._idle
+    fast.llama.close()  # contexts freed, the model forgotten: the next one loads it again
+    assert fast.llama.closed and not fast.llama._idle
+    assert make_local(variant="fast", max_tokens=96).llama is not fast.llama
 
 
 class Turns(Spy):
@@ -255,8 +261,11 @@ def test_a_pipeline_eval_stage_in_llama_cpp_f32_reports_the_standard_float32_epi
         return sorted((e["task"], e["reward"], e["steps"], e["tokens_out"], e["prompt_tokens"])
                       for e in report["episodes"])  # fmt: skip
 
+    from agents.policies import llamacpp_policy
+
     fast, standard = run("fast"), run("standard")
     assert len(fast["episodes"]) == 4 and seen(fast) == seen(standard)
+    assert not [g for g in llamacpp_policy._OPEN if "curriculum" in g.name]  # closed after
     assert fast["schema_valid_calls"] == standard["schema_valid_calls"]
     (gguf,) = (tmp_path / "variants").glob("smollm2-curriculum-*.f32.gguf")
     assert fast["engine"] == {"engine": "llama.cpp", "quant": "f32", "gguf": gguf.name,

@@ -33,6 +33,31 @@ def _rows(seed: int = 0):
     return rows, labels
 
 
+def family_rows(tmp_path) -> str:
+    """A Parquet file of SFT rows as demonstrations make them: 2 families x 2 episodes x 2
+    turns, each family's rows starting with its system prompt."""
+    from training.sft.demos import write_rows
+
+    system = "You build 3D scenes with tools. " * 8
+    rows = []
+    for family in ("materials", "primitive_placement"):
+        for episode in range(2):
+            for turn in range(2):
+                history = [{"role": "assistant", "content": "done step one"},
+                           {"role": "user", "content": "ok"}] if turn else []  # fmt: skip
+                rows.append({
+                    "messages": [{"role": "system", "content": system + family},
+                                 {"role": "user", "content": f"goal {family} {episode}"},
+                                 *history,
+                                 {"role": "assistant", "content": f"reply {turn}"}],
+                    "tools": "[]", "task_id": f"{family}:1:{episode}",
+                    "episode_id": f"{family}-{episode}",
+                })  # fmt: skip
+    data = tmp_path / "rows.parquet"
+    write_rows(rows, data)
+    return str(data)
+
+
 def test_packed_rows_give_the_loss_and_gradients_of_the_rows_apart(tiny_text_dir):
     import torch
     from transformers import AutoModelForCausalLM
@@ -96,30 +121,13 @@ def test_sft_with_pack_trains_through_trl_on_family_batches(tmp_path, tiny_text_
     ran fewer tokens than the rows hold, and the loss is finite."""
     import math
 
-    from training.sft.demos import write_rows
     from training.sft.trainer import run_sft
     from training.train_config import TrainConfig
 
-    system = "You build 3D scenes with tools. " * 8
-    rows = []
-    for family in ("materials", "primitive_placement"):
-        for episode in range(2):
-            for turn in range(2):
-                history = [{"role": "assistant", "content": "done step one"},
-                           {"role": "user", "content": "ok"}] if turn else []  # fmt: skip
-                rows.append({
-                    "messages": [{"role": "system", "content": system + family},
-                                 {"role": "user", "content": f"goal {family} {episode}"},
-                                 *history,
-                                 {"role": "assistant", "content": f"reply {turn}"}],
-                    "tools": "[]", "task_id": f"{family}:1:{episode}",
-                    "episode_id": f"{family}-{episode}",
-                })  # fmt: skip
-    data = tmp_path / "rows.parquet"
-    write_rows(rows, data)
+    data = family_rows(tmp_path)
     cfg = TrainConfig.model_validate({
         "kind": "sft", "model": {"path": str(tiny_text_dir)}, "lora": {"r": 4, "alpha": 8},
-        "sft": {"data": [str(data)], "max_steps": 3, "per_device_train_batch_size": 2,
+        "sft": {"data": [data], "max_steps": 3, "per_device_train_batch_size": 2,
                 "pack": True, "learning_rate": 1e-3},
         "run": {"save_steps": 100, "report_to": []},
     })  # fmt: skip

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from tests.test_sft_packing import _rows
+from tests.test_sft_packing import _rows, family_rows
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -79,28 +79,11 @@ def test_sft_with_share_prefix_trains_through_trl_and_runs_fewer_tokens(tmp_path
     """A real TRL SFT run with `sft.share_prefix`: each step's rows from one family, fewer
     tokens run than the rows hold, a finite loss; `pack` and `share_prefix` together, or with
     gradient checkpointing, are a config error."""
-    from training.sft.demos import write_rows
     from training.sft.trainer import run_sft
     from training.train_config import TrainConfig
 
-    system = "You build 3D scenes with tools. " * 8
-    rows = []
-    for family in ("materials", "primitive_placement"):
-        for episode in range(2):
-            for turn in range(2):
-                history = [{"role": "assistant", "content": "done step one"},
-                           {"role": "user", "content": "ok"}] if turn else []  # fmt: skip
-                rows.append({
-                    "messages": [{"role": "system", "content": system + family},
-                                 {"role": "user", "content": f"goal {family} {episode}"},
-                                 *history,
-                                 {"role": "assistant", "content": f"reply {turn}"}],
-                    "tools": "[]", "task_id": f"{family}:1:{episode}",
-                    "episode_id": f"{family}-{episode}",
-                })  # fmt: skip
-    data = tmp_path / "rows.parquet"
-    write_rows(rows, data)
-    sft = {"data": [str(data)], "max_steps": 3, "per_device_train_batch_size": 2,
+    data = family_rows(tmp_path)
+    sft = {"data": [data], "max_steps": 3, "per_device_train_batch_size": 2,
            "share_prefix": True, "learning_rate": 1e-3}  # fmt: skip
     cfg = TrainConfig.model_validate({
         "kind": "sft", "model": {"path": str(tiny_text_dir)}, "lora": {"r": 4, "alpha": 8},

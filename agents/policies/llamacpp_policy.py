@@ -46,9 +46,16 @@ def llama_cpp_available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
+# The GGUFs open in this process, one LlamaModel each (`open_fast`): the studio's next run of
+# the same agent finds its contexts loaded instead of loading (and keeping) another set.
+_OPEN: dict[Path, LlamaModel] = {}
+_OPEN_LOCK = threading.Lock()
+
+
 class LlamaModel:
     """One GGUF and its tokenizer, shared by every policy on it: a pool of llama.cpp contexts
-    (one per turn running at once), the thread count each is made with, and speed counters."""
+    (one per turn running at once), the thread count each is made with, and speed counters.
+    `close` hands the contexts back (a pipeline's eval stage, done with its adapter's GGUF)."""
 
     def __init__(self, gguf: Path, tokenizer: Any, n_ctx: int, threads: int,
                  stats_path: Path | None = None) -> None:  # fmt: skip
@@ -63,8 +70,22 @@ class LlamaModel:
         # (lookup_decoding.py). Off by default: on this build and CPU it was no faster
         # (docs/MODELS.md, "Guessing ahead from the prompt")
         self.lookup = os.environ.get("MODELWRIGHT_LOOKUP_DECODING", "0") == "1"
+        self.closed = False
         if stats_path is not None:
             atexit.register(self.save_stats)
+
+    def close(self) -> None:
+        """Save the speed counts, free the idle contexts (a context in use is freed when its
+        turn gives it back) and forget this model: the next `open_fast` loads the GGUF again."""
+        self.save_stats()
+        atexit.unregister(self.save_stats)
+        with _OPEN_LOCK:
+            if _OPEN.get(self.gguf) is self:
+                del _OPEN[self.gguf]
+        with self._lock:
+            self.closed, idle, self._idle = True, self._idle, []
+        for llm in idle:
+            llm.close()
 
     def set_threads(self, threads: int) -> None:
         """Threads for contexts made from now on (an eval sets it before its first turn)."""
@@ -88,7 +109,10 @@ class LlamaModel:
 
     def give(self, llm: Any) -> None:
         with self._lock:
-            self._idle.append(llm)
+            if not self.closed:
+                self._idle.append(llm)
+                return
+        llm.close()
 
     def count(self, prompt: int, encoded: int, new: int, prefill_s: float, decode_s: float) -> None:
         with self._lock:
@@ -419,14 +443,9 @@ def load_fast(config: Any) -> tuple[LlamaCppPolicy | None, str]:
 
 def open_fast(config: Any, built: Any) -> LlamaCppPolicy:
     """The policy on a fast variant's GGUF (`agents.models.variants.FastGGUF`), its threads
-    chosen for the machine as it is now."""
-    from transformers import AutoConfig, AutoTokenizer
-
+    chosen for the machine as it is now. A GGUF already open in this process is used again
+    (its loaded contexts), until `LlamaModel.close`."""
     from agents.models.convert import progress
-
-    tokenizer = AutoTokenizer.from_pretrained(str(built.folder), local_files_only=True)
-    n_ctx = int(getattr(AutoConfig.from_pretrained(str(built.folder), local_files_only=True),
-                        "max_position_embeddings", 8192) or 8192)  # fmt: skip
     from agents.models.cpu import (
         choose_threads,
         measure_busy_elsewhere,
@@ -437,7 +456,18 @@ def open_fast(config: Any, built: Any) -> LlamaCppPolicy:
     override = threads_override()
     threads = choose_threads(usable_cores(), 0.0 if override else measure_busy_elsewhere(0.3),
                              None, override)  # fmt: skip
-    model = LlamaModel(built.gguf, tokenizer, min(n_ctx, 8192), threads, built.stats)
+    with _OPEN_LOCK:
+        model = _OPEN.get(built.gguf)
+        if model is None:
+            from transformers import AutoConfig, AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(built.folder), local_files_only=True)
+            n_ctx = int(getattr(AutoConfig.from_pretrained(str(built.folder), local_files_only=True),
+                                "max_position_embeddings", 8192) or 8192)  # fmt: skip
+            model = _OPEN[built.gguf] = LlamaModel(built.gguf, tokenizer, min(n_ctx, 8192),
+                                                   threads, built.stats)  # fmt: skip
+        else:
+            model.set_threads(threads)
     progress(f"fast variant: {built.gguf.name} in llama.cpp, {threads} thread(s)")
     advice = build_advice()
     if advice:

@@ -199,8 +199,11 @@ def evaluate_fast(config: TrainConfig, model_dir: Path, adapter: Path | None, ro
     policy.llama.set_threads(max(1, policy.llama.threads // workers))
     ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family, spec.phrasing)
     tally, lock = {"valid": 0, "attempts": 0}, threading.Lock()
-    report = run_episodes(ids, lambda: CallCounter(policy.sibling(), tally, lock),
-                          max_steps=spec.max_steps, workers=workers, progress=progress)  # fmt: skip
+    try:
+        report = run_episodes(ids, lambda: CallCounter(policy.sibling(), tally, lock),
+                              max_steps=spec.max_steps, workers=workers, progress=progress)  # fmt: skip
+    finally:  # the stage's GGUF is done with: its contexts go back now, not at exit
+        policy.llama.close()
     report["schema_valid_calls"] = tally
     report["engine"] = {"engine": "llama.cpp", "quant": spec.quant, "gguf": built.gguf.name,
                         "threads": policy.llama.threads, "workers": workers}  # fmt: skip
