@@ -110,3 +110,45 @@ def test_a_worker_starts_from_its_own_copy_of_the_seed(tmp_path, monkeypatch):
     finally:
         pool.close()
         template.close_shared()  # the next test's template starts its renderer again
+
+
+LEAVES_NOTHING = """
+import os, signal, sys, time
+from tools import ToolSession, WorkerPool
+from tools.sandbox import template
+pool = WorkerPool(size=0, prewarm=False)
+with ToolSession(pool) as s:
+    assert s.call("add_primitive", {"kind": "cube", "name": "c", "dimensions": [1, 1, 1]}).ok
+first = template._shared
+print("home", first.home, sorted(os.listdir(os.path.join(first.home, "tmp"))), flush=True)
+os.kill(first.proc.pid, signal.SIGKILL)  # a template that dies on its own keeps its log
+while first.alive:
+    time.sleep(0.05)
+with ToolSession(pool) as s:  # the next session starts another template
+    assert s.call("add_primitive", {"kind": "cube", "name": "d", "dimensions": [1, 1, 1]}).ok
+print("second", template._shared.home, flush=True)
+pool.close()
+"""
+
+
+def test_a_template_leaves_no_folder_behind_when_its_process_exits(tmp_path):
+    """Blender's session folder is made in the template's home, and the home is removed when
+    the supervisor's process exits (the template is killed, so Blender never removes it); a
+    template that died on its own keeps its home, for its log."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, "-c", LEAVES_NOTHING], env=env, cwd=root,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    first_home, listing = lines["home"].split(" ", 1)
+    assert Path(first_home).parent == tmp_path
+    assert "blender_" in listing  # Blender's folder was in the home, not in /tmp
+    second_home = Path(lines["second"])
+    assert second_home.parent == tmp_path and not second_home.exists()  # removed at exit
+    assert sorted(p.name for p in tmp_path.iterdir()) == [Path(first_home).name]
+    assert (Path(first_home) / "template.log").exists()  # the dead one's log stays

@@ -18,9 +18,11 @@ stands for its `Popen`, with a pidfd for its life and the template's word for it
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -128,6 +130,10 @@ class Template:
         self._sock = parent
         self._log = open(os.path.join(self._home, "template.log"), "ab")
         env = dict(jail.worker_env(self._home))
+        # Blender's session folder (blender_XXXXXX) is made in TMPDIR, or /tmp when TMPDIR does
+        # not exist, and only removed by Blender's own exit: the template is killed, so it is
+        # made in the template's home, which `close` removes
+        os.makedirs(env["TMPDIR"], mode=0o700, exist_ok=True)
         if renderer_in_template():
             # Mesa (llvmpipe) draws on the calling thread and keeps no disk cache: a fork has
             # every thread and queue it needs, for it has no other (a fork copies one thread)
@@ -146,6 +152,9 @@ class Template:
         self._exited = threading.Condition(self._lock)
         self._next = 0
         self.alive = True
+        self._closing = False
+        self._ready = False
+        self.died = False  # it exited on its own: its home (and log) stays for a look
         ready, _ = self._recv(time.monotonic() + START_DEADLINE_S)
         if not ready or not ready.get("ready"):
             self.close()
@@ -153,6 +162,7 @@ class Template:
                                 f"see {self._home}/template.log")
         self.startup_s = float(ready.get("startup_s", 0.0))
         self.renderer_warm = bool(ready.get("renderer_warm"))
+        self._ready = True
         threading.Thread(target=self._read_loop, daemon=True, name="mw-template").start()
 
     def _recv(self, deadline: float | None = None) -> tuple[dict | None, list[int]]:
@@ -170,6 +180,9 @@ class Template:
                 msg, fds = None, []
             with self._lock:
                 if msg is None:
+                    if not self._closing:
+                        self.died = True
+                        log.warning("the worker template exited; its log: %s/template.log", self._home)
                     self.alive = False
                     for w in self._waiting.values():
                         w["event"].set()
@@ -231,7 +244,14 @@ class Template:
         with self._lock:
             self._codes.pop(pid, None)
 
+    @property
+    def home(self) -> str:
+        return self._home
+
     def close(self) -> None:
+        """Kill the template and remove its home (with Blender's session folder in it), unless
+        it had died on its own or failed to start: then its log stays."""
+        self._closing = True
         self.alive = False
         try:
             self._sock.close()
@@ -243,6 +263,8 @@ class Template:
         except (OSError, subprocess.TimeoutExpired):
             pass
         self._log.close()
+        if self._ready and not self.died and self.proc.poll() is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
 
 
 def _private_dir() -> str:
@@ -308,3 +330,8 @@ def close_shared() -> None:
         if _shared is not None:
             _shared.close()
             _shared = None
+
+
+# At exit the template is killed and its home removed (a supervisor's own exit handler, which
+# closes its workers, is registered later and so runs first)
+atexit.register(close_shared)
