@@ -96,3 +96,51 @@ def test_a_freed_activation_sized_block_goes_back_to_the_os():
 
     assert freed("bounded") >= 7
     assert freed("default") < 7  # the case the bound exists for (this test can fail)
+
+
+def test_a_stage_stopped_part_way_counts_every_attempt(tmp_path, monkeypatch):
+    """A stage that stops (here: fails) keeps its time and peak so far; `--resume` adds the next
+    attempt's to them, and the finished stage's file has the total and no partial file stays."""
+    def fails():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pipeline._stage(tmp_path, "sft", True, fails)
+    partial = tmp_path / ".sft.partial.json"
+    first = json.loads(partial.read_text())
+    assert first["attempts"] == 1 and first["seconds"] >= 0
+    # what an earlier, longer attempt would have left (a killed one: its last heartbeat)
+    partial.write_text(json.dumps({"seconds": 1000.0, "attempts": 2, "peak_rss_mb": 10 ** 6}))
+    done = pipeline._stage(tmp_path, "sft", True, lambda: {"steps": 3})
+    assert done["result"] == {"steps": 3}
+    assert done["seconds"] >= 1000.0 and done["attempts"] == 3
+    assert 0 <= done["seconds_last_attempt"] <= done["seconds"] - 1000.0 + 0.1
+    assert done["stage_peak_rss_mb"] == 10 ** 6 and done["peak_rss_mb"] == 10 ** 6
+    assert not partial.exists()
+    assert json.loads((tmp_path / ".sft.json").read_text())["seconds"] == done["seconds"]
+    # a fresh run (no --resume) starts its count afresh
+    stale = tmp_path / ".grpo.partial.json"
+    stale.write_text(json.dumps({"seconds": 1000.0, "attempts": 2, "peak_rss_mb": 0}))
+    fresh = pipeline._stage(tmp_path, "grpo", False, lambda: 1)
+    assert fresh["seconds"] < 1000.0 and "attempts" not in fresh and not stale.exists()
+
+
+def test_a_running_stage_saves_its_time_so_far(tmp_path, monkeypatch):
+    """A stage killed outright (no handler runs) loses at most one heartbeat's time."""
+    import threading
+
+    monkeypatch.setattr(pipeline, "HEARTBEAT_S", 0.01)
+    partial = tmp_path / ".grpo.partial.json"
+    seen = threading.Event()
+
+    def waits():
+        for _ in range(6000):  # until a heartbeat has written the file (at most a minute)
+            if partial.is_file():
+                seen.set()
+                return json.loads(partial.read_text())
+            threading.Event().wait(0.01)
+        return None
+
+    done = pipeline._stage(tmp_path, "grpo", False, waits)
+    assert seen.is_set() and done["result"]["attempts"] == 1
+    assert not partial.exists()

@@ -183,17 +183,72 @@ def select_sft_checkpoint(config: TrainConfig, out: Path, model_dir: Path) -> di
     return {"split": select.split, "candidates": candidates, "chosen": best}
 
 
+HEARTBEAT_S = 30.0  # how often an unfinished stage's time so far is saved
+
+
 def _stage(out: Path, name: str, resume: bool, fn) -> Any:
-    """Run a stage once; with --resume, reuse its saved result."""
+    """Run a stage once; with --resume, reuse its saved result.
+
+    A stage stopped part-way (SFT and GRPO go on from their checkpoints) counts every attempt:
+    while it runs its seconds and peak memory so far are saved every `HEARTBEAT_S` in
+    `.NAME.partial.json`, and a resumed attempt adds to them, so the report's time is what the
+    stage cost in all (work redone after the last checkpoint included), not its last part."""
     done = out / f".{name}.json"
     if resume and done.is_file():
         return json.loads(done.read_text())
+    partial = out / f".{name}.partial.json"
+    before = {"seconds": 0.0, "attempts": 0, "peak_rss_mb": 0}
+    if resume and partial.is_file():
+        try:
+            saved = json.loads(partial.read_text())
+            before = {k: type(v)(saved.get(k, v)) for k, v in before.items()}
+        except (OSError, ValueError, TypeError):
+            pass  # unreadable: this attempt's time alone
     reset_peak_memory()
     start = time.time()
-    result = fn()
-    result = {"result": result, "seconds": round(time.time() - start, 1)}
+    stop = threading.Event()
+
+    def so_far() -> dict:
+        peak = _memory_status().get("peak_rss_mb", 0)
+        return {"seconds": round(before["seconds"] + time.time() - start, 1),
+                "attempts": before["attempts"] + 1,
+                "peak_rss_mb": max(before["peak_rss_mb"], peak)}  # fmt: skip
+
+    def save() -> None:
+        try:
+            tmp = partial.with_suffix(".tmp")
+            tmp.write_text(json.dumps(so_far()))
+            tmp.replace(partial)
+        except OSError:
+            pass
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            save()
+
+    out.mkdir(parents=True, exist_ok=True)
+    heart = threading.Thread(target=beat, daemon=True, name=f"mw-stage-{name}")
+    heart.start()
+    try:
+        value = fn()
+    except BaseException:  # stopped (Ctrl-C) or failed: the time so far is kept for --resume
+        stop.set()
+        heart.join()
+        save()
+        raise
+    stop.set()
+    heart.join()
+    total = so_far()
+    result = {"result": value, "seconds": total["seconds"]}
+    if total["attempts"] > 1:
+        result["attempts"] = total["attempts"]
+        result["seconds_last_attempt"] = round(time.time() - start, 1)
     result.update(release_memory())
+    if before["peak_rss_mb"] > result.get("stage_peak_rss_mb", 0):
+        result["stage_peak_rss_mb"] = before["peak_rss_mb"]  # an earlier attempt's
+        result["peak_rss_mb"] = max(result.get("peak_rss_mb", 0), before["peak_rss_mb"])
     done.write_text(json.dumps(result, default=str))
+    partial.unlink(missing_ok=True)
     return result
 
 

@@ -180,7 +180,9 @@ class Template:
                 msg, fds = None, []
             with self._lock:
                 if msg is None:
-                    if not self._closing:
+                    # At the interpreter's exit the keeper thread that started the template ends
+                    # first, and its PR_SET_PDEATHSIG kills the template: not a death to report
+                    if not self._closing and threading.main_thread().is_alive():
                         self.died = True
                         log.warning("the worker template exited; its log: %s/template.log", self._home)
                     self.alive = False
