@@ -182,6 +182,8 @@ def register(app: typer.Typer) -> None:
                                      "'training': every family not held out)."),
         benchmark: Path = typer.Option(None, help="Folder of external benchmark cases."),
         per_family: int = typer.Option(10, help="Tasks per family."),
+        levels: str = typer.Option(None, help="Comma-separated levels taken in turn (default: "
+                                   "each family's own, 1-5); a pipeline's `eval.levels`."),
         workers: int = typer.Option(1, help="Episodes in parallel (one tool worker each)."),
         base_url: str = typer.Option(None, help="OpenAI-compatible endpoint (openai policy)."),
         model: str = typer.Option(None, help="Model name (openai) or local path (hf)."),
@@ -241,10 +243,16 @@ def register(app: typer.Typer) -> None:
         options = _policy_options(base_url, model, api_key_env, temperature, max_tokens, timeout,
                                   device, adapter, variant)  # fmt: skip
         options["quant"] = quant
+        chosen_levels = None
+        if levels is not None:
+            try:
+                chosen_levels = [int(x) for x in levels.split(",") if x.strip()]
+            except ValueError:
+                fail(f"--levels {levels}: give level numbers, e.g. --levels 1,2,3")
         _run_eval(
             policy, split, families, benchmark, per_family, workers,
             options,
-            max_steps, no_record, data_dir, json_out, seed, cluster, phrasing,
+            max_steps, no_record, data_dir, json_out, seed, cluster, phrasing, chosen_levels,
         )  # fmt: skip
 
 
@@ -332,7 +340,8 @@ def eval_families(text: str | None) -> list[str] | None:
 
 
 def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
-              no_record, data_dir, json_out, seed, cluster=None, phrasing="seen") -> None:  # fmt: skip
+              no_record, data_dir, json_out, seed, cluster=None, phrasing="seen",
+              levels=None) -> None:  # fmt: skip
     from agents import LoopConfig, PolicyError
     from training.eval.harness import evaluate, task_spec
     from training.eval.policies import make_policy
@@ -351,7 +360,8 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
             chosen = eval_families(families)
             kinds = ("seen", "unseen") if phrasing == "both" else (phrasing,)
             specs = [task_spec(i) for p in kinds
-                     for i in split_ids(split, per_family=per_family, families=chosen, phrasing=p)]
+                     for i in split_ids(split, per_family=per_family, families=chosen, phrasing=p,
+                                        levels=levels)]
         built = make_policy(policy, **options)  # fail fast on a bad spec, before workers start
     except (ValueError, PolicyError) as exc:  # TaskError, UnknownPolicyError, bad values: 2
         fail(str(exc))

@@ -23,8 +23,11 @@ from training.tasks.wording import PHRASINGS
 
 
 def split_ids(split: str, per_family: int = 10, families: list[str] | None = None,
-              phrasing: str = "seen") -> list[str]:  # fmt: skip
+              phrasing: str = "seen", levels: list[int] | None = None) -> list[str]:  # fmt: skip
     """`per_family` task ids for each family in `split`, levels in turn, seeds from the split's range.
+
+    `levels`: the levels to take in turn (those a family has; default: all of them), as a
+    training pipeline's `eval.levels` does, so `modelwright eval` replays its report's tasks.
 
     Held-out families appear only in `test`; `heldout` lists only them. `phrasing="unseen"`:
     the same tasks with their goals in held-out phrasings (`family:level:seed:unseen`, never
@@ -48,11 +51,20 @@ def split_ids(split: str, per_family: int = 10, families: list[str] | None = Non
         if split != "test":
             chosen = [f for f in chosen if not FAMILIES[f].held_out]
         seeds = SPLITS[split]
+    if levels is not None:
+        bad = [lv for lv in levels if not any(lv in FAMILIES[f].levels for f in chosen)]
+        if not levels or bad:
+            have = sorted({lv for f in chosen for lv in FAMILIES[f].levels})
+            raise TaskError(f"no chosen family has level {bad[0] if bad else '(none)'}; "
+                            f"their levels are {have}")
     ids = []
     for name in chosen:
-        levels = FAMILIES[name].levels
+        own = FAMILIES[name].levels
+        cycle = [lv for lv in levels if lv in own] if levels is not None else list(own)
+        if not cycle:
+            continue  # a family without any of the asked levels
         for k in range(per_family):
-            ids.append(f"{name}:{levels[k % len(levels)]}:{seeds[k]}{tail}")
+            ids.append(f"{name}:{cycle[k % len(cycle)]}:{seeds[k]}{tail}")
     return ids
 
 
