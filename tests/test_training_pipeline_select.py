@@ -118,3 +118,47 @@ def test_eval_stages_in_float32_run_their_episodes_turns_side_by_side_as_one_by_
 
     assert len(one["episodes"]) == 4 and seen(two) == seen(one)
     assert "cpu" not in one and two["cpu"]["turns_alongside"] is True
+
+
+def test_an_eval_stage_stopped_part_way_runs_only_the_rest_and_reports_the_whole(
+        tmp_path, tiny_text_dir):  # fmt: skip
+    """Each finished episode is journalled as it ends; after a stop (here: the journal cut back
+    to 2 of 4 episodes and a line cut short) the stage runs the other 2 and its report is the
+    uninterrupted one's: every episode, its calls tally, in the stage's order. A journal of
+    another eval setting is not reused, and a fresh run (no --resume) drops the journals."""
+    from training.pipeline import drop_eval_journals, evaluate_model
+    from training.train_config import TrainConfig
+
+    def config(max_tokens: int) -> TrainConfig:
+        return TrainConfig.model_validate({
+            "kind": "pipeline", "model": {"path": str(tiny_text_dir), "dtype": "bfloat16"},
+            "tools": ["set_material", "add_primitive"], "demos": {"families": ["materials"]},
+            "sft": {}, "grpo": {},
+            "eval": {"families": ["materials", "primitive_placement"], "per_family": 2,
+                     "max_steps": 2, "max_tokens": max_tokens, "dtype": "float32"},
+        })  # fmt: skip
+
+    def seen(report: dict) -> list:
+        return [(e["task"], e["reward"], e["steps"], e["tokens_out"], e["prompt_tokens"])
+                for e in report["episodes"]]  # fmt: skip
+
+    whole_summary = evaluate_model(config(12), tiny_text_dir, None, "sft", tmp_path)
+    whole = json.loads((tmp_path / "eval-sft.json").read_text())
+    journal = tmp_path / "eval-sft.episodes.jsonl"
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 1 + 4
+    journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][:40])  # stopped mid-write
+
+    summary = evaluate_model(config(12), tiny_text_dir, None, "sft", tmp_path)
+    resumed = json.loads((tmp_path / "eval-sft.json").read_text())
+    assert resumed["resumed"] == {"episodes_before": 2, "episodes_run": 2}
+    assert seen(resumed) == seen(whole)
+    assert resumed["schema_valid_calls"] == whole["schema_valid_calls"]
+    assert summary == whole_summary
+
+    other = evaluate_model(config(10), tiny_text_dir, None, "sft", tmp_path)  # another setting
+    assert "resumed" not in json.loads((tmp_path / "eval-sft.json").read_text())
+    assert other["episodes"] == 4
+
+    drop_eval_journals(tmp_path)  # what a run without --resume does first
+    assert not journal.exists() and (tmp_path / "eval-sft.json").exists()

@@ -115,29 +115,112 @@ def _demo_rows(sink: list[dict], report: dict, tag: str, first_turn: int) -> lis
 def evaluate_model(
     config: TrainConfig, model_dir: Path, adapter: Path | None, name: str, out: Path
 ) -> dict:
-    """Greedy episodes of the (adapted) model on the `eval:` tasks; writes eval-NAME.json."""
+    """Greedy episodes of the (adapted) model on the `eval:` tasks; writes eval-NAME.json.
+
+    Each finished episode goes into `eval-NAME.episodes.jsonl` as it ends (its record and its
+    calls' schema tally): a stage stopped part-way runs only the rest on `--resume`, and its
+    report is the whole stage's. An episode is greedy, so a rerun of it is the same one."""
+    from training.eval.harness import aggregate
+    from training.eval.run_eval import eval_ids
     from training.sft.trainer import load_model
 
-    if config.eval.variant == "fast":  # llama.cpp on the merged GGUF (eval.quant)
+    ids = eval_ids(config)
+    journal = out / f"eval-{name}.episodes.jsonl"
+    head = _journal_head(config, model_dir, adapter)
+    done = _journal(journal, ids, head)
+    todo = [i for i in ids if i not in done]
+    tally: dict = {"valid": 0, "attempts": 0}
+    lock = threading.Lock()
+    if not done:
+        out.mkdir(parents=True, exist_ok=True)
+        journal.write_text(json.dumps(head) + "\n")
+
+    def keep(record: dict, finished: int, total: int) -> None:
+        own = tally.get("by_task", {}).get(record.get("task"), [0, 0])
+        with lock, journal.open("a") as f:
+            f.write(json.dumps({"record": record, "calls": own}, default=str) + "\n")
+
+    report: dict = {}
+    if todo and config.eval.variant == "fast":  # llama.cpp on the merged GGUF (eval.quant)
         from training.eval.run_eval import evaluate_fast
 
-        report = evaluate_fast(config, model_dir, adapter, out / "variants")
-        report["stage"] = name
-        (out / f"eval-{name}.json").write_text(json.dumps(report, indent=1, default=str))
-        return stage_summary(report)
-    spec = config.model
-    if config.eval.dtype is not None:
-        spec = spec.model_copy(update={"dtype": config.eval.dtype})
-    model, processor = load_model(spec, out, model_dir)
-    if adapter is not None:
-        from peft import PeftModel
+        report = evaluate_fast(config, model_dir, adapter, out / "variants", progress=keep,
+                               ids=todo, tally=tally)  # fmt: skip
+    elif todo:
+        spec = config.model
+        if config.eval.dtype is not None:
+            spec = spec.model_copy(update={"dtype": config.eval.dtype})
+        model, processor = load_model(spec, out, model_dir)
+        if adapter is not None:
+            from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(adapter))
-    model.eval()
-    report = evaluate_loaded(config, model, processor, label=str(model_dir))
+            model = PeftModel.from_pretrained(model, str(adapter))
+        model.eval()
+        report = evaluate_loaded(config, model, processor, label=str(model_dir), progress=keep,
+                                 ids=todo, tally=tally)  # fmt: skip
+    if done:  # the earlier attempts' episodes and this one's, in the stage's order
+        ran = {e["task"]: e for e in report.get("episodes", [])}
+        whole = aggregate([done[i][0] if i in done else ran[i] for i in ids
+                           if i in done or i in ran])  # fmt: skip
+        now = report.get("schema_valid_calls", {})
+        whole["schema_valid_calls"] = {
+            "valid": sum(c[0] for _, c in done.values()) + now.get("valid", 0),
+            "attempts": sum(c[1] for _, c in done.values()) + now.get("attempts", 0),
+        }
+        whole.update({k: report[k] for k in ("engine", "cpu", "retries") if k in report})
+        whole["resumed"] = {"episodes_before": len(done), "episodes_run": len(ran)}
+        report = whole
     report["stage"] = name
     (out / f"eval-{name}.json").write_text(json.dumps(report, indent=1, default=str))
     return stage_summary(report)
+
+
+def drop_eval_journals(out: Path) -> None:
+    """A fresh run (no --resume) reuses no earlier run's finished eval episodes."""
+    for stale in out.glob("eval-*.episodes.jsonl"):
+        stale.unlink()
+
+
+def _journal_head(config: TrainConfig, model_dir: Path, adapter: Path | None) -> dict:
+    """What an eval journal's episodes were of: the eval's settings, the model, and the
+    adapter's weights by digest (a retrained checkpoint at the same path is another)."""
+    import hashlib
+
+    digest = None
+    if adapter is not None:
+        h = hashlib.sha256()
+        for f in sorted(Path(adapter).glob("adapter_*")):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+        digest = h.hexdigest()
+    return {"eval": config.eval.model_dump(mode="json"), "model": str(model_dir),
+            "adapter": str(adapter) if adapter else None, "adapter_sha256": digest}  # fmt: skip
+
+
+def _journal(path: Path, ids: list[str], head: dict) -> dict[str, tuple[dict, list]]:
+    """The episodes an earlier attempt at this eval finished (task -> (record, [valid,
+    attempts])); none when there is no journal, or it was of another model, adapter or eval
+    setting. A line cut short by the stop is left out (its episode runs again), and so is an
+    episode that could not run."""
+    if not path.is_file():
+        return {}
+    lines = path.read_text().splitlines()
+    try:
+        first = json.loads(lines[0]) if lines else None
+    except ValueError:
+        first = None
+    if first != head:
+        return {}
+    done: dict[str, tuple[dict, list]] = {}
+    for line in lines[1:]:
+        try:
+            item = json.loads(line)
+            record, calls = item["record"], [int(c) for c in item["calls"]]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if record.get("task") in ids and record.get("status") != "error":
+            done[record["task"]] = (record, calls)
+    return done
 
 
 def select_sft_checkpoint(config: TrainConfig, out: Path, model_dir: Path) -> dict:
@@ -305,6 +388,8 @@ def run_pipeline(config: TrainConfig, out: Path, resume: bool = False) -> dict:
     check_shown_tools(config)
     check_eval_engine(config)
     out.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        drop_eval_journals(out)
     set_cpu_threads(config.run.cpu_threads)
     started = time.time()
     model_dir = base_folder(config, out)

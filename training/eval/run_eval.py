@@ -47,6 +47,12 @@ def task_ids(families: list[str], levels: list[int], split: str, per_family: int
     ]
 
 
+def eval_ids(config: TrainConfig) -> list[str]:
+    """The task ids of the config's `eval:` stage, in the order they run."""
+    spec = config.eval
+    return task_ids(spec.families, spec.levels, spec.split, spec.per_family, spec.phrasing)
+
+
 def run_episodes(
     ids: list[str],
     policy_factory: Callable[[], Any],
@@ -78,9 +84,11 @@ class CallCounter:
         self.inner, self.tally, self.lock = inner, tally, lock
         self.name = inner.name
         self._turn = 0
+        self._task: str | None = None
 
     def reset(self, task_info: dict | None = None) -> None:
         self._turn = 0
+        self._task = (task_info or {}).get("task_id")
         self.inner.reset(task_info)
 
     def prompt_budget(self) -> Any:
@@ -98,9 +106,14 @@ class CallCounter:
                 valid += call.parsed
             except ToolError:
                 pass
+        attempts = len(reply.tool_calls) or (1 if self._turn == 0 else 0)
         with self.lock:
             self.tally["valid"] += valid
-            self.tally["attempts"] += len(reply.tool_calls) or (1 if self._turn == 0 else 0)
+            self.tally["attempts"] += attempts
+            if self._task is not None:  # each episode's own, for a resumed eval's journal
+                own = self.tally.setdefault("by_task", {}).setdefault(self._task, [0, 0])
+                own[0] += valid
+                own[1] += attempts
         self._turn += 1
         return reply
 
@@ -111,16 +124,21 @@ def evaluate_loaded(
     processor: Any,
     label: str,
     progress: Callable[[dict, int, int], None] | None = None,
+    ids: list[str] | None = None,
+    tally: dict | None = None,
 ) -> dict:
-    """Greedy episodes of `model` (already in eval mode) on the config's held-out tasks.
+    """Greedy episodes of `model` (already in eval mode) on the config's held-out tasks (or
+    on `ids`, some of them: a resumed stage's rest).
 
     Returns the eval report with `schema_valid_calls` added; `label` names the policy in it.
+    `tally`: where the calls are counted (its `by_task` then has each episode's own).
     """
     from agents.policies.hf_policy import HFPolicy, KVStore, LockstepBatcher
 
     spec = config.eval
-    ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family, spec.phrasing)
-    tally, lock = {"valid": 0, "attempts": 0}, threading.Lock()
+    if ids is None:
+        ids = eval_ids(config)
+    tally, lock = tally if tally is not None else {"valid": 0, "attempts": 0}, threading.Lock()
     batcher = None
     workers = spec.workers
     if spec.batch > 1:
@@ -175,12 +193,13 @@ def evaluate_loaded(
         report["cpu"] = {**governor.record(), "turns_alongside": True}
     if batcher is not None:
         report["lockstep_batches"] = [len(b) for b in batcher.batches]
-    report["schema_valid_calls"] = tally
+    report["schema_valid_calls"] = {"valid": tally["valid"], "attempts": tally["attempts"]}
     return report
 
 
 def evaluate_fast(config: TrainConfig, model_dir: Path, adapter: Path | None, root: Path,
-                  progress: Callable[[dict, int, int], None] | None = None) -> dict:  # fmt: skip
+                  progress: Callable[[dict, int, int], None] | None = None,
+                  ids: list[str] | None = None, tally: dict | None = None) -> dict:  # fmt: skip
     """`evaluate_loaded`'s episodes in llama.cpp (`eval.variant: fast`): the adapter merged into
     the base as a GGUF in `eval.quant`, made once under `root`. `eval.workers` episodes at
     once share the machine's threads (llama-cpp-python installed: the pipeline checks first).
@@ -197,14 +216,15 @@ def evaluate_fast(config: TrainConfig, model_dir: Path, adapter: Path | None, ro
                                       quant=spec.quant), built)  # fmt: skip
     workers = spec.workers
     policy.llama.set_threads(max(1, policy.llama.threads // workers))
-    ids = task_ids(spec.families, spec.levels, spec.split, spec.per_family, spec.phrasing)
-    tally, lock = {"valid": 0, "attempts": 0}, threading.Lock()
+    if ids is None:
+        ids = eval_ids(config)
+    tally, lock = tally if tally is not None else {"valid": 0, "attempts": 0}, threading.Lock()
     try:
         report = run_episodes(ids, lambda: CallCounter(policy.sibling(), tally, lock),
                               max_steps=spec.max_steps, workers=workers, progress=progress)  # fmt: skip
     finally:  # the stage's GGUF is done with: its contexts go back now, not at exit
         policy.llama.close()
-    report["schema_valid_calls"] = tally
+    report["schema_valid_calls"] = {"valid": tally["valid"], "attempts": tally["attempts"]}
     report["engine"] = {"engine": "llama.cpp", "quant": spec.quant, "gguf": built.gguf.name,
                         "threads": policy.llama.threads, "workers": workers}  # fmt: skip
     return report
