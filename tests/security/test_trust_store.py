@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from PIL import Image
@@ -265,6 +266,34 @@ def test_scratch_of_a_dead_supervisor_is_swept_and_a_live_one_kept(tmp_path, mon
         live.kill()
         live.wait(timeout=60)
         dead.kill()
+
+
+def test_a_sweep_in_the_instant_a_root_is_claimed_leaves_it(tmp_path, monkeypatch):
+    """Another pool's sweep that runs while a new root takes its lock (here: just before the
+    lock is taken) finds no unlocked `owner.lock` in it, so the root stays (CI once saw a new
+    pool's root removed under it by a sweep in that instant)."""
+    import fcntl
+
+    from tools.sandbox import scratch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    real_flock, swept = fcntl.flock, []
+
+    def flock_after_a_sweep(fd, op):
+        if not swept:
+            swept.append(None)
+            swept[0] = scratch.sweep_dead(str(tmp_path))  # the other pool, at the worst time
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(scratch.fcntl, "flock", flock_after_a_sweep)
+    root, fd = scratch.new_root()
+    try:
+        assert swept == [[]] and os.path.isdir(root)
+        assert sorted(os.listdir(root)) == [scratch.LOCK_NAME]
+        monkeypatch.setattr(scratch.fcntl, "flock", real_flock)
+        assert scratch.sweep_dead(str(tmp_path)) == [] and os.path.isdir(root)  # held: alive
+    finally:
+        scratch.release(root, fd)
 
 
 def test_import_refuses_an_artifact_that_is_a_symlink_out_of_the_source(tmp_path):

@@ -19,12 +19,16 @@ LOCK_NAME = "owner.lock"
 
 
 def claim(root: str) -> int:
-    """Lock `root` for this process; returns the descriptor to keep open while it lives."""
-    fd = os.open(os.path.join(root, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    """Lock `root` for this process; returns the descriptor to keep open while it lives.
+
+    The lock file is made and locked under another name, then renamed into place: another
+    process's sweep never finds `owner.lock` unlocked in a live root (between a plain
+    create-then-lock, a sweep could take the lock and remove the root being made)."""
+    making = os.path.join(root, f".{LOCK_NAME}.{os.getpid()}")
+    fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
+    os.rename(making, os.path.join(root, LOCK_NAME))
     return fd
 
 
