@@ -56,6 +56,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     # training run folders: the trusted side's own figures and checkpoints, no worker's file
     ("training/runs.py", "*", "*"): "a training run folder (config, metrics, checkpoints)",
     ("training/pipeline.py", "*", "write_text"): "the pipeline's run folder",
+    ("training/pipeline.py", "evaluate_model.keep", "open"): "an eval stage's journal of "
+    "finished episodes in the pipeline's run folder, appended to",
     ("training/sft/trainer.py", "*", "*"): "the SFT run folder",
     ("training/rl/grpo.py", "*", "open"): "the GRPO run folder's metrics",
     ("training/eval/run_eval.py", "*", "*"): "the run folder's eval reports",
