@@ -256,9 +256,7 @@ class PeriodicEval:
     def run(self, step: int, model: Any, processor: Any) -> dict:
         """Evaluate now; write eval/step-N.json and a metrics row; returns the row."""
         started = time.time()
-        spec = self.config.eval
-        total = len(task_ids(spec.families, spec.levels, spec.split, spec.per_family,
-                             spec.phrasing))
+        total = len(eval_ids(self.config))
         _say(f"eval at step {step}: {total} held-out episode(s)...")
         try:
             report = self._evaluate(step, model, processor)
