@@ -167,3 +167,39 @@ def test_every_job_gets_a_fresh_worker_that_dies_with_it(worker_pool) -> None:
     assert [o.result[0] for o in outcomes] == [["X"], ["Y"], ["Z"]]
     assert len({o.result[1] for o in outcomes}) == 3  # three workers, three scratches
     assert len(opened) == 3 and all(s.closed for s in opened)
+
+
+def test_ctrl_c_stops_a_run_after_the_episodes_in_progress(worker_pool) -> None:
+    """Ctrl-C in the thread that runs the scheduler (a real SIGINT to the main thread while it
+    waits on its workers): the episode in progress ends, no other starts, run() raises
+    KeyboardInterrupt, and no worker thread is left to keep the process alive."""
+    import signal
+
+    ran: list[str] = []
+    cancel = threading.Event()
+    main = threading.main_thread().ident
+
+    def job(name):
+        def run(session, seed):
+            ran.append(name)
+            if name == "first":
+                signal.pthread_kill(main, signal.SIGINT)  # the user's Ctrl-C
+                assert cancel.wait(60), "the run was not cancelled"
+            return cube_episode(session, seed)
+
+        return run
+
+    scheduler = Scheduler(1, lambda: ToolSession(worker_pool))
+    for name in ("first", "second", "third"):
+        scheduler.submit(name, job(name))
+    try:
+        scheduler.run(cancel=cancel)
+    except KeyboardInterrupt:
+        interrupted = True
+    else:
+        interrupted = False
+    assert interrupted and cancel.is_set()
+    assert ran == ["first"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("episode-worker")]
+    scheduler.submit("after", job("after"))  # the dropped jobs do not come back
+    assert [o.key for o in scheduler.run()] == ["after"]

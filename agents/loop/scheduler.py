@@ -130,8 +130,17 @@ class Scheduler:
         ]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:  # Ctrl-C (or SIGTERM turned into an exception) in this thread:
+            cancel.set()  # the workers finish the episode they are in and take no other
+            for t in threads:
+                t.join()
+            with self._lock:
+                self._heap.clear()  # what did not start is dropped, not left for a next run
+            self._outcomes = {}
+            raise
         outcomes = [self._outcomes[i] for i in sorted(self._outcomes)]
         self._outcomes = {}
         return outcomes

@@ -125,10 +125,24 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Base model -> zero-shot eval -> oracle demonstrations -> SFT -> eval -> GRPO -> eval
         -> report.json."""
+        import signal
+
         from training.pipeline import run_pipeline
 
         cfg = _load(config, "pipeline", quick=quick)
-        report = run_pipeline(cfg, _out(cfg, out), resume=resume)
+        run_dir = _out(cfg, out)
+        # A supervisor's stop (SIGTERM: `kill`, a job scheduler, the studio) is Ctrl-C: the
+        # stage in progress keeps its time, an eval stage ends the episodes under way.
+        before = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        try:
+            report = run_pipeline(cfg, run_dir, resume=resume)
+        except KeyboardInterrupt:
+            typer.echo(f"stopped: the finished stages, checkpoints and eval episodes in "
+                       f"{run_dir} are kept; add --resume to the same command to go on",
+                       err=True)  # fmt: skip
+            raise typer.Exit(130) from None
+        finally:
+            signal.signal(signal.SIGTERM, before)
         typer.echo(report["summary"])
 
     @train.command("launch")
