@@ -135,7 +135,7 @@ def owned(base):
     env = clean_env(base)
     up = mw("cluster", "up", "--nodes", "1", "--slots", "1", env=env)
     try:
-        assert up.returncode == 0, up.stderr[-3000:]
+        assert up.returncode == 0, up.stderr[-3000:] + keeper_log(base / "cluster.log")
         address = re.search(r"cluster up at (127\.0\.0\.1:\d+)", up.stdout).group(1)
         assert "token authentication on" in up.stdout, up.stdout
         state = json.loads((base / "cluster.json").read_text())
@@ -144,6 +144,15 @@ def owned(base):
         down = mw("cluster", "down", env=env)
         assert down.returncode == 0, down.stderr[-3000:]
     assert not (base / "cluster.token").exists()  # the token goes with its cluster
+
+
+def keeper_log(path: Path, tail: int = 12000) -> str:
+    """The keeper's log (a hung start's thread stacks), for a failed start's message: the
+    fixture's folder goes when the module ends, and the log with it."""
+    try:
+        return "\n--- " + str(path) + " ---\n" + path.read_text(errors="replace")[-tail:]
+    except OSError as exc:
+        return f"\n(no keeper log: {exc})"
 
 
 def agent_port(session_root: Path) -> int:
