@@ -139,3 +139,60 @@ def test_without_a_list_the_rows_show_each_tasks_toolbox_and_count_it():
     policy.act(SECOND, TOOLS)
     row = conversation_row(*sink[0]["conversation"])
     assert [t["function"]["name"] for t in json.loads(row["tools"])] == ["add_primitive"]
+
+
+def test_whole_plan_demonstrations_write_every_call_in_one_reply_then_close(tmp_path):
+    """`demos.calls_per_turn: 0`: real oracle episodes on Blender at level 2, where a request
+    lists several objects; each success is two rows: one reply holding all of its plan's calls
+    (as `<tool_call>` blocks, in the plan's order), then the closing reply once the scene it
+    left is in the prompt. With 1 (the default), one row a call and then the close."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from training.pipeline import collect_demos
+    from training.tasks import get_task
+    from training.train_config import load_config
+
+    root = Path(__file__).resolve().parent.parent
+    config = load_config(root / "configs" / "pipeline-tiny-cpu.yaml")
+    per_turn = {}
+    for calls_per_turn in (0, 1):
+        demos = config.demos.model_copy(update={"families": ["materials"], "levels": [2],
+                                                "per_family": 1, "calls_per_turn": calls_per_turn})  # fmt: skip
+        out = tmp_path / f"c{calls_per_turn}"
+        out.mkdir()
+        info = collect_demos(config.model_copy(update={"demos": demos}), out)
+        assert info["kept"] == 1
+        per_turn[calls_per_turn] = pd.read_parquet(out / "demos.parquet")
+    whole, one = per_turn[0], per_turn[1]
+    (task_id,) = set(whole["task_id"])
+    plan = get_task(task_id).oracle
+    assert len(plan) >= 2 and len(one) == len(plan) + 1 and len(whole) == 2
+    first = list(whole["messages"].iloc[0])[-1]
+    names = [c["function"]["name"] for c in first["tool_calls"]]
+    args = [json.loads(c["function"]["arguments"]) for c in first["tool_calls"]]
+    assert names == [s["tool"] for s in plan] and args == [s["args"] for s in plan]
+    closing = list(whole["messages"].iloc[1])
+    assert closing[-1]["content"][0]["text"] == "Done."
+    assert sum(1 for m in closing if m["role"] == "tool") == len(plan)  # every result seen
+
+
+def test_an_oracle_reply_holds_at_most_what_the_loop_accepts():
+    from agents.loop.config import LoopConfig
+    from training.eval.oracle import OraclePolicy
+    from training.tasks import get_task
+
+    task = next(t for t in (get_task(f"recovery:3:{s}") for s in range(40))
+                if len(t.oracle) > LoopConfig().max_calls_per_step)  # fmt: skip
+    policy = OraclePolicy(calls_per_turn=0)
+    policy.reset({"task_id": task.id})
+    replies = []
+    while (reply := policy.act([], [])).tool_calls:
+        replies.append([c.name for c in reply.tool_calls])
+    assert [n for r in replies for n in r] == [s["tool"] for s in task.oracle]
+    assert max(map(len, replies)) == LoopConfig().max_calls_per_step
+    # a reply ends at the call that reads the scene: the calls after it are written once its
+    # answer is in (here: the failed first call, then the listing, then the fixes)
+    cut = [s["tool"] for s in task.oracle].index("get_scene") + 1
+    assert replies[0][-1] == "get_scene" and len(replies[0]) == cut

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "pipeline-smollm2-curriculum.yaml"
+import pytest
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIG = CONFIGS / "pipeline-smollm2-curriculum.yaml"
+PLAN = CONFIGS / "pipeline-smollm2-curriculum-plan.yaml"  # whole-plan replies
 
 
-def test_the_curriculum_config_validates_and_trains_every_training_family_at_levels_1_to_3():
+@pytest.mark.parametrize("CONFIG", [CONFIG, PLAN], ids=lambda p: p.stem)
+def test_the_curriculum_config_validates_and_trains_every_training_family_at_levels_1_to_3(CONFIG):
     from training.pipeline import held_out_config, long_config, with_eval_families
     from training.tasks.base import held_out_families
     from training.tasks.families import FAMILIES
@@ -43,6 +48,21 @@ def test_the_curriculum_config_validates_and_trains_every_training_family_at_lev
     long = long_config(cfg)
     assert set(long.eval.levels) == {4, 5} and long.eval.split == "test"
     assert long.eval.max_steps >= 25  # a level-5 task is up to 24 calls
+
+
+def test_the_whole_plan_config_differs_only_in_its_replies_and_sft_length():
+    """The plan variant is the curriculum run with the oracle writing a request's calls in one
+    reply: room for such a reply (8 calls) in eval and GRPO, fewer SFT steps for fewer rows."""
+    from training.train_config import load_config
+
+    base, plan = load_config(CONFIG).model_dump(), load_config(PLAN).model_dump()
+    assert (base["demos"]["calls_per_turn"], plan["demos"]["calls_per_turn"]) == (1, 0)
+    assert plan["eval"]["max_tokens"] == plan["grpo"]["max_completion_length"] == 512
+    for section, key in (("demos", "calls_per_turn"), ("eval", "max_tokens"),
+                         ("grpo", "max_completion_length"), ("sft", "max_steps")):  # fmt: skip
+        base[section].pop(key), plan[section].pop(key)
+    base.pop("name", None), plan.pop("name", None)
+    assert plan == base
 
 
 def _eval(rewards: dict[str, float]) -> dict:

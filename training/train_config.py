@@ -387,6 +387,12 @@ class DemoSpec(Strict):
     recovery_per_family: int = Field(0, ge=0)
     # Oracle episodes at once, one tool worker each (no model runs: the workers are the work).
     workers: int = Field(1, ge=1)
+    # Calls the oracle writes in one reply: 1, one call a turn, each turn seeing the scene the
+    # last call left; 0, the whole plan at once (as many as one reply may hold, 8; a reply
+    # also ends at a call that only reads, such as get_scene, whose answer the next calls
+    # need), then a closing turn once it has seen the result. A model trained on those rows
+    # writes the calls a request lists in one reply instead of deciding after each call.
+    calls_per_turn: int = Field(1, ge=0)
 
 
 class AccelerateSpec(Strict):

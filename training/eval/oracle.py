@@ -14,15 +14,38 @@ from pathlib import Path
 from typing import Any
 
 from agents import PolicyError, PolicyReply
+from agents.loop.config import LoopConfig
 from agents.policies.simple import PlanPolicy, calls_from_plan
 
 
-class OraclePolicy:
-    """Plays `task.oracle`, one call per step, then says it is done."""
+def group_calls(steps: list[list[Any]], per_turn: int) -> list[list[Any]]:
+    """One-call steps as replies of up to `per_turn` calls. A reply also ends after a call
+    that leaves the scene as it was (`get_scene`, `measure`, `render`, `export`, ...): what it
+    reads comes back before the calls that follow it are written."""
+    from tools.specs import TOOLS
 
-    def __init__(self, task_id: str | None = None) -> None:
+    replies: list[list[Any]] = []
+    current: list[Any] = []
+    for step in steps:
+        current += step
+        reads = any(c.name in TOOLS and not TOOLS[c.name].mutating for c in step)
+        if len(current) >= per_turn or reads:
+            replies.append(current)
+            current = []
+    return replies + ([current] if current else [])
+
+
+class OraclePolicy:
+    """Plays `task.oracle`, `calls_per_turn` calls a step (0: as many as one reply may hold,
+    the loop's `max_calls_per_step`; `group_calls`), then says it is done."""
+
+    def __init__(self, task_id: str | None = None, calls_per_turn: int = 1) -> None:
+        if calls_per_turn < 0:
+            raise ValueError(f"calls_per_turn must be 0 (as many as a reply may hold) or more, "
+                             f"not {calls_per_turn}")  # fmt: skip
         self.name = "oracle"
         self._fixed = task_id
+        self._per_turn = calls_per_turn or LoopConfig().max_calls_per_step
         self._plan = PlanPolicy(name="oracle")
 
     def reset(self, task_info: dict | None = None) -> None:
@@ -35,7 +58,7 @@ class OraclePolicy:
             from training.tasks import get_task
 
             plan = get_task(task_id).oracle
-        self._plan.load(calls_from_plan(plan, id_prefix="oracle"))
+        self._plan.load(group_calls(calls_from_plan(plan, id_prefix="oracle"), self._per_turn))
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
         return self._plan.act(messages, tools)

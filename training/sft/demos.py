@@ -94,11 +94,11 @@ class FumblingOracle:
     oracle then plays its whole plan: a recovery demonstration. A first call without a
     `name` argument is played as is (the episode then has no error and is not kept)."""
 
-    def __init__(self) -> None:
+    def __init__(self, calls_per_turn: int = 1) -> None:
         from training.eval.oracle import OraclePolicy
 
         self.name = "oracle"
-        self.inner = OraclePolicy()
+        self.inner = OraclePolicy(calls_per_turn=calls_per_turn)
         self._fumble: Any = None
 
     def reset(self, task_info: dict | None = None) -> None:
