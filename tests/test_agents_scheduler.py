@@ -192,12 +192,16 @@ def test_ctrl_c_stops_a_run_after_the_episodes_in_progress(worker_pool) -> None:
     scheduler = Scheduler(1, lambda: ToolSession(worker_pool))
     for name in ("first", "second", "third"):
         scheduler.submit(name, job(name))
+    # Python's own Ctrl-C handler, as in a terminal (an xdist worker ignores SIGINT)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         scheduler.run(cancel=cancel)
     except KeyboardInterrupt:
         interrupted = True
     else:
         interrupted = False
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert interrupted and cancel.is_set()
     assert ran == ["first"]
     assert not [t for t in threading.enumerate() if t.name.startswith("episode-worker")]

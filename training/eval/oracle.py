@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agents import PolicyError, PolicyReply
-from agents.loop.config import LoopConfig
+from agents import LoopConfig, PolicyError, PolicyReply
 from agents.policies.simple import PlanPolicy, calls_from_plan
 
 
@@ -22,7 +21,7 @@ def group_calls(steps: list[list[Any]], per_turn: int) -> list[list[Any]]:
     """One-call steps as replies of up to `per_turn` calls. A reply also ends after a call
     that leaves the scene as it was (`get_scene`, `measure`, `render`, `export`, ...): what it
     reads comes back before the calls that follow it are written."""
-    from tools.specs import TOOLS
+    from tools import TOOLS
 
     replies: list[list[Any]] = []
     current: list[Any] = []
