@@ -93,3 +93,57 @@ def test_cluster_commands_say_in_one_line_when_no_cluster_is_up(tmp_path, monkey
     assert "no cluster is up" in status.output and "cluster up" in status.output
     down = runner.invoke(build_app(), ["cluster", "down"])
     assert down.exit_code == 0 and "no cluster is up" in down.output
+
+
+def test_ctrl_c_stops_the_rollouts_under_way(worker_pool) -> None:
+    """A rollout of the in-process model can think for minutes. Ctrl-C (a real SIGINT to the
+    main thread, which waits on the rollouts) stops the rollouts under way while their policy
+    is still thinking: run_groups raises KeyboardInterrupt before any policy has answered.
+    Before, the scheduler waited for every episode under way to end (a GRPO run on SIGTERM
+    had not exited 45 s later)."""
+    import signal
+    import threading
+
+    from agents import PolicyReply, Scheduler
+    from tools import ToolSession
+    from training.rl.grpo import loop_config
+    from training.rl.rollouts import run_groups
+    from training.train_config import GRPOSpec
+
+    main = threading.main_thread().ident
+    release = threading.Event()  # a thinking policy answers only once this is set
+    asked: list[int] = []
+    answered: list[int] = []
+
+    class Thinking:
+        name = "thinking"
+
+        def reset(self, task_info: dict | None = None) -> None:
+            return None
+
+        def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
+            asked.append(1)
+            if len(asked) == 1:
+                signal.pthread_kill(main, signal.SIGINT)  # the user's Ctrl-C
+            release.wait(120)  # a long generation (the bound only keeps a broken run finite)
+            answered.append(1)
+            return PolicyReply(text="Done.", tool_calls=[])
+
+    scheduler = Scheduler(2, lambda: ToolSession(worker_pool))
+    # Python's own Ctrl-C handler, as in a terminal (an xdist worker ignores SIGINT)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        try:
+            run_groups(scheduler, [(0, TASK)], 2, lambda seed, greedy=False: Thinking(),
+                       loop_config(GRPOSpec()))  # fmt: skip
+        except KeyboardInterrupt:
+            interrupted = True
+        else:
+            interrupted = False
+        answered_when_stopped = len(answered)
+    finally:
+        release.set()
+        signal.signal(signal.SIGINT, before)
+    assert interrupted and asked
+    assert answered_when_stopped == 0  # the rollouts ended while their policy still thought
+    assert not [t for t in threading.enumerate() if t.name.startswith("episode-worker")]

@@ -101,6 +101,10 @@ class Scheduler:
         self._lock = threading.Lock()
         self._outcomes: dict[int, JobOutcome] = {}
         self.retries = 0  # jobs put back after an infrastructure failure
+        # The running run()'s cancel event. A job may hand it to its episode's loop (which
+        # checks it between turns and calls, and while the policy thinks), so a long episode
+        # stops at once on Ctrl-C instead of running to its end (GRPO's rollouts).
+        self.stopping = threading.Event()
 
     def submit(self, key: str, fn: JobFn, *, priority: int = 0, seed: int | None = None) -> int:
         """Queue `fn(session, seed)`; returns the job's index in the outcome list."""
@@ -117,7 +121,7 @@ class Scheduler:
     ) -> list[JobOutcome]:
         """Run every queued job; outcomes in submission order. `progress(outcome, done, total)`
         is called from the worker threads as jobs finish."""
-        cancel = cancel or threading.Event()
+        cancel = self.stopping = cancel or threading.Event()
         total = len(self._heap)
         done = [0]
         threads = [

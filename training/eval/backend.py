@@ -34,7 +34,10 @@ class LocalBackend:
 
     `policy_for(request, seed)`: builds the policy instead of `request.policy` (an in-process
     model, a wrapper that counts calls); `spec_for(request)`: the EpisodeSpec instead of
-    `task_spec(request.task_id)` (a benchmark case). Both stay on this machine."""
+    `task_spec(request.task_id)` (a benchmark case). Both stay on this machine.
+    `stop_episodes`: Ctrl-C stops the episodes under way too, at their next check (the
+    scheduler's cancel goes into each loop), not only the ones not started: for episodes that
+    run for minutes (GRPO's in-process rollouts); their records are then of no use."""
 
     name = "local"
 
@@ -49,6 +52,7 @@ class LocalBackend:
         policy_for: Callable[[EpisodeRequest, int], Any] | None = None,
         spec_for: Callable[[EpisodeRequest], Any] | None = None,
         scheduler: Any = None,
+        stop_episodes: bool = False,
         **options: Any,
     ) -> None:
         from training.eval.spec import episode_scheduler
@@ -57,6 +61,7 @@ class LocalBackend:
         self.store = store
         self.policy_for = policy_for
         self.spec_for = spec_for
+        self.stop_episodes = stop_episodes
         self._own = scheduler is None
         self.scheduler = scheduler or episode_scheduler(
             workers, session_factory, scored=scored, seed=seed, **options
@@ -71,7 +76,9 @@ class LocalBackend:
                 forget_partial(store, request.episode_id)  # a retry after a dead worker
                 policy = self.policy_for(request, seed) if self.policy_for else None
                 spec = self.spec_for(request) if self.spec_for else None
-                return run_request(request, session, policy=policy, store=store, spec=spec)
+                cancel = self.scheduler.stopping if self.stop_episodes else None
+                return run_request(request, session, policy=policy, store=store, spec=spec,
+                                   cancel=cancel)  # fmt: skip
 
             return run
 

@@ -116,18 +116,20 @@ def run_request(
     policy: Any = None,
     store: Any = None,
     spec: Any = None,
+    cancel: Any = None,
 ) -> dict:
     """Run `request` on `session` (fresh, from its pool) and return run_spec's record, with
     `_result`. `store`: a Store (recorded as it runs) or an `agents.store.buffer.BufferSink`
     (recorded in memory, committed by the head). `spec`/`policy` override the ones the
-    request names (a benchmark case; the trainer's in-process model)."""
+    request names (a benchmark case; the trainer's in-process model). `cancel`: an event that
+    stops the episode at the loop's next check."""
     from training.eval.spec import run_spec, task_spec
 
     spec = spec if spec is not None else task_spec(request.task_id)
     policy = policy if policy is not None else request.policy.build()
     meta = {**request.meta, "episode_id": request.episode_id} if store is not None else request.meta
     return run_spec(spec, policy, session, config=request.loop, store=store,
-                    source=request.source, meta=meta or None)  # fmt: skip
+                    source=request.source, meta=meta or None, cancel=cancel)  # fmt: skip
 
 
 def forget_partial(store: Any, episode_id: str) -> None:

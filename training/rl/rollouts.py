@@ -131,7 +131,10 @@ def run_groups(
     if remote:
         outcomes = list(backend.submit(requests))
     else:  # the trainer's in-process policy runs here: the local backend over the runtime's pool
-        local = LocalBackend(scheduler=scheduler, store=store, policy_for=policy_of)
+        # Ctrl-C stops the rollouts under way at their next check: a multi-turn rollout of the
+        # in-process model can take minutes, and the step's rollouts are of no use once stopped
+        local = LocalBackend(scheduler=scheduler, store=store, policy_for=policy_of,
+                             stop_episodes=True)  # fmt: skip
         outcomes = list(local.submit(requests))
     failed = [o for o in outcomes if not o.ok]
     if failed:
