@@ -196,3 +196,63 @@ def test_an_oracle_reply_holds_at_most_what_the_loop_accepts():
     # answer is in (here: the failed first call, then the listing, then the fixes)
     cut = [s["tool"] for s in task.oracle].index("get_scene") + 1
     assert replies[0][-1] == "get_scene" and len(replies[0]) == cut
+
+
+def test_counting_demonstrations_say_which_step_each_reply_is(tmp_path):
+    """`demos.count_steps: true`: real oracle episodes on Blender at level 2. Each call row's
+    reply says "Step k of n" (n: the plan's calls, one a turn) before its call, the closing
+    row's reply is "Done.", and every row shows the steps said before it in its history."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from training.pipeline import collect_demos
+    from training.tasks import get_task
+    from training.train_config import load_config
+
+    root = Path(__file__).resolve().parent.parent
+    config = load_config(root / "configs" / "pipeline-tiny-cpu.yaml")
+    demos = config.demos.model_copy(update={"families": ["materials"], "levels": [2],
+                                            "per_family": 1, "count_steps": True})  # fmt: skip
+    info = collect_demos(config.model_copy(update={"demos": demos}), tmp_path)
+    assert info["kept"] == 1
+    rows = pd.read_parquet(tmp_path / "demos.parquet")
+    (task_id,) = set(rows["task_id"])
+    n = len(get_task(task_id).oracle)
+    assert n >= 2 and len(rows) == n + 1
+
+    def text(message: dict) -> str | None:
+        content = message.get("content")
+        if content is None or isinstance(content, str):
+            return content
+        return "".join(p.get("text") or "" for p in content) or None
+
+    said = []
+    for i in range(len(rows)):
+        messages = list(rows["messages"].iloc[i])
+        history = [text(m) for m in messages[:-1] if m["role"] == "assistant"]
+        assert history == said  # what the earlier replies said is in the prompt
+        reply = messages[-1]
+        said.append(text(reply))
+    assert said == [f"Step {k} of {n}." for k in range(1, n + 1)] + ["Done."]
+
+
+def test_a_counting_fumble_and_its_retry_are_the_same_step():
+    """The recovery demonstration's wrong first call is "Step 1 of n" and so is the retry
+    after the error: a failed step is done again, the count does not move on."""
+    from training.sft.demos import FumblingOracle
+    from training.tasks import get_task
+
+    task = next(t for t in (get_task(f"materials:2:{s}") for s in range(40))
+                if "name" in (t.oracle[0].get("args") or {}))  # fmt: skip
+    policy = FumblingOracle(count_steps=True)
+    policy.reset({"task_id": task.id})
+    n = len(task.oracle)
+    texts = []
+    while (reply := policy.act([], [])).tool_calls:
+        texts.append(reply.text)
+    assert texts == [f"Step 1 of {n}."] + [f"Step {k} of {n}." for k in range(1, n + 1)]
+    assert reply.text == "Done."
+    plain = FumblingOracle()
+    plain.reset({"task_id": task.id})
+    assert plain.act([], []).text is None  # off by default: the replies carry calls only

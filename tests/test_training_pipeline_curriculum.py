@@ -13,6 +13,7 @@ import pytest
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CONFIG = CONFIGS / "pipeline-smollm2-curriculum.yaml"
 PLAN = CONFIGS / "pipeline-smollm2-curriculum-plan.yaml"  # whole-plan replies
+STEPS = CONFIGS / "pipeline-smollm2-curriculum-steps.yaml"  # "Step k of n." replies
 
 
 @pytest.mark.parametrize("CONFIG", [CONFIG, PLAN], ids=lambda p: p.stem)
@@ -63,6 +64,18 @@ def test_the_whole_plan_config_differs_only_in_its_replies_and_sft_length():
         base[section].pop(key), plan[section].pop(key)
     base.pop("name", None), plan.pop("name", None)
     assert plan == base
+
+
+def test_the_counted_steps_config_differs_only_in_its_demonstrations():
+    """The counted-steps variant is the curriculum run, the oracle's replies saying which step
+    they are: the same SFT, GRPO and eval, so its eval pairs with the one-call run's."""
+    from training.train_config import load_config
+
+    base, steps = load_config(CONFIG).model_dump(), load_config(STEPS).model_dump()
+    assert (base["demos"]["count_steps"], steps["demos"]["count_steps"]) == (False, True)
+    base["demos"].pop("count_steps"), steps["demos"].pop("count_steps")
+    base.pop("name", None), steps.pop("name", None)
+    assert steps == base
 
 
 def _eval(rewards: dict[str, float]) -> dict:

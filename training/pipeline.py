@@ -42,8 +42,9 @@ def collect_demos(config: TrainConfig, out: Path, model_dir: Path | None = None)
     lock = threading.Lock()
     budget = demo_budget(config, model_dir) if model_dir is not None else None
     report = run_episodes(
-        ids, lambda: CapturingPolicy(OraclePolicy(calls_per_turn=spec.calls_per_turn), sink, lock,
-                                     config.tools, budget),  # fmt: skip
+        ids, lambda: CapturingPolicy(OraclePolicy(calls_per_turn=spec.calls_per_turn,
+                                                  count_steps=spec.count_steps),
+                                     sink, lock, config.tools, budget),  # fmt: skip
         max_steps, workers=spec.workers,
     )
     rows = _demo_rows(sink, report, "", first_turn=0)
@@ -59,8 +60,8 @@ def collect_demos(config: TrainConfig, out: Path, model_dir: Path | None = None)
         retry = demo_task_ids(spec, spec.recovery_per_family)
         sink = []
         fumbled = run_episodes(
-            retry, lambda: CapturingPolicy(FumblingOracle(spec.calls_per_turn), sink, lock,
-                                           config.tools, budget),  # fmt: skip
+            retry, lambda: CapturingPolicy(FumblingOracle(spec.calls_per_turn, spec.count_steps),
+                                           sink, lock, config.tools, budget),  # fmt: skip
             max_steps, workers=spec.workers,
         )
         # Kept: episodes whose wrong first call failed and which the oracle then solved.

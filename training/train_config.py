@@ -393,6 +393,10 @@ class DemoSpec(Strict):
     # need), then a closing turn once it has seen the result. A model trained on those rows
     # writes the calls a request lists in one reply instead of deciding after each call.
     calls_per_turn: int = Field(1, ge=0)
+    # Each reply that calls starts with "Step k of n." (n: the plan's replies; a retry after an
+    # error repeats its step), the close stays "Done.": the model writes its own count of what
+    # is left, and is shown to close when it has said "Step n of n".
+    count_steps: bool = False
 
 
 class AccelerateSpec(Strict):

@@ -34,11 +34,22 @@ def group_calls(steps: list[list[Any]], per_turn: int) -> list[list[Any]]:
     return replies + ([current] if current else [])
 
 
+def step_text(k: int, n: int) -> str:
+    """What a counting oracle's reply says before its calls: which of its plan's replies it is."""
+    return f"Step {k} of {n}."
+
+
 class OraclePolicy:
     """Plays `task.oracle`, `calls_per_turn` calls a step (0: as many as one reply may hold,
-    the loop's `max_calls_per_step`; `group_calls`), then says it is done."""
+    the loop's `max_calls_per_step`; `group_calls`), then says it is done.
 
-    def __init__(self, task_id: str | None = None, calls_per_turn: int = 1) -> None:
+    With `count_steps`, each reply that calls says first which of the plan's replies it is
+    (`step_text`: "Step 2 of 3."); the closing reply stays "Done.". The count is the model's
+    own running note in the conversation: a model trained on these rows commits to a number of
+    steps in its first reply and closes when its last reply said "Step n of n"."""
+
+    def __init__(self, task_id: str | None = None, calls_per_turn: int = 1,
+                 count_steps: bool = False) -> None:  # fmt: skip
         if calls_per_turn < 0:
             raise ValueError(f"calls_per_turn must be 0 (as many as a reply may hold) or more, "
                              f"not {calls_per_turn}")  # fmt: skip
@@ -46,6 +57,8 @@ class OraclePolicy:
         self._fixed = task_id
         self._per_turn = calls_per_turn or LoopConfig().max_calls_per_step
         self._plan = PlanPolicy(name="oracle")
+        self.count_steps = count_steps
+        self._step = 0
 
     def reset(self, task_info: dict | None = None) -> None:
         info = task_info or {}
@@ -58,9 +71,19 @@ class OraclePolicy:
 
             plan = get_task(task_id).oracle
         self._plan.load(group_calls(calls_from_plan(plan, id_prefix="oracle"), self._per_turn))
+        self._step = 0
+
+    @property
+    def steps(self) -> int:
+        """How many replies with calls the loaded plan has."""
+        return len(self._plan.steps)
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
-        return self._plan.act(messages, tools)
+        reply = self._plan.act(messages, tools)
+        if self.count_steps and reply.tool_calls:
+            self._step += 1
+            reply.text = step_text(self._step, self.steps)
+        return reply
 
 
 REFERENCE_PART = "reference"

@@ -92,13 +92,14 @@ class FumblingOracle:
     """The oracle, except that its first call names a decoy instead of the object the task
     names. The loop answers with the tool's error, which lists the scene's objects, and the
     oracle then plays its whole plan: a recovery demonstration. A first call without a
-    `name` argument is played as is (the episode then has no error and is not kept)."""
+    `name` argument is played as is (the episode then has no error and is not kept).
+    With `count_steps`, the wrong call is "Step 1 of n" too: the retry repeats the step."""
 
-    def __init__(self, calls_per_turn: int = 1) -> None:
+    def __init__(self, calls_per_turn: int = 1, count_steps: bool = False) -> None:
         from training.eval.oracle import OraclePolicy
 
         self.name = "oracle"
-        self.inner = OraclePolicy(calls_per_turn=calls_per_turn)
+        self.inner = OraclePolicy(calls_per_turn=calls_per_turn, count_steps=count_steps)
         self._fumble: Any = None
 
     def reset(self, task_info: dict | None = None) -> None:
@@ -114,7 +115,10 @@ class FumblingOracle:
         if plan and isinstance(plan[0].get("args"), dict) and "name" in plan[0]["args"]:
             pick = int(hashlib.sha256(task_id.encode()).hexdigest(), 16) % len(DECOYS)
             args = {**plan[0]["args"], "name": DECOYS[pick]}
-            self._fumble = PolicyReply(text=None, tool_calls=[
+            from training.eval.oracle import step_text
+
+            text = step_text(1, self.inner.steps) if self.inner.count_steps else None
+            self._fumble = PolicyReply(text=text, tool_calls=[
                 ToolCall("fumble-0", plan[0]["tool"], args)])  # fmt: skip
 
     def act(self, messages: list[dict], tools: list[dict]) -> PolicyReply:
