@@ -30,6 +30,21 @@ def test_what_begins_a_call():
         assert begins_call(text, names) is False, text
 
 
+def test_a_counted_reply_begins_a_call_after_its_step_note():
+    """A counted agent (`demos.count_steps`) writes "Step k of n." before its call: the note
+    is not prose, whatever the token budget; prose after it is."""
+    from training.eval.oracle import step_text
+
+    names = ["add_primitive"]
+    note = step_text(2, 3)
+    for text in (note + "\n<tool_call>", note + " <tool_call>\n{", "Step 10 of 12.\n{"):
+        assert begins_call(text, names) is True, text
+    for text in ("S", "Step", "Step 1", "Step 1 of", "Step 1 of 3", note, note + "\n<tool"):
+        assert begins_call(text, names) is None, text
+    for text in ("Step up", "Steps", note + " Sure!", "Step 1 of three."):
+        assert begins_call(text, names) is False, text
+
+
 @pytest.fixture(scope="module")
 def taught(tiny_model_dir, worker_pool, tmp_path_factory):
     """(lessons by name, adapter folder): the first turns of two free-form goals as the loop

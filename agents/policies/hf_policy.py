@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -354,6 +355,12 @@ class HFPolicy:
 # (agents/policies/toolcall_parser.py); `<tool_call>` is the local models' own.
 CALL_OPENERS = ("<tool_call>", "<function=", "<|python_tag|>", "[TOOL_CALLS]", "```", "{", "[")
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+# A reply's count of its own steps before its calls ("Step 2 of 3.": the oracle's counted
+# demonstrations, `demos.count_steps`), and what a reply that is still writing one may hold.
+STEP_NOTE = re.compile(r"Step \d+ of \d+\.")
+_STEP_NOTE_PART = re.compile(
+    r"S(?:t(?:e(?:p(?: (?:\d+(?: (?:o(?:f(?: (?:\d+)?)?)?)?)?)?)?)?)?)?"
+)
 
 
 def begins_call(text: str, tool_names: list[str] = ()) -> bool | None:
@@ -365,6 +372,11 @@ def begins_call(text: str, tool_names: list[str] = ()) -> bool | None:
         _, closed, rest = text[len(THINK_OPEN):].partition(THINK_CLOSE)
         return begins_call(rest, tool_names) if closed else None
     if not text:
+        return None
+    note = STEP_NOTE.match(text)
+    if note:  # the reply's count of its steps, then (perhaps) its call
+        return begins_call(text[note.end():], tool_names)
+    if _STEP_NOTE_PART.fullmatch(text):
         return None
     openers = (*CALL_OPENERS, *(f"{name}(" for name in tool_names))
     if any(text.startswith(opener) for opener in openers):
