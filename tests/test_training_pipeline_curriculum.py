@@ -84,7 +84,9 @@ def test_the_counted_steps_config_differs_in_its_demonstrations_and_grpo_draws_o
     base["demos"].pop("count_steps"), steps["demos"].pop("count_steps")
     for key in ("unlock", "level_weights"):
         base["grpo"]["curriculum"].pop(key), steps["grpo"]["curriculum"].pop(key)
-    base["grpo"].pop("max_steps"), steps["grpo"].pop("max_steps")
+    assert steps["grpo"]["save_steps"] == 1 and base["grpo"]["save_steps"] is None
+    for key in ("max_steps", "save_steps"):
+        base["grpo"].pop(key), steps["grpo"].pop(key)
     base.pop("name", None), steps.pop("name", None)
     assert steps == base
 
@@ -97,3 +99,19 @@ def test_the_counted_steps_config_differs_in_its_demonstrations_and_grpo_draws_o
     assert set(levels(CONFIG)) == {1}
     drawn = levels(STEPS)
     assert set(drawn) == {1, 2, 3} and sum(lv > 1 for lv in drawn) > 2 * drawn.count(1)
+
+
+def test_grpo_keeps_a_checkpoint_each_step_where_its_config_says_and_sft_keeps_the_runs():
+    """`grpo.save_steps` overrides `run.save_steps` for GRPO only: the counted-steps run's
+    SFT still checkpoints at 100, 200, 300 (its checkpoint choice), its GRPO every step, and a
+    config without it (the one-call run) checkpoints GRPO at the run's interval as before."""
+    from training.rl.grpo import grpo_args
+    from training.sft.trainer import sft_args
+    from training.train_config import load_config
+
+    out = Path("/tmp/unused-run")
+    steps, base = load_config(STEPS), load_config(CONFIG)
+    assert grpo_args(steps.grpo, steps.run, out, use_cpu=True).save_steps == 1
+    assert sft_args(steps.sft, steps.run, out, use_cpu=True).save_steps == 100
+    assert base.grpo.save_steps is None
+    assert grpo_args(base.grpo, base.run, out, use_cpu=True).save_steps == base.run.save_steps

@@ -36,7 +36,8 @@ SAVED = "saved.json"
 
 def trainer_options(spec: Any, run: Any, out_dir: Path, use_cpu: bool) -> dict[str, Any]:
     """The TRL config fields SFT and GRPO runs share: the stage's (`spec`) steps, rate and
-    batch, and the run folder's logging, checkpoints, seed and device (`run`)."""
+    batch, and the run folder's logging, checkpoints, seed and device (`run`); a stage's own
+    `save_steps` (GRPO's) overrides the run's."""
     return {
         "output_dir": str(out_dir),
         "max_steps": spec.max_steps,
@@ -45,7 +46,7 @@ def trainer_options(spec: Any, run: Any, out_dir: Path, use_cpu: bool) -> dict[s
         "gradient_accumulation_steps": spec.gradient_accumulation_steps,
         "activation_checkpointing": spec.gradient_checkpointing,
         "logging_steps": run.logging_steps,
-        "save_steps": run.save_steps,
+        "save_steps": getattr(spec, "save_steps", None) or run.save_steps,
         "save_total_limit": run.save_total_limit,
         "save_strategy": "steps",
         "seed": run.seed,

@@ -236,6 +236,9 @@ class GRPOSpec(Strict):
     curriculum: CurriculumSpec = Field(default_factory=CurriculumSpec)
     max_steps: int = Field(20, ge=1)
     learning_rate: float = Field(1e-5, gt=0)
+    # Checkpoint every N GRPO steps (unset: `run.save_steps`, which a pipeline sets for SFT's
+    # hundreds of steps); a GRPO step on a CPU takes minutes, so a stop should lose at most one.
+    save_steps: int | None = Field(None, ge=1)
     per_device_train_batch_size: int = Field(16, ge=1)  # rows: groups x generations x turns
     gradient_accumulation_steps: int = Field(1, ge=1)
     num_generations: int = Field(4, ge=2)  # group size
