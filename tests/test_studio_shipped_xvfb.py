@@ -139,9 +139,14 @@ def test_a_typed_one_step_goal_changes_the_scene_with_the_shipped_agent(
 
 
 def test_the_fixture_ships_what_the_script_ships(shipped_env):
-    """The adapter under test is one the shipping code wrote and pinned."""
-    if not shipped_env:
-        pytest.skip("the real shipped adapter is in use")
+    """The adapter under test is one the shipping code wrote and pinned: the repository's
+    default agent, every file the one its manifest pins, or else the one taught here."""
     from agents.models.shipped import verify
 
+    if not shipped_env:  # the real shipped adapter is the one the studio child ran
+        real = default_shipped(agents_dir())
+        manifest = verify(real.path)
+        assert (manifest["name"], manifest["base"]) == (real.name, BASE_NAME)
+        assert manifest["tools"] == real.tools and manifest["files"]
+        return
     assert verify(Path(shipped_env[ENV_VAR]) / "test-agent")["tools"] == TOOLS
