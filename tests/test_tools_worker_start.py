@@ -119,14 +119,14 @@ from tools.sandbox import template
 pool = WorkerPool(size=0, prewarm=False)
 with ToolSession(pool) as s:
     assert s.call("add_primitive", {"kind": "cube", "name": "c", "dimensions": [1, 1, 1]}).ok
-first = template._shared
+first = template._shared[template.WORKERS]
 print("home", first.home, sorted(os.listdir(os.path.join(first.home, "tmp"))), flush=True)
 os.kill(first.proc.pid, signal.SIGKILL)  # a template that dies on its own keeps its log
 while first.alive:
     time.sleep(0.05)
 with ToolSession(pool) as s:  # the next session starts another template
     assert s.call("add_primitive", {"kind": "cube", "name": "d", "dimensions": [1, 1, 1]}).ok
-print("second", template._shared.home, flush=True)
+print("second", template._shared[template.WORKERS].home, flush=True)
 pool.close()
 """
 

@@ -197,13 +197,13 @@ def _command(argv: list[str], scratch: str, writable: list[str], seccomp_fd: int
     return [*outer, "--", *drop, *inner, "--chdir", scratch, "--", *argv]
 
 
-def self_jail_spec(scratch: str, uid: int | None) -> dict:
+def self_jail_spec(scratch: str, uid: int | None, readonly: tuple[str, ...] = ()) -> dict:
     """What a worker forked from the template needs to build this jail itself
     (tools/worker/selfjail.py): the same binds as `wrap`'s bubblewrap command, its host uid as
     root, the uid it sees inside, whether to bind the GPU, the size of its small tmpfs."""
     if _is_root() and (uid is None or uid == 0):
         raise ValueError("a jailed worker started as root needs its own host uid")
-    return {"fs": _filesystem(scratch, []), "uid": uid if _is_root() else None, "inside_uid": INSIDE_UID,
+    return {"fs": _filesystem(scratch, [], readonly), "uid": uid if _is_root() else None, "inside_uid": INSIDE_UID,
             "dri": os.path.isdir("/dev/dri"), "tmpfs_bytes": TMPFS_BYTES, "chdir": scratch}
 
 

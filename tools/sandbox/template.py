@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tools.protocol import recv_with_fds, send_with_fds
 from tools.sandbox import jail
@@ -39,8 +40,24 @@ RENDER_ENV = "MODELWRIGHT_TEMPLATE_RENDERER"
 START_DEADLINE_S = 120.0
 
 
-def enabled() -> bool:
-    return os.environ.get(ENV, "1") != "0"
+WORKER = "tools.worker.template"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of template: the module it runs (`python -m MODULE --sock FD`, serving forks with
+    tools/worker/template.py `serve`), the variable that turns it off, and what it is called."""
+
+    module: str = WORKER
+    switch: str = ENV
+    what: str = "worker template"
+
+
+WORKERS = Kind()
+
+
+def enabled(kind: Kind = WORKERS) -> bool:
+    return os.environ.get(kind.switch, "1") != "0"
 
 
 def renderer_in_template() -> bool:
@@ -54,7 +71,7 @@ def renderer_in_template() -> bool:
 
 def renderer_warm() -> bool:
     """Whether the shared template, if it runs, holds a started renderer."""
-    tpl = _shared
+    tpl = _shared.get(WORKERS)
     return bool(tpl is not None and tpl.alive and tpl.renderer_warm)
 
 
@@ -124,7 +141,8 @@ class ForkedProcess:
 class Template:
     """One template process and the thread that reads its replies."""
 
-    def __init__(self, launch: Callable[..., subprocess.Popen]):
+    def __init__(self, launch: Callable[..., subprocess.Popen], kind: Kind = WORKERS):
+        self.kind = kind
         self._home = _private_dir()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = parent
@@ -134,12 +152,12 @@ class Template:
         # not exist, and only removed by Blender's own exit: the template is killed, so it is
         # made in the template's home, which `close` removes
         os.makedirs(env["TMPDIR"], mode=0o700, exist_ok=True)
-        if renderer_in_template():
+        if kind == WORKERS and renderer_in_template():
             # Mesa (llvmpipe) draws on the calling thread and keeps no disk cache: a fork has
             # every thread and queue it needs, for it has no other (a fork copies one thread)
             env.update(LP_NUM_THREADS="0", MESA_SHADER_CACHE_DISABLE="true",
                        MODELWRIGHT_TEMPLATE_RENDERER="1")
-        argv = [sys.executable, "-s", "-P", "-m", "tools.worker.template", "--sock", str(child.fileno())]
+        argv = [sys.executable, "-s", "-P", "-m", kind.module, "--sock", str(child.fileno())]
         try:
             self.proc = launch(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, env=env,
                                cwd=self._home, start_new_session=True, close_fds=True,
@@ -158,7 +176,7 @@ class Template:
         ready, _ = self._recv(time.monotonic() + START_DEADLINE_S)
         if not ready or not ready.get("ready"):
             self.close()
-            raise TemplateError(f"the worker template failed to start: {(ready or {}).get('error', 'no reply')}; "
+            raise TemplateError(f"the {kind.what} failed to start: {(ready or {}).get('error', 'no reply')}; "
                                 f"see {self._home}/template.log")
         self.startup_s = float(ready.get("startup_s", 0.0))
         self.renderer_warm = bool(ready.get("renderer_warm"))
@@ -184,7 +202,7 @@ class Template:
                     # first, and its PR_SET_PDEATHSIG kills the template: not a death to report
                     if not self._closing and threading.main_thread().is_alive():
                         self.died = True
-                        log.warning("the worker template exited; its log: %s/template.log", self._home)
+                        log.warning("the %s exited; its log: %s/template.log", self.kind.what, self._home)
                     self.alive = False
                     for w in self._waiting.values():
                         w["event"].set()
@@ -210,7 +228,7 @@ class Template:
         """(pid, pidfd) of a new worker's wrapper; raises TemplateError."""
         with self._lock:
             if not self.alive:
-                raise TemplateError("the worker template is gone")
+                raise TemplateError(f"the {self.kind.what} is gone")
             self._next += 1
             rid = self._next
             waiter = {"event": threading.Event(), "reply": None, "fd": -1}
@@ -219,14 +237,14 @@ class Template:
             try:
                 send_with_fds(self._sock, dict(request, id=rid), fds)
             except OSError as e:
-                raise TemplateError(f"the worker template is gone ({e})") from None
+                raise TemplateError(f"the {self.kind.what} is gone ({e})") from None
             if not waiter["event"].wait(timeout) or waiter["reply"] is None:
-                raise TemplateError("the worker template did not fork in time")
+                raise TemplateError(f"the {self.kind.what} did not fork in time")
             reply = waiter["reply"]
             if "error" in reply or waiter["fd"] < 0:
                 if waiter["fd"] >= 0:
                     os.close(waiter["fd"])
-                raise TemplateError(f"the worker template could not fork: {reply.get('error')}")
+                raise TemplateError(f"the {self.kind.what} could not fork: {reply.get('error')}")
             return int(reply["pid"]), waiter["fd"]
         finally:
             with self._lock:
@@ -277,39 +295,41 @@ def _private_dir() -> str:
     return d
 
 
-_shared: Template | None = None
+_shared: dict[Kind, Template] = {}
 _shared_lock = threading.Lock()
 
 
-def shared(launch: Callable[..., subprocess.Popen]) -> Template | None:
-    """This process's template, started now if none is alive; None when templates are off or
-    it cannot start (then workers start from scratch, as the log says once)."""
-    global _shared
-    if not enabled():
+def shared(launch: Callable[..., subprocess.Popen], kind: Kind = WORKERS) -> Template | None:
+    """This process's template of `kind`, started now if none is alive; None when templates
+    are off or it cannot start (then its programs start from scratch, as the log says)."""
+    if not enabled(kind):
         return None
     with _shared_lock:
-        if _shared is not None and _shared.alive and _shared.proc.poll() is None:
-            return _shared
-        if _shared is not None:
-            _shared.close()
-            _shared = None
+        tpl = _shared.get(kind)
+        if tpl is not None and tpl.alive and tpl.proc.poll() is None:
+            return tpl
+        if tpl is not None:
+            tpl.close()
+            del _shared[kind]
         try:
-            _shared = Template(launch)
+            tpl = _shared[kind] = Template(launch, kind)
         except (TemplateError, OSError) as e:
-            log.warning("workers start from scratch: %s", e)
+            log.warning("forks of the %s start from scratch: %s", kind.what, e)
             return None
-        return _shared
+        return tpl
 
 
 def spawn(launch: Callable[..., subprocess.Popen], argv: list[str], env: dict, scratch: str,
-          uid: int | None, log_fd: int, seccomp_fd: int | None) -> ForkedProcess | None:
-    """A worker forked from the template, jailed like `jail.wrap`'s; None when there is no
+          uid: int | None, log_fd: int, seccomp_fd: int | None, kind: Kind = WORKERS,
+          readonly: tuple[str, ...] = ()) -> ForkedProcess | None:
+    """A program forked from the template of `kind` (a worker by default), jailed like
+    `jail.wrap(argv, scratch, [], seccomp_fd, uid, readonly)`'s; None when there is no
     template (the caller starts one from scratch)."""
-    tpl = shared(launch)
+    tpl = shared(launch, kind)
     if tpl is None:
         return None
     jailed = jail.mode() == "bwrap"
-    spec = jail.self_jail_spec(scratch, uid) if jailed else {}
+    spec = jail.self_jail_spec(scratch, uid, readonly) if jailed else {}
     in_r, in_w = os.pipe2(os.O_CLOEXEC)
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     fds = [in_r, out_w, log_fd] + ([seccomp_fd] if jailed and seccomp_fd is not None else [])
@@ -318,7 +338,7 @@ def spawn(launch: Callable[..., subprocess.Popen], argv: list[str], env: dict, s
     except TemplateError as e:
         for fd in (in_w, out_r):
             os.close(fd)
-        log.warning("a worker starts from scratch: %s", e)
+        log.warning("one starts from scratch: %s", e)
         return None
     finally:
         os.close(in_r)
@@ -327,11 +347,11 @@ def spawn(launch: Callable[..., subprocess.Popen], argv: list[str], env: dict, s
 
 
 def close_shared() -> None:
-    global _shared
     with _shared_lock:
-        if _shared is not None:
-            _shared.close()
-            _shared = None
+        tpls = list(_shared.values())
+        _shared.clear()
+    for tpl in tpls:
+        tpl.close()
 
 
 # At exit the template is killed and its home removed (a supervisor's own exit handler, which

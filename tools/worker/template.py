@@ -26,11 +26,13 @@ import socket
 import sys
 import time
 import warnings
+from collections.abc import Callable
 
 from tools.protocol import recv_with_fds, send_with_fds
 
 _recv = recv_with_fds
 _send = send_with_fds
+_WHAT = "worker"  # what the forks are, in their log's last word
 
 
 def _preload() -> dict:
@@ -55,8 +57,15 @@ def _preload() -> dict:
     return {"startup_s": time.perf_counter() - t0, "renderer_warm": warm}
 
 
-def _child(req: dict, fds: list[int], sock: socket.socket) -> None:
-    """In the fork: jail, take the worker's pipes as 0/1/2, then run the worker's main."""
+def _run_worker(argv: list[str]) -> None:
+    from tools.worker import main as worker_main
+
+    sys.argv = ["tools.worker", *argv]
+    worker_main.main()
+
+
+def _child(req: dict, fds: list[int], sock: socket.socket, run: Callable[[list[str]], None]) -> None:
+    """In the fork: jail, take the program's pipes as 0/1/2, then run it (`run(argv)`)."""
     try:
         sock.close()
         stdin, stdout, log = fds[:3]
@@ -75,16 +84,13 @@ def _child(req: dict, fds: list[int], sock: socket.socket) -> None:
         os.environ.clear()
         os.environ.update(req["env"])
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        from tools.worker import main as worker_main
-
-        sys.argv = ["tools.worker", *req["argv"]]
-        worker_main.main()
+        run(list(req["argv"]))
         code = 0
     except SystemExit as e:  # as the interpreter would exit
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException as e:  # noqa: BLE001 - a child that fails says why in its log, then exits
         try:
-            os.write(2, f"modelwright worker (forked): {type(e).__name__}: {e}\n".encode())
+            os.write(2, f"modelwright {_WHAT} (forked): {type(e).__name__}: {e}\n".encode())
         except OSError:
             pass
         code = 70
@@ -103,6 +109,16 @@ def _read_all(fd: int) -> bytes:
 
 
 def main() -> None:
+    serve(_preload, _run_worker)
+
+
+def serve(preload: Callable[[], dict], run: Callable[[list[str]], None], what: str = "worker") -> None:
+    """A template's life (`--sock FD` on the command line): `preload()` once (it returns what
+    `ready` says besides), then fork a jailed child per request, which runs `run(argv)` and
+    exits. The worker's template is this module's `main`; the geometry checker's is
+    training/tasks/checker_template.py, with its own preload and program."""
+    global _WHAT
+    _WHAT = what
     parser = argparse.ArgumentParser()
     parser.add_argument("--sock", type=int, required=True)
     opts = parser.parse_args()
@@ -112,7 +128,7 @@ def main() -> None:
     sock = socket.socket(fileno=opts.sock)
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
     try:
-        info = _preload()
+        info = preload()
     except Exception as e:  # noqa: BLE001
         _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
@@ -154,7 +170,7 @@ def main() -> None:
             os.close(wake_w)
             if own_pidns is not None:
                 os.close(own_pidns)
-            _child(req, fds, sock)
+            _child(req, fds, sock, run)
         for fd in fds:
             os.close(fd)
         pidfd = os.pidfd_open(pid)

@@ -19,7 +19,7 @@ import threading
 import time
 
 from tools.protocol import HEADER, ProtocolError, decode_payload, json_length, write_message
-from tools.sandbox import identity, jail, memwatch, scratch
+from tools.sandbox import identity, jail, memwatch, scratch, template
 from tools.trust import confined
 from tools.trust.confined import ConfinedPathError
 
@@ -30,9 +30,17 @@ DEFAULT_DEADLINE_S = 300.0
 DEFAULT_MEMORY_MB = 4096
 STARTUP_DEADLINE_S = 180.0  # a spare's imports on a loaded machine; not the episode's time
 TRAINING_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The checker template (training/tasks/checker_template.py): checkers forked from it
+TEMPLATE = template.Kind(module="training.tasks.checker_template", switch="MODELWRIGHT_CHECKER_TEMPLATE",
+                         what="geometry checker template")
 # Workers and checkers are started from one long-lived thread: PR_SET_PDEATHSIG
 # (bubblewrap's --die-with-parent) fires when the thread that forked them exits.
 _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-checker-keeper")
+
+
+def _launch(cmd: list[str], **kwargs) -> subprocess.Popen:
+    """Popen from the keeper thread: a checker's, or the checker template's."""
+    return _KEEPER.submit(subprocess.Popen, cmd, **kwargs).result()
 
 
 class CheckerError(ConfinedPathError):
@@ -60,7 +68,8 @@ class CheckerProcess:
         self._killed = False
         self.memory_cap_mb = memory_mb()
         self.identity = identity.lease()
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | template.ForkedProcess | None = None
+        self.forked: template.ForkedProcess | None = None
         try:
             self._boot(preload_cad)
         except BaseException:
@@ -84,12 +93,17 @@ class CheckerProcess:
         self._log = confined.open_append(self.scratch, "checker.log")
         env = jail.worker_env(self.scratch)
         fd = jail.seccomp_fd()
-        cmd = jail.wrap(argv, self.scratch, [], fd, uid, readonly=(TRAINING_DIR,))
         try:
-            self.proc = _KEEPER.submit(
-                subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=self._log, env=env, cwd=self.scratch, start_new_session=True,
-                close_fds=True, pass_fds=() if fd is None else (fd,)).result()
+            # forked from the checker template (its imports done once, the same jail built by
+            # the fork itself), or, without one, started from scratch in bubblewrap
+            self.forked = template.spawn(_launch, argv[argv.index("training.tasks.checker_main") + 1:],
+                                         env, self.scratch, uid, self._log.fileno(), fd,
+                                         kind=TEMPLATE, readonly=(TRAINING_DIR,))
+            self.proc = self.forked or _launch(
+                jail.wrap(argv, self.scratch, [], fd, uid, readonly=(TRAINING_DIR,)),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env,
+                cwd=self.scratch, start_new_session=True, close_fds=True,
+                pass_fds=() if fd is None else (fd,))
         finally:
             if fd is not None:
                 os.close(fd)
@@ -150,7 +164,7 @@ class CheckerProcess:
     def _sample(self) -> None:
         """Note the checker's data size (VmData, what RLIMIT_DATA counts) while it works:
         when it dies, how close it was to its cap says why."""
-        for pid in self.host_pids()[1:]:
+        for pid in self.host_pids():  # (bubblewrap's own processes hold next to nothing)
             try:
                 with open(f"/proc/{pid}/status") as f:
                     kb = next((int(line.split()[1]) for line in f if line.startswith("VmData:")), 0)
@@ -205,6 +219,8 @@ class CheckerProcess:
                     stream.close()
                 except OSError:
                     pass
+            if self.forked is not None:
+                self.forked.close()
         if hasattr(self, "_log"):
             self._log.close()
         shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,0 +1,204 @@
+"""The geometry checker reads files a policy's worker wrote (meshes, BREPs, 3MF): a loader bug
+exploited there gives the attacker full Python in the checker. Its jail is the boundary, as a
+worker's is, whether the checker was forked from the checker template
+(training/tasks/checker_template.py: imports done once, the jail built by the fork itself) or
+started from scratch by bubblewrap (`MODELWRIGHT_CHECKER_TEMPLATE=0`).
+
+Each way, one checker runs every escape attempt of the worker suite (escape_attempts.py) as
+an exploit would: its job file unpickles into code (the trusted side writes that file, so the
+test stands in for a loader exploit). The same refusals are asserted as for a worker; what it
+may see of the checkout is `tools` and `training`, read-only. Then the two ways give the same
+verdicts on real episodes, and a checker template that dies is replaced at the next check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import socket
+import time
+
+import pytest
+
+from tools import ToolSession
+from tools.sandbox import jail, template
+from tools.sandbox.jail import PROJECT_ROOT
+from tools.trust import confined
+from training.tasks import checker, get_task
+from training.tasks.checker_process import TEMPLATE, TRAINING_DIR, CheckerPool, CheckerProcess
+from training.tasks.runner import run_calls
+
+from .conftest import EPILOGUE, PRELUDE
+from .escape_attempts import ATTEMPTS, FAMILIES, NR, expected_project_listing
+
+pytestmark = pytest.mark.skipif(not jail.jailed(), reason="needs the OS jail (bubblewrap or user namespaces)")
+
+
+class _Exploit:
+    """Unpickles into `exec(code, env)`: the checker runs it as it loads its job."""
+
+    def __init__(self, code: str, env: dict):
+        self.code, self.env = code, env
+
+    def __reduce__(self):
+        return (exec, (self.code, self.env))
+
+
+def _attempts_in_checker(tmp: str) -> dict:
+    secret = os.path.join(tmp, "secret")
+    with open(secret, "w") as f:
+        f.write("readable on the host, not in the jail")
+    home = os.path.expanduser("~")
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    pool = CheckerPool(spares=0)
+    proc = CheckerProcess(pool.root, "probe", False)
+    try:
+        report = os.path.join(proc.workspace, "report.json")
+        params = {
+            "write": [os.path.join(PROJECT_ROOT, "tools", "escape.py"),
+                      os.path.join(TRAINING_DIR, "escape.py"), os.path.join(PROJECT_ROOT, ".git", "x"),
+                      os.path.join(home, "mw-escape"), os.path.join(tmp, "escape"), "/etc/mw-escape",
+                      "/usr/lib/mw-escape"],
+            "read": ["/etc/shadow", "/etc/passwd", os.path.join(PROJECT_ROOT, ".git", "HEAD"),
+                     os.path.join(home, ".bashrc"), secret],
+            "project": PROJECT_ROOT, "pool_root": pool.root, "scratch": proc.scratch,
+            "supervisor_pid": os.getpid(), "listener": list(srv.getsockname()), "nr": NR,
+            "families": FAMILIES,
+        }
+        code = PRELUDE + ATTEMPTS + EPILOGUE
+        job = _Exploit(code, {"REPORT": report, "PARAMS": json.dumps(params)})
+        confined.write_file(proc.scratch, "inputs/job.pickle", pickle.dumps((job, [])))
+        proc.send({"op": "check"})
+        answer = proc.read(120)
+        # the exploit ran, then the checker went on with no task: a failure, not a verdict
+        assert answer.get("op") == "failed", answer
+        with open(report) as f:
+            out = json.load(f)
+        out["_forked"] = proc.forked is not None
+        out["_params"] = params
+        return out
+    finally:
+        proc.kill()
+        pool.close()
+        srv.close()
+
+
+@pytest.fixture(scope="module", params=["forked", "scratch"])
+def attempts(request, tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(TEMPLATE.switch, "1" if request.param == "forked" else "0")
+        out = _attempts_in_checker(str(tmp_path_factory.mktemp("checker-escape")))
+    assert out["_forked"] is (request.param == "forked")
+    return out
+
+
+def refused(out: dict, key: str) -> bool:
+    return out[key].startswith("refused")
+
+
+def test_runs_unprivileged_without_caps_with_seccomp_from_inside(attempts):
+    st = attempts["status"]
+    assert st["Uid"].split()[0] == str(jail.INSIDE_UID) != "0"
+    assert int(st["CapEff"], 16) == 0 and int(st["CapBnd"], 16) == 0
+    assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2"
+    inside, _, count = attempts["uid_map"][:3]
+    assert inside == str(jail.INSIDE_UID) and count == "1"
+
+
+def test_cannot_write_outside_its_scratch_or_read_secrets(attempts):
+    for path in attempts["_params"]["write"]:
+        assert refused(attempts, f"write:{path}"), path
+        assert not os.path.exists(path), path
+    for path in attempts["_params"]["read"]:
+        assert refused(attempts, f"read:{path}"), (path, attempts[f"read:{path}"])
+
+
+def test_sees_tools_and_training_of_the_checkout_alone(attempts):
+    assert attempts["list_project"] == f"ok: {sorted([*expected_project_listing(), 'training'])}"
+    listing = attempts["list_pool_root"]
+    assert listing.startswith("ok: [") and listing.count("'") == 2, listing  # only its own
+
+
+@pytest.mark.parametrize("key", ["remount_rw", "mount_tmpfs", "ptrace_attach_1", "shmget", "msgget",
+                                 "unshare_user", "unshare_net", "clone_newuser", "setns", "tiocsti"])
+def test_kernel_surface_refused(attempts, key):
+    assert "Errno 1]" in attempts[key], attempts[key]
+
+
+@pytest.mark.parametrize("key", ["kill_supervisor", "connect_host", "raw_socket", "packet_socket",
+                                 "udp_out", "write_proc_sys", "write_sysrq", "sys_visible", "dev_mem",
+                                 "setuid_0", "setresgid_0", "raise_memory_cap"])
+def test_no_reach_out(attempts, key):
+    assert refused(attempts, key), attempts[key]
+
+
+def test_sockets_are_unix_alone(attempts):
+    for fam, typ in attempts["_params"]["families"]:
+        got = attempts[f"socket:{fam}:{typ}"]
+        assert got.startswith("ok") if fam == 1 else "Errno 97]" in got, (fam, typ, got)
+
+
+@pytest.mark.parametrize("name", ["bpf", "perf_event_open", "keyctl", "userfaultfd", "io_uring_setup",
+                                  "init_module", "chroot", "pivot_root"])
+def test_seccomp_denies_kernel_attack_surface(attempts, name):
+    assert "Errno 1]" in attempts[f"syscall:{name}"], attempts[f"syscall:{name}"]
+
+
+# one task of a scene family and one CAD task (its fork imports CadQuery before its job)
+VERDICT_TASKS = ["primitive_placement:2:110001", "scene_editing:1:110000", "brackets:1:110000"]
+
+
+def test_forked_and_scratch_checkers_give_the_same_verdicts(worker_pool, monkeypatch):
+    """The same episodes scored by forked checkers and by checkers started from scratch: the
+    same totals, components, success and details, and the forks did come from the template."""
+    got = {}
+    for way, switch in (("forked", "1"), ("scratch", "0")):
+        monkeypatch.setenv(TEMPLATE.switch, switch)
+        pool = CheckerPool(spares=0)
+        seen = []
+        take = pool.take
+
+        def spy(cad, take=take, seen=seen):
+            proc = take(cad)
+            seen.append(proc.forked is not None)
+            return proc
+
+        pool.take = spy
+        try:
+            for tid in VERDICT_TASKS:
+                task = get_task(tid)
+                with ToolSession(worker_pool, deadline_s=120) as s:
+                    task.setup(s)
+                    calls = run_calls(s, task.oracle)
+                    v = checker.check(task, s, calls, pool=pool)
+                got[(way, tid)] = (v.total, v.components, v.success, v.details)
+        finally:
+            pool.close()
+        assert seen == [way == "forked"] * len(VERDICT_TASKS)
+    for tid in VERDICT_TASKS:
+        assert got[("forked", tid)] == got[("scratch", tid)], tid
+        assert got[("forked", tid)][2] is True, tid  # the oracle's episode: a real verdict
+
+
+def test_a_dead_checker_template_is_replaced_at_the_next_check(worker_pool, monkeypatch):
+    monkeypatch.setenv(TEMPLATE.switch, "1")
+    task = get_task(VERDICT_TASKS[0])
+    pool = CheckerPool(spares=0)
+    try:
+        with ToolSession(worker_pool, deadline_s=120) as s:
+            task.setup(s)
+            calls = run_calls(s, task.oracle)
+            assert checker.check(task, s, calls, pool=pool).success
+            first = template.shared(None, TEMPLATE)  # alive: no launch needed
+            os.kill(first.proc.pid, signal.SIGKILL)
+            while first.alive:
+                time.sleep(0.05)
+            assert checker.check(task, s, calls, pool=pool).success
+        second = template.shared(None, TEMPLATE)
+        assert second is not first and second.alive
+    finally:
+        pool.close()
