@@ -1,7 +1,7 @@
 """The Local agent's variants on the same episodes, in one run: standard against fast.
 
     .venv/bin/python benchmarks/bench_variants.py [--per-family 5] [--families a,b,...]
-        [--workers 1] [--variants standard,fast]
+        [--workers 1] [--variants standard,fast] [--observe auto]
 
 The shipped adapter on the packaged base (the studio's Local agent, `modelwright eval --policy
 hf` with no model named), once per variant: `standard` (the weights as trained, the adapter
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 FAMILIES = "primitive_placement,materials,scene_editing,requests"
 
 
-def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dict:
+def run_variant(variant: str, specs: list, workers: int, max_tokens: int, observe: str = "auto") -> dict:
     from agents import LoopConfig
     from agents.models.cpu import prepare_openmp
     from agents.policies.local import make_local
@@ -61,7 +61,8 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int) -> dic
         def progress(record, _done, _total, b=shared["batcher"]):
             b.finish(record.get("task", ""))
     start = time.perf_counter()
-    report = evaluate(specs, factory, workers=workers, config=LoopConfig(), progress=progress)
+    report = evaluate(specs, factory, workers=workers, config=LoopConfig(observe=observe),
+                      progress=progress)
     wall = time.perf_counter() - start
     eps = report["episodes"]
     gen_s = sum(e["latency_ms"] for e in eps) / 1e3
@@ -95,6 +96,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--variants", default="standard,fast")
     ap.add_argument("--max-tokens", type=int, default=96, help="new tokens per turn")
+    ap.add_argument("--observe", default="auto", help="when the loop renders, as `modelwright eval "
+                    "--observe` (auto: not for a text model); `changed` renders after each change")
     args = ap.parse_args()
     from training.eval.harness import task_spec
     from training.eval.run_eval import task_ids
@@ -102,9 +105,10 @@ def main() -> int:
     ids = task_ids(args.families.split(","), [1], "test", args.per_family)
     specs = [task_spec(i) for i in ids]
     load0 = os.getloadavg()[0]
-    rows = [run_variant(v, specs, args.workers, args.max_tokens) for v in args.variants.split(",")]
+    rows = [run_variant(v, specs, args.workers, args.max_tokens, args.observe)
+            for v in args.variants.split(",")]
     base = rows[0]
-    print(f"\n{len(specs)} level-1 test episodes ({args.families}), {args.workers} worker(s); "
+    print(f"\n{len(specs)} level-1 test episodes ({args.families}), {args.workers} worker(s), observe {args.observe}; "
           f"load {load0:.1f} -> {os.getloadavg()[0]:.1f}")
     print("| variant | engine | episodes/min | new tokens/s | model s/ep | other s/ep | success "
           "| mean reward | threads | wall |")

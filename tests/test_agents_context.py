@@ -23,11 +23,13 @@ from agents.loop.context import (
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
 
 
-def history(steps: int, output_chars: int = 600) -> list[dict]:
+def history(steps: int, output_chars: int = 600, png: bytes | None = PNG) -> list[dict]:
+    """A conversation of `steps` steps, each observed with a montage (`png` None: a montage
+    not rendered, as `observe="text"` marks it)."""
     cfg = ContextConfig()
     msgs = [
         {"role": "system", "content": "sys"},
-        observation("Goal: g", PNG, {"objects": []}, cfg, -1),
+        observation("Goal: g", png, {"objects": []}, cfg, -1, render_skipped=png is None),
     ]
     for i in range(steps):
         call = {
@@ -44,7 +46,8 @@ def history(steps: int, output_chars: int = 600) -> list[dict]:
                 "_step": i,
             }
         )
-        msgs.append(observation(f"Step {i} done", PNG, {"objects": []}, cfg, i))
+        msgs.append(observation(f"Step {i} done", png, {"objects": []}, cfg, i,
+                                render_skipped=png is None))
     return msgs
 
 
@@ -72,6 +75,20 @@ def test_keeps_last_k_images_and_names_the_rest() -> None:
     assert "[render of step 2 omitted]" in texts
     # the newest two observations keep their images
     assert view[-1]["content"][1]["type"] == "image_url"
+
+
+def test_a_montage_not_rendered_compacts_to_the_same_text_as_a_rendered_one() -> None:
+    """What a text model reads (its chat format drops images) is the same whether the loop
+    rendered its montages or only marked where they would be; the notes of older ones too."""
+    from agents.policies.chat_format import hermes_messages
+
+    window = ContextWindow(ContextConfig(keep_images=2))
+    rendered, marked = window.view(history(5)), window.view(history(5, png=None))
+    assert images(marked) == 0 and images(rendered) == 2
+    as_text = [hermes_messages(v, None, text_only=True) for v in (rendered, marked)]
+    assert as_text[0] == as_text[1]
+    assert "[render of step 2 omitted]" in str(as_text[1])
+    assert "[render of step 3 omitted]" not in str(as_text[1])  # kept (newest two) in `rendered`
 
 
 def test_only_the_newest_scene_listing_stays() -> None:

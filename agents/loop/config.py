@@ -28,7 +28,9 @@ class LoopConfig:
     views: list[str] | None = None  # None: the renderer's default montage
     # "changed": render only when the scene changed; "always"; "never" (no render, no scene
     # listing); "text": the scene listing when it changed, as "changed", but no render (a
-    # text-only model's prompt is the same either way: its chat format drops images)
+    # text-only model's prompt is the same either way: its chat format drops images); "auto":
+    # "text" for a policy that says it takes no images (`sees_images` False), else "changed"
+    # (the eval's default: a text model's frames are renders no one reads)
     observe: str = "changed"
     repeat_warning: int = 2  # an identical failing call seen this often gets a warning
     stuck_after: int = 4  # ... and this often ends the episode as `stuck`

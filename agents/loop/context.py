@@ -124,9 +124,13 @@ def compact_scene(scene: dict, limit: int) -> str:
 
 
 def observation(
-    text: str, png: bytes | None, scene: dict | None, config: ContextConfig, step: int
+    text: str, png: bytes | None, scene: dict | None, config: ContextConfig, step: int,
+    render_skipped: bool = False,
 ) -> dict:
-    """A user message: words, then the montage, then the compact scene."""
+    """A user message: words, then the montage, then the compact scene. `render_skipped`: a
+    montage would be here but was not rendered (`observe="text"`, for a model whose prompt
+    drops images): the message is marked, so its compaction writes the same note as for a
+    montage and the model's prompt is the text it would be with renders."""
     parts: list[dict] = [{"type": "text", "text": text}]
     if png is not None:
         parts.append(image_part(png))
@@ -134,7 +138,10 @@ def observation(
         note = SCENE_DEFAULTS if scene.get("objects") else ""
         listing = compact_scene(scene, config.scene_objects)
         parts.append({"type": "text", "text": SCENE_PREFIX + note + listing})
-    return {"role": "user", "content": parts, "_step": step}
+    message = {"role": "user", "content": parts, "_step": step}
+    if png is None and render_skipped:
+        message["_render_skipped"] = True
+    return message
 
 
 def estimate_tokens(messages: list[dict], tools: list[dict] | None, config: ContextConfig) -> int:
@@ -154,6 +161,7 @@ def estimate_tokens(messages: list[dict], tools: list[dict] | None, config: Cont
         for tc in m.get("tool_calls") or []:
             chars += len(tc["function"]["name"]) + len(tc["function"]["arguments"])
         chars += 8  # role and separators
+        images += bool(m.get("_render_skipped"))  # counted as the montage it stands for
     return chars // 4 + images * config.image_tokens
 
 
@@ -212,20 +220,21 @@ class ContextWindow:
         seen = 0
         for m in reversed(messages):
             content = m.get("content")
-            if not isinstance(content, list) or not any(
+            skipped = bool(m.get("_render_skipped")) and isinstance(content, list)
+            if not skipped and (not isinstance(content, list) or not any(
                 p.get("type") == "image_url" for p in content
-            ):
+            )):
                 continue
             seen += 1
             if seen > keep:
                 step = m.get("_step", -1)
                 label = "the start" if step == -1 else f"step {step}"
-                m["content"] = [
-                    p
-                    if p.get("type") != "image_url"
-                    else {"type": "text", "text": f"[render of {label} omitted]"}
-                    for p in content
-                ]
+                note = {"type": "text", "text": f"[render of {label} omitted]"}
+                if skipped:  # where the montage would be: after the words
+                    m["content"] = [*content[:1], note, *content[1:]]
+                    m["_render_skipped"] = False
+                    continue
+                m["content"] = [p if p.get("type") != "image_url" else note for p in content]
 
     def _drop_old_scenes(self, messages: list[dict], keep: int) -> None:
         seen = 0

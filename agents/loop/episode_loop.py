@@ -21,6 +21,7 @@ worker died while the start state was being built, or the pool failed) raises
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -85,6 +86,9 @@ class EpisodeLoop:
         self.setup = setup
         self.checker = checker
         self.config = config or LoopConfig()
+        if self.config.observe == "auto":
+            observe = "changed" if getattr(policy, "sees_images", True) else "text"
+            self.config = dataclasses.replace(self.config, observe=observe)
         self.bus = ev.EventBus(list(subscribers))
         self.cancel = cancel or threading.Event()
         self.task_info = task_info
@@ -102,6 +106,7 @@ class EpisodeLoop:
         self._failures: dict[str, int] = {}
         self._last_hash: str | None = None
         self._scene_changed = False  # a call changed the scene since the last observation
+        self._render_skipped = False  # the last observation's montage was not rendered ("text")
         self._used_ids: set[str] = set()
         self._recorder: Any = recorder  # given: the caller's open episode, never closed here
         self._owns_recorder = recorder is None and not keep_recording
@@ -144,7 +149,8 @@ class EpisodeLoop:
         png, scene = self._observe_scene(force=True)
         self.result.initial_frame = png
         self.history = [{"role": "system", "content": self.config.system_prompt}]
-        self.history.append(observation(f"Goal: {self.goal}", png, scene, self.config.context, -1))
+        self.history.append(observation(f"Goal: {self.goal}", png, scene, self.config.context, -1,
+                                        render_skipped=self._render_skipped))
         if self.recorder_factory is not None and self._recorder is None:
             self._recorder = self.recorder_factory(
                 **episode_meta(self.result.policy, self.goal, self.catalogue, self.config, png,
@@ -380,11 +386,13 @@ class EpisodeLoop:
         """The montage and the scene page, when `config.observe` wants them (`force`: the
         start, unless observing is off)."""
         config = self.config
+        self._render_skipped = False
         if config.observe == "never" or not (force or config.observes(self._scene_changed)):
             return None, None
         self._scene_changed = False
         if config.observe == "text":  # the scene listing as "changed" gives it, no render
             self._last_hash = self.session.scene_hash()
+            self._render_skipped = True
             return None, self._scene_page()
         png, self._last_hash = observe_frame(self.session, self.config)
         return png, self._scene_page()
@@ -407,7 +415,8 @@ class EpisodeLoop:
         if png is None and scene is None:
             words += " The scene did not change."
         step.frame = png
-        self.history.append(observation(words, png, scene, self.config.context, step.index))
+        self.history.append(observation(words, png, scene, self.config.context, step.index,
+                                        render_skipped=self._render_skipped))
         if png is not None:
             self.bus.emit(ev.RENDER, step=step.index, png=png)
         if self._recorder is not None:

@@ -117,6 +117,12 @@ class HFPolicy:
         self.prompt_encoded = 0  # prompt tokens the model ran, over this policy's turns
         self.prompt_tokens = 0  # prompt tokens those turns' prompts held
 
+    @property
+    def sees_images(self) -> bool:
+        """Whether the model's prompt holds images: where its chat format drops them, a loop
+        with `observe="auto"` renders nothing for it (the same prompt, no renders)."""
+        return takes_images(self.processor)
+
     @classmethod
     def from_loaded(cls, loaded_model: Any, processor: Any, **options: Any) -> HFPolicy:
         """Wrap a model already in memory (e.g. a PEFT model being trained) without reloading.
@@ -796,6 +802,15 @@ def decode_image(part: dict) -> Any:
         except images.ImageError as e:
             raise PolicyError(f"unreadable image part: {e.message}", fatal=False) from None
     raise PolicyError(f"unreadable image part: {str(part)[:80]}", fatal=False)
+
+
+def takes_images(processor: Any) -> bool:
+    """Whether `encode_prompt` puts a message's images into the prompt: not for a processor
+    without an image processor whose template knows no tools (its prompt is the same text
+    with or without them)."""
+    from agents.policies import chat_format
+
+    return not (chat_format.uses_hermes(processor) and chat_format.is_text_only(processor))
 
 
 def encode_prompt(

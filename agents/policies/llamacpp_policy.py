@@ -242,6 +242,7 @@ class LlamaCppPolicy:
     with the standard variant."""
 
     variant = "fast"
+    sees_images = False  # a text model's GGUF: its chat format drops images
 
     def __init__(self, config: Any, model: LlamaModel, label: str, quant: str = "q8_0") -> None:
         self.config = config  # an HFPolicyConfig

@@ -16,6 +16,7 @@ import typer
 from tools.cli.exits import ExitCode, fail, one_line
 
 ORACLE_POLICIES = ("oracle", "reference")
+OBSERVE = ("auto", "changed", "always", "text", "never")  # LoopConfig.observe
 # `run --policy hf`: the first reply must begin a tool call within this many tokens (a goal
 # the local model cannot act on ends in seconds, not after 256 tokens of prose).
 PROSE_STOP_TOKENS = 12
@@ -214,6 +215,9 @@ def register(app: typer.Typer) -> None:
         phrasing: str = typer.Option(
             "seen", "--phrasing", help="seen | unseen | both: the goals' wordings (unseen: "
             "held-out phrasings no training run shows); both reports the two apart."),
+        observe: str = typer.Option(
+            "auto", "--observe", help="When to render the scene for the model: auto (not for "
+            "a text model, which reads the scene listing alone) | changed | always | text | never."),
     ) -> None:
         """Evaluate a policy and report per-family success, reward, steps, errors, tokens, latency."""
         from training.eval.harness import compare as compare_reports
@@ -236,6 +240,8 @@ def register(app: typer.Typer) -> None:
             fail("--policy is required (or --compare OLD.json NEW.json)")
         from agents.models.variants import FAST_QUANTS
 
+        if observe not in OBSERVE:
+            fail(f"--observe {observe}: one of {' | '.join(OBSERVE)}")
         if quant not in FAST_QUANTS:
             fail(f"--quant {quant}: a fast variant is made in {' | '.join(FAST_QUANTS)}")
         if quant != "q8_0" and variant != "fast":
@@ -253,6 +259,7 @@ def register(app: typer.Typer) -> None:
             policy, split, families, benchmark, per_family, workers,
             options,
             max_steps, no_record, data_dir, json_out, seed, cluster, phrasing, chosen_levels,
+            observe,
         )  # fmt: skip
 
 
@@ -341,7 +348,7 @@ def eval_families(text: str | None) -> list[str] | None:
 
 def _run_eval(policy, split, families, benchmark, per_family, workers, options, max_steps,
               no_record, data_dir, json_out, seed, cluster=None, phrasing="seen",
-              levels=None) -> None:  # fmt: skip
+              levels=None, observe="auto") -> None:  # fmt: skip
     from agents import LoopConfig, PolicyError
     from training.eval.harness import evaluate, task_spec
     from training.eval.policies import make_policy
@@ -367,7 +374,7 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
         fail(str(exc))
     if not specs:
         fail("nothing to evaluate")
-    config = LoopConfig(max_steps=max_steps) if max_steps else None
+    config = LoopConfig(max_steps=max_steps, observe=observe) if max_steps else LoopConfig(observe=observe)
     factory, shared = (lambda: make_policy(policy, **options)), None
     if cluster is None and policy.partition(":")[0] == "hf":  # in this process: load it once
         factory, shared = shared_model_policies(built, specs, workers, max_steps)

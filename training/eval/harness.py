@@ -62,6 +62,7 @@ def evaluate(
         if any(s.task_id is None for s in specs):
             raise ValueError("a benchmark folder runs on the local backend only (its cases "
                              "are not in the task registry)")
+    config = config or LoopConfig(observe="auto")
     requests = [
         EpisodeRequest(task_id=s.task_id or s.key, seed=job_seed(seed, i), key=s.key,
                        policy=policy_spec or PolicySpec("in-process"), loop=config,

@@ -68,7 +68,7 @@ def run_episodes(
         [task_spec(t) for t in ids],
         policy_factory,
         workers=workers,
-        config=LoopConfig(max_steps=max_steps),
+        config=LoopConfig(max_steps=max_steps, observe="auto"),
         progress=progress,
     )
 
