@@ -175,6 +175,7 @@ HEAVY_FILES = {
     "tests/security/test_trust_imports.py::test_scripted_drivers_on_every_id_type_are_stripped_and_not_exported": _W,
     "tests/security/test_trust_imports.py::test_drivers_planted_after_load_are_not_exported": _W,
     "tests/security/test_trust_outbox.py": _W,
+    "tests/security/test_checker_jail.py::test_a_command_that_scored_exits_without_a_word_and_leaves_no_template_folder": _W,
     "tests/security/test_trust_replies.py::test_cli_tools_run_reports_hostile_replies_in_one_line_each": _W,
     "tests/security/test_trust_replies.py::test_a_frame_under_every_cap_decodes_to_under_64_mb": "decodes frames at every cap",
     "tests/security/test_trust_reports.py::test_try_lists_the_trusted_errors_under_a_worker_that_forges_them": _W,

@@ -202,3 +202,37 @@ def test_a_dead_checker_template_is_replaced_at_the_next_check(worker_pool, monk
         assert second is not first and second.alive
     finally:
         pool.close()
+
+
+SCORE_AND_EXIT = """
+import sys
+from tools import ToolSession, WorkerPool
+from tools.sandbox import template
+from training.tasks import checker, get_task
+from training.tasks.checker_process import TEMPLATE
+from training.tasks.runner import run_calls
+task = get_task("primitive_placement:1:110000")
+pool = WorkerPool(size=0, prewarm=False)
+with ToolSession(pool) as s:
+    task.setup(s)
+    print(checker.check(task, s, run_calls(s, task.oracle)).success)
+print(template.shared(None, TEMPLATE).home, flush=True)
+"""
+
+
+def test_a_command_that_scored_exits_without_a_word_and_leaves_no_template_folder():
+    """A command's exit ends its checker template (started from a thread that lives as long
+    as the process): no "template exited" line on stderr, its folder removed. Once its
+    launcher was a pooled thread, joined at exit while the main thread still ran: the template
+    died first and every command said so and left its folder behind."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run([sys.executable, "-c", SCORE_AND_EXIT], capture_output=True, text=True,
+                          cwd=PROJECT_ROOT, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    success, home = proc.stdout.split()
+    assert success == "True"
+    assert "template" not in proc.stderr, proc.stderr
+    assert not Path(home).exists()

@@ -19,8 +19,10 @@ stands for its `Popen`, with a pidfd for its life and the template's word for it
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import logging
 import os
+import queue
 import select
 import shutil
 import socket
@@ -73,6 +75,36 @@ def renderer_warm() -> bool:
     """Whether the shared template, if it runs, holds a started renderer."""
     tpl = _shared.get(WORKERS)
     return bool(tpl is not None and tpl.alive and tpl.renderer_warm)
+
+
+class DaemonLauncher:
+    """`subprocess.Popen` run on one daemon thread that lives as long as this process: a child
+    started there with PR_SET_PDEATHSIG (a template) dies with the process, never before it.
+    (A ThreadPoolExecutor's thread is joined at the interpreter's exit while the main thread
+    still runs, and a template it started would die then and be reported as a death.)"""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, cmd: list[str], **kwargs) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, daemon=True, name=self._name)
+                self._thread.start()
+        done = concurrent.futures.Future()
+        self._jobs.put((cmd, kwargs, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            cmd, kwargs, done = self._jobs.get()
+            try:
+                done.set_result(subprocess.Popen(cmd, **kwargs))
+            except BaseException as e:  # noqa: BLE001 - the caller's to raise
+                done.set_exception(e)
 
 
 class TemplateError(Exception):

@@ -39,8 +39,13 @@ _KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefi
 
 
 def _launch(cmd: list[str], **kwargs) -> subprocess.Popen:
-    """Popen from the keeper thread: a checker's, or the checker template's."""
+    """Popen from the keeper thread: a checker started from scratch."""
     return _KEEPER.submit(subprocess.Popen, cmd, **kwargs).result()
+
+
+# the checker template, from a thread that lives as long as this process (its death at the
+# interpreter's exit is then no death to report)
+_launch_template = template.DaemonLauncher("mw-checker-template")
 
 
 class CheckerError(ConfinedPathError):
@@ -96,7 +101,7 @@ class CheckerProcess:
         try:
             # forked from the checker template (its imports done once, the same jail built by
             # the fork itself), or, without one, started from scratch in bubblewrap
-            self.forked = template.spawn(_launch, argv[argv.index("training.tasks.checker_main") + 1:],
+            self.forked = template.spawn(_launch_template, argv[argv.index("training.tasks.checker_main") + 1:],
                                          env, self.scratch, uid, self._log.fileno(), fd,
                                          kind=TEMPLATE, readonly=(TRAINING_DIR,))
             self.proc = self.forked or _launch(
