@@ -84,27 +84,45 @@ def expected_project_listing() -> list[str]:
     return sorted(shown)
 
 
-def run_attempts(pool, host_tmp: str) -> dict:
-    """Every attempt in one session of `pool`; `host_tmp` is a host dir this identity can write."""
+def attempt_params(host_tmp: str, pool_root: str, scratch: str, listener: socket.socket,
+                   more_writes: tuple[str, ...] = ()) -> dict:
+    """The attempts' PARAMS for a jailed process whose pool root and scratch are these:
+    `host_tmp` is a host dir this identity can write (a secret is put there), `listener` a
+    socket listening on loopback."""
     secret = os.path.join(host_tmp, "secret")
     with open(secret, "w") as f:
         f.write("readable on the host, not in the jail")
     home = os.path.expanduser("~")
+    return {
+        "write": [os.path.join(PROJECT_ROOT, "tools", "escape.py"), *more_writes,
+                  os.path.join(PROJECT_ROOT, ".git", "x"), os.path.join(home, "mw-escape"),
+                  os.path.join(host_tmp, "escape"), "/etc/mw-escape", "/usr/lib/mw-escape"],
+        "read": ["/etc/shadow", "/etc/passwd", os.path.join(PROJECT_ROOT, ".git", "HEAD"),
+                 os.path.join(home, ".bashrc"), secret, "/proc/1/environ"],
+        "project": PROJECT_ROOT, "pool_root": pool_root, "scratch": scratch,
+        "supervisor_pid": os.getpid(), "listener": list(listener.getsockname()), "nr": NR,
+        "families": FAMILIES,
+    }
+
+
+def assert_confined(attempts: dict, inside_uid: int) -> None:
+    """Its own unprivileged user inside, no capabilities, no_new_privs and the seccomp filter."""
+    st = attempts["status"]
+    assert st["Uid"].split()[0] != "0" and st["Uid"].split()[0] == str(inside_uid)
+    assert int(st["CapEff"], 16) == 0 and int(st["CapBnd"], 16) == 0
+    assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2"
+    inside, _, count = attempts["uid_map"][:3]
+    assert inside == str(inside_uid) and count == "1"
+
+
+def run_attempts(pool, host_tmp: str) -> dict:
+    """Every attempt in one session of `pool`; `host_tmp` is a host dir this identity can write."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     s = ToolSession(pool, deadline_s=120)
     forked = s._w().forked is not None  # from the worker template, or started from scratch
-    params = {
-        "write": [os.path.join(PROJECT_ROOT, "tools", "escape.py"), os.path.join(PROJECT_ROOT, ".git", "x"),
-                  os.path.join(home, "mw-escape"), os.path.join(host_tmp, "escape"), "/etc/mw-escape",
-                  "/usr/lib/mw-escape"],
-        "read": ["/etc/shadow", "/etc/passwd", os.path.join(PROJECT_ROOT, ".git", "HEAD"),
-                 os.path.join(home, ".bashrc"), secret, "/proc/1/environ"],
-        "project": PROJECT_ROOT, "pool_root": pool.root, "scratch": str(s._w().scratch),
-        "supervisor_pid": os.getpid(), "listener": list(srv.getsockname()), "nr": NR,
-        "families": FAMILIES,
-    }
+    params = attempt_params(host_tmp, pool.root, str(s._w().scratch), srv)
     try:
         out = run_probe(s, ATTEMPTS, params, deadline_s=120)
     finally:

@@ -31,9 +31,7 @@ from training.tasks.checker_process import TEMPLATE, TRAINING_DIR, CheckerPool, 
 from training.tasks.runner import run_calls
 
 from .conftest import EPILOGUE, PRELUDE
-from .escape_attempts import ATTEMPTS, FAMILIES, NR, expected_project_listing
-
-pytestmark = pytest.mark.skipif(not jail.jailed(), reason="needs the OS jail (bubblewrap or user namespaces)")
+from .escape_attempts import ATTEMPTS, assert_confined, attempt_params, expected_project_listing
 
 
 class _Exploit:
@@ -47,10 +45,6 @@ class _Exploit:
 
 
 def _attempts_in_checker(tmp: str) -> dict:
-    secret = os.path.join(tmp, "secret")
-    with open(secret, "w") as f:
-        f.write("readable on the host, not in the jail")
-    home = os.path.expanduser("~")
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -58,17 +52,8 @@ def _attempts_in_checker(tmp: str) -> dict:
     proc = CheckerProcess(pool.root, "probe", False)
     try:
         report = os.path.join(proc.workspace, "report.json")
-        params = {
-            "write": [os.path.join(PROJECT_ROOT, "tools", "escape.py"),
-                      os.path.join(TRAINING_DIR, "escape.py"), os.path.join(PROJECT_ROOT, ".git", "x"),
-                      os.path.join(home, "mw-escape"), os.path.join(tmp, "escape"), "/etc/mw-escape",
-                      "/usr/lib/mw-escape"],
-            "read": ["/etc/shadow", "/etc/passwd", os.path.join(PROJECT_ROOT, ".git", "HEAD"),
-                     os.path.join(home, ".bashrc"), secret],
-            "project": PROJECT_ROOT, "pool_root": pool.root, "scratch": proc.scratch,
-            "supervisor_pid": os.getpid(), "listener": list(srv.getsockname()), "nr": NR,
-            "families": FAMILIES,
-        }
+        params = attempt_params(tmp, pool.root, proc.scratch, srv,
+                                more_writes=(os.path.join(TRAINING_DIR, "escape.py"),))
         code = PRELUDE + ATTEMPTS + EPILOGUE
         job = _Exploit(code, {"REPORT": report, "PARAMS": json.dumps(params)})
         confined.write_file(proc.scratch, "inputs/job.pickle", pickle.dumps((job, [])))
@@ -101,12 +86,7 @@ def refused(out: dict, key: str) -> bool:
 
 
 def test_runs_unprivileged_without_caps_with_seccomp_from_inside(attempts):
-    st = attempts["status"]
-    assert st["Uid"].split()[0] == str(jail.INSIDE_UID) != "0"
-    assert int(st["CapEff"], 16) == 0 and int(st["CapBnd"], 16) == 0
-    assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2"
-    inside, _, count = attempts["uid_map"][:3]
-    assert inside == str(jail.INSIDE_UID) and count == "1"
+    assert_confined(attempts, jail.INSIDE_UID)
 
 
 def test_cannot_write_outside_its_scratch_or_read_secrets(attempts):
@@ -114,7 +94,8 @@ def test_cannot_write_outside_its_scratch_or_read_secrets(attempts):
         assert refused(attempts, f"write:{path}"), path
         assert not os.path.exists(path), path
     for path in attempts["_params"]["read"]:
-        assert refused(attempts, f"read:{path}"), (path, attempts[f"read:{path}"])
+        if path != "/proc/1/environ":  # its own pid namespace's pid 1: itself, or its wrapper
+            assert refused(attempts, f"read:{path}"), (path, attempts[f"read:{path}"])
 
 
 def test_sees_tools_and_training_of_the_checkout_alone(attempts):

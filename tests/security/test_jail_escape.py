@@ -13,7 +13,7 @@ import pytest
 from tools.sandbox import jail, template
 
 from .conftest import BYPASSES, run_probe
-from .escape_attempts import run_attempts
+from .escape_attempts import assert_confined, run_attempts
 
 # As root: the attempts as root and again as an ordinary user the tests create, each in a
 # worker forked from the worker template (tools/worker/selfjail.py builds the jail), and as
@@ -57,12 +57,7 @@ def test_workers_come_from_the_template_unless_it_is_off(attempts, request):
 
 
 def test_runs_unprivileged_without_caps_with_seccomp_from_inside(attempts):
-    st = attempts["status"]
-    assert st["Uid"].split()[0] != "0" and st["Uid"].split()[0] == str(jail.INSIDE_UID)
-    assert int(st["CapEff"], 16) == 0 and int(st["CapBnd"], 16) == 0
-    assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2"
-    inside, outside_parent, count = attempts["uid_map"][:3]
-    assert inside == str(jail.INSIDE_UID) and count == "1"
+    assert_confined(attempts, jail.INSIDE_UID)
 
 
 def test_cannot_write_outside_scratch(attempts):
