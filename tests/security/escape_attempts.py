@@ -115,6 +115,25 @@ def assert_confined(attempts: dict, inside_uid: int) -> None:
     assert inside == str(inside_uid) and count == "1"
 
 
+def refused(out: dict, key: str) -> bool:
+    return out[key].startswith("refused")
+
+
+def assert_no_writes_out(attempts: dict) -> None:
+    """Every write outside its scratch refused, and nothing left there."""
+    for path in attempts["_params"]["write"]:
+        assert refused(attempts, f"write:{path}"), path
+        assert not os.path.exists(path), path
+
+
+def assert_no_reads_out(attempts: dict) -> None:
+    """Every read of a secret, the checkout's .git or the home refused (its own pid namespace's
+    pid 1 is itself, or its wrapper: readable)."""
+    for path in attempts["_params"]["read"]:
+        if path != "/proc/1/environ":
+            assert refused(attempts, f"read:{path}"), (path, attempts[f"read:{path}"])
+
+
 def run_attempts(pool, host_tmp: str) -> dict:
     """Every attempt in one session of `pool`; `host_tmp` is a host dir this identity can write."""
     srv = socket.socket()

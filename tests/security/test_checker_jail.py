@@ -31,7 +31,15 @@ from training.tasks.checker_process import TEMPLATE, TRAINING_DIR, CheckerPool, 
 from training.tasks.runner import run_calls
 
 from .conftest import EPILOGUE, PRELUDE
-from .escape_attempts import ATTEMPTS, assert_confined, attempt_params, expected_project_listing
+from .escape_attempts import (
+    ATTEMPTS,
+    assert_confined,
+    assert_no_reads_out,
+    assert_no_writes_out,
+    attempt_params,
+    expected_project_listing,
+    refused,
+)
 
 
 class _Exploit:
@@ -81,21 +89,13 @@ def attempts(request, tmp_path_factory):
     return out
 
 
-def refused(out: dict, key: str) -> bool:
-    return out[key].startswith("refused")
-
-
 def test_runs_unprivileged_without_caps_with_seccomp_from_inside(attempts):
     assert_confined(attempts, jail.INSIDE_UID)
 
 
 def test_cannot_write_outside_its_scratch_or_read_secrets(attempts):
-    for path in attempts["_params"]["write"]:
-        assert refused(attempts, f"write:{path}"), path
-        assert not os.path.exists(path), path
-    for path in attempts["_params"]["read"]:
-        if path != "/proc/1/environ":  # its own pid namespace's pid 1: itself, or its wrapper
-            assert refused(attempts, f"read:{path}"), (path, attempts[f"read:{path}"])
+    assert_no_writes_out(attempts)
+    assert_no_reads_out(attempts)
 
 
 def test_sees_tools_and_training_of_the_checkout_alone(attempts):
