@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from agents.loop.episode_loop import LoopConfig, run_episode
 from agents.loop.scheduler import Scheduler
 from agents.policies.protocol import PolicyError
@@ -169,10 +171,14 @@ def test_every_job_gets_a_fresh_worker_that_dies_with_it(worker_pool) -> None:
     assert len(opened) == 3 and all(s.closed for s in opened)
 
 
-def test_ctrl_c_stops_a_run_after_the_episodes_in_progress(worker_pool) -> None:
-    """Ctrl-C in the thread that runs the scheduler (a real SIGINT to the main thread while it
-    waits on its workers): the episode in progress ends, no other starts, run() raises
-    KeyboardInterrupt, and no worker thread is left to keep the process alive."""
+@pytest.mark.parametrize("lands_on", ["main", "worker"])
+def test_ctrl_c_stops_a_run_after_the_episodes_in_progress(worker_pool, lands_on) -> None:
+    """Ctrl-C in the thread that runs the scheduler (a real SIGINT while it waits on its
+    workers): the episode in progress ends, no other starts, run() raises KeyboardInterrupt,
+    and no worker thread is left to keep the process alive. The kernel may hand a process's
+    signal to any thread: one that lands on the episode's own thread stops the run as well
+    (once, the main thread's plain join woke only when the last episode ended: a SIGTERM to
+    `train pipeline` ran the whole eval stage)."""
     import signal
 
     ran: list[str] = []
@@ -183,7 +189,8 @@ def test_ctrl_c_stops_a_run_after_the_episodes_in_progress(worker_pool) -> None:
         def run(session, seed):
             ran.append(name)
             if name == "first":
-                signal.pthread_kill(main, signal.SIGINT)  # the user's Ctrl-C
+                target = main if lands_on == "main" else threading.get_ident()
+                signal.pthread_kill(target, signal.SIGINT)  # the user's Ctrl-C
                 assert cancel.wait(60), "the run was not cancelled"
             return cube_episode(session, seed)
 

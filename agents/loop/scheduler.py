@@ -135,8 +135,12 @@ class Scheduler:
         for t in threads:
             t.start()
         try:
+            # Timed joins: a signal that lands on another thread (the kernel may hand a
+            # process's SIGTERM to any of them) only flags the main thread, which runs its
+            # handler when it next wakes; a plain join would wake when the last episode ends.
             for t in threads:
-                t.join()
+                while t.is_alive():
+                    t.join(0.2)
         except BaseException:  # Ctrl-C (or SIGTERM turned into an exception) in this thread:
             cancel.set()  # the workers finish the episode they are in and take no other
             for t in threads:

@@ -38,9 +38,11 @@ from tools.trust import confined, replies
 
 log = logging.getLogger("modelwright.tools")
 STARTUP_DEADLINE_S = 120.0
-# Workers are started from one long-lived thread: PR_SET_PDEATHSIG (bubblewrap's
-# --die-with-parent) fires when the *thread* that forked the worker exits, not the process.
-_KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-worker-keeper")
+# Workers and the worker template are started from one daemon thread that lives as long as
+# this process: PR_SET_PDEATHSIG (bubblewrap's --die-with-parent) fires when the *thread* that
+# forked them exits. (A pooled thread is joined at the interpreter's exit while the main thread
+# still runs: the template died first and the exit said "the worker template exited".)
+_launch = template.DaemonLauncher("mw-worker-keeper")
 
 
 # Scratch removals of released workers (unmount, delete): one thread, off the episodes' path.
@@ -50,11 +52,6 @@ _KEEPER_CLEAN = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name
 def _remove_scratch(path: str) -> None:
     diskwatch.unmount(path)
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _launch(cmd: list[str], **kwargs) -> subprocess.Popen:
-    """Popen from the keeper thread (see above): a worker's, or the worker template's."""
-    return _KEEPER.submit(subprocess.Popen, cmd, **kwargs).result()
 
 
 class WorkerProcess:

@@ -583,7 +583,8 @@ def keep(nodes: int, slots: int, join: str | None = None,
     tmp.replace(path)
     started_ok.set()
     try:
-        stop.wait()
+        while not stop.wait(0.5):  # timed: a SIGTERM landing on another thread runs its handler
+            pass
     finally:
         path.unlink(missing_ok=True)
         for node in started:

@@ -8,7 +8,6 @@ check itself (what is sent, what is answered, the verdict) is training/tasks/che
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import logging
 import os
 import select
@@ -33,19 +32,10 @@ TRAINING_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The checker template (training/tasks/checker_template.py): checkers forked from it
 TEMPLATE = template.Kind(module="training.tasks.checker_template", switch="MODELWRIGHT_CHECKER_TEMPLATE",
                          what="geometry checker template")
-# Workers and checkers are started from one long-lived thread: PR_SET_PDEATHSIG
-# (bubblewrap's --die-with-parent) fires when the thread that forked them exits.
-_KEEPER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-checker-keeper")
-
-
-def _launch(cmd: list[str], **kwargs) -> subprocess.Popen:
-    """Popen from the keeper thread: a checker started from scratch."""
-    return _KEEPER.submit(subprocess.Popen, cmd, **kwargs).result()
-
-
-# the checker template, from a thread that lives as long as this process (its death at the
-# interpreter's exit is then no death to report)
-_launch_template = template.DaemonLauncher("mw-checker-template")
+# Checkers and the checker template are started from one daemon thread that lives as long as
+# this process: PR_SET_PDEATHSIG (bubblewrap's --die-with-parent) fires when the thread that
+# forked them exits, and a template's death at the interpreter's exit is then no death to report.
+_launch = template.DaemonLauncher("mw-checker-keeper")
 
 
 class CheckerError(ConfinedPathError):
@@ -58,7 +48,6 @@ def deadline_s() -> float:
 
 def memory_mb() -> int:
     return int(os.environ.get(MEMORY_ENV, DEFAULT_MEMORY_MB))
-
 
 
 class CheckerProcess:
@@ -101,7 +90,7 @@ class CheckerProcess:
         try:
             # forked from the checker template (its imports done once, the same jail built by
             # the fork itself), or, without one, started from scratch in bubblewrap
-            self.forked = template.spawn(_launch_template, argv[argv.index("training.tasks.checker_main") + 1:],
+            self.forked = template.spawn(_launch, argv[argv.index("training.tasks.checker_main") + 1:],
                                          env, self.scratch, uid, self._log.fileno(), fd,
                                          kind=TEMPLATE, readonly=(TRAINING_DIR,))
             self.proc = self.forked or _launch(
