@@ -90,3 +90,14 @@ def test_deeply_nested_arguments_are_a_validation_error():
     with pytest.raises(ToolError) as e:
         validate_call("add_primitive", {"kind": "cube", "name": "A", "dimensions": nested})
     assert e.value.kind == ErrorKind.VALIDATION
+
+
+def test_a_changed_schema_is_the_callers_own() -> None:
+    """Schemas are made once a process; each caller gets its own copy to change (a prompt
+    builder that trims one must not trim the next episode's)."""
+    first = catalogue()
+    first[0]["parameters"]["properties"].clear()
+    first[0]["parameters"]["extra"] = True
+    again = catalogue()
+    assert again[0]["parameters"]["properties"] and "extra" not in again[0]["parameters"]
+    assert again == catalogue() and again[0]["parameters"] is not catalogue()[0]["parameters"]

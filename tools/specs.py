@@ -9,6 +9,7 @@ This module never imports bpy or CadQuery: the supervisor validates before a wor
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -396,7 +397,8 @@ class ToolSpec:
         return " ".join((self.args.__doc__ or "").split())
 
     def schema(self) -> dict:
-        return _flatten_schema(self.args.model_json_schema())
+        """The call's JSON schema (a copy: the caller may change it)."""
+        return copy.deepcopy(_schema_of(self.args))
 
     def to_dict(self) -> dict:
         return {"name": self.name, "description": self.description, "parameters": self.schema(),
@@ -531,6 +533,13 @@ def _explain(e: ValidationError) -> str:
         parts.append(f"{loc}: {err['msg']}")
     more = len(e.errors()) - 4
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+@functools.cache
+def _schema_of(args: type[Args]) -> dict:
+    """A tool's flattened schema, made once a process: pydantic builds one in ~2 ms, and
+    every episode's prompt and tool list asks for the whole catalogue's."""
+    return _flatten_schema(args.model_json_schema())
 
 
 def _flatten_schema(schema: dict) -> dict:
