@@ -8,8 +8,9 @@ hf` with no model named), once per variant: `standard` (the weights as trained, 
 unmerged, float32, turns from their KV cache), `fast` (`--variant fast`: the agent's merged
 q8_0 GGUF in llama.cpp where llama-cpp-python is installed, agents/policies/llamacpp_policy.py;
 else the in-process int8 variant), `fast-lookup` (that llama.cpp variant with greedy turns
-guessing ahead from the prompt, `MODELWRIGHT_LOOKUP_DECODING=1`) and `fast-int8` (that int8 variant: the adapter merged, int8
-linear layers, agents/policies/hf_policy.py `fast_variant`). The same level-1
+guessing ahead from the prompt, `MODELWRIGHT_LOOKUP_DECODING=1`), `fast-int8` (that int8 variant: the adapter merged, int8
+linear layers, agents/policies/hf_policy.py `fast_variant`) and `fast-QUANT` (the llama.cpp
+variant in another number format: `fast-bf16`, `fast-f16`, `fast-f32`). The same level-1
 test-split episodes of the adapter's families run on each, through the product's eval harness
 as `modelwright eval` runs them. Printed per variant: episodes per minute, new tokens per
 second of generation (tokens out / the turns' generation time), prompt tokens the model ran,
@@ -51,6 +52,8 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int, observ
             built = make_local(None, max_tokens=max_tokens, variant="fast")
         finally:
             del os.environ["MODELWRIGHT_LOOKUP_DECODING"]
+    elif variant.startswith("fast-"):  # llama.cpp in another number format: fast-f16, fast-bf16
+        built = make_local(None, max_tokens=max_tokens, variant="fast", quant=variant[5:])
     else:
         built = make_local(None, max_tokens=max_tokens, variant=variant)
     engine = "llama.cpp" if getattr(built, "llama", None) is not None else "transformers"

@@ -347,7 +347,7 @@ class EvalSpec(Strict):
     # fast`). f32 reproduces the standard variant's float32 turns (12 of 12 episodes alike,
     # docs/TRAINING.md) in a fraction of its time; q8_0 is faster but another model's turns.
     variant: Literal["standard", "fast"] = "standard"
-    quant: Literal["q8_0", "f16", "f32"] = "f32"
+    quant: Literal["q8_0", "f16", "bf16", "f32"] = "f32"
     # Pipeline: also score SFT and GRPO on this many test seeds of each held-out family (the
     # families no split trains on), each task shown its family's declared toolbox; 0: not scored.
     held_out_per_family: int = Field(0, ge=0)

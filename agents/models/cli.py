@@ -129,7 +129,7 @@ def register(app: typer.Typer) -> None:
                                     help="A LoRA adapter folder or name to merge into NAME."),
         fmt: str = typer.Option("gguf", "--format", help="Only gguf for now."),
         quant: str = typer.Option("q8_0", "--quant",
-                                  help="q8_0 | f16 | f32 | q4_k_m | q4_0 (the 4-bit ones need "
+                                  help="q8_0 | f16 | bf16 | f32 | q4_k_m | q4_0 (the 4-bit ones need "
                                        "the `fast` extra, llama-cpp-python: `make fast`)."),
         out: Path = typer.Option(None, "--out", show_default=False,
                                  help="Folder to write (default: DATA/exports/NAME-QUANT)."),

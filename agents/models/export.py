@@ -2,7 +2,7 @@
 
     OUT/<name>.<quant>.gguf   the base with the adapter merged in (peft merge_and_unload, in
                               float32), its tensors in llama.cpp's layout and quantised (q8_0
-                              or f16 with gguf-py; q4_k_m through llama.cpp's own quantizer
+                              f16 or bf16 with gguf-py; q4_k_m through llama.cpp's own quantizer
                               when llama-cpp-python is installed); the base GGUF's metadata
                               (architecture, tokenizer) with the product's chat template
                               (`agents/models/chat_templates.py`: tools and `<tool_call>`)
@@ -31,7 +31,7 @@ from agents.models.convert import MANIFEST, ModelError, progress, sha256_of
 from tools.cli.exits import ExitCode, Unavailable
 
 FORMATS = ("gguf",)
-GGUF_QUANTS = ("q8_0", "f16", "f32")  # written by gguf-py
+GGUF_QUANTS = ("q8_0", "f16", "bf16", "f32")  # written by gguf-py
 LLAMA_CPP_QUANTS = {"q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}  # its quantizer
 QUANTS = GGUF_QUANTS + tuple(LLAMA_CPP_QUANTS)
 STOP = ("<|im_end|>", "<|im_start|>")
@@ -286,6 +286,7 @@ def write_gguf(template: Path, weights: Weights, dest: Path, quant: str, label: 
     qtype, ftype = {
         "q8_0": (GGMLQuantizationType.Q8_0, LlamaFileType.MOSTLY_Q8_0),
         "f16": (GGMLQuantizationType.F16, LlamaFileType.MOSTLY_F16),
+        "bf16": (GGMLQuantizationType.BF16, LlamaFileType.MOSTLY_BF16),
         "f32": (GGMLQuantizationType.F32, LlamaFileType.ALL_F32),
     }[quant]
     skip = {"general.architecture", "general.file_type", "tokenizer.chat_template", "general.name"}

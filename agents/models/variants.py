@@ -26,7 +26,7 @@ from agents.models.convert import BASE_NAME, BASE_SHA256, MANIFEST, ModelError, 
 VERSION = "1"  # of the export's layout: a change makes every variant again
 QUANT = "q8_0"  # the fast variant's number format
 # The formats a fast variant may be made in (gguf-py writes them; no quantizer needed)
-FAST_QUANTS = ("q8_0", "f16", "f32")
+FAST_QUANTS = ("q8_0", "f16", "bf16", "f32")
 _BUILD_LOCK = threading.Lock()
 
 

@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
                                     help="hf: standard | fast (on a CPU: llama.cpp q8_0 where "
                                          "llama-cpp-python is installed, else int8; docs/MODELS.md)."),
         quant: str = typer.Option("q8_0", "--quant",
-                                  help="--variant fast in llama.cpp: q8_0 | f16 | f32 (f32: the "
+                                  help="--variant fast in llama.cpp: q8_0 | f16 | bf16 | f32 (f32: the "
                                        "standard variant's float32 turns; a pipeline's eval "
                                        "stages run it)."),
         max_steps: int = typer.Option(None, help="Step budget cap (default: each task's)."),
