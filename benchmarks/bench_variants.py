@@ -39,8 +39,10 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int, observ
     from agents.policies.local import make_local
     from training.cli.eval import shared_model_policies
     from training.eval.harness import evaluate
+    from training.eval.spec import start_templates_soon
 
     prepare_openmp()
+    start_templates_soon()  # as `modelwright eval` does: they boot while the model loads
     if variant == "fast-int8":  # the in-process int8 variant even where llama.cpp is installed
         from agents.policies.hf_policy import HFPolicy, HFPolicyConfig, default_local_config
 
@@ -63,9 +65,17 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int, observ
     if shared["batcher"] is not None:
         def progress(record, _done, _total, b=shared["batcher"]):
             b.finish(record.get("task", ""))
+    first: list[float] = []
+
+    def timed(record, done, total):
+        if not first:
+            first.append(time.perf_counter() - start)
+        if progress is not None:
+            progress(record, done, total)
+
     start = time.perf_counter()
     report = evaluate(specs, factory, workers=workers, config=LoopConfig(observe=observe),
-                      progress=progress)
+                      progress=timed)
     wall = time.perf_counter() - start
     eps = report["episodes"]
     gen_s = sum(e["latency_ms"] for e in eps) / 1e3
@@ -77,6 +87,8 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int, observ
         "episodes": len(eps),
         "wall_s": round(wall, 1),
         "episodes_per_min": round(len(eps) / wall * 60, 2),
+        # the first episode's end: the pools' start, and the model's first full prompt
+        "first_episode_s": round(first[0], 2) if first else None,
         "new_tokens_per_s": round(out_tokens / gen_s, 1) if gen_s else None,
         # the model's turns against the rest (worker start, tools, scoring) per episode
         "model_s_per_episode": round(gen_s / len(eps), 2),
@@ -114,13 +126,14 @@ def main() -> int:
     print(f"\n{len(specs)} level-1 test episodes ({args.families}), {args.workers} worker(s), observe {args.observe}; "
           f"load {load0:.1f} -> {os.getloadavg()[0]:.1f}")
     print("| variant | engine | episodes/min | new tokens/s | model s/ep | other s/ep | success "
-          "| mean reward | threads | wall |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| mean reward | threads | first episode | wall |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         speed = r["episodes_per_min"] / base["episodes_per_min"]
         print(f"| {r['variant']} | {r['engine']} | {r['episodes_per_min']} (x{speed:.2f}) | {r['new_tokens_per_s']} "
               f"| {r['model_s_per_episode']} | {r['other_s_per_episode']} "
-              f"| {r['success']:.1%} | {r['mean_reward']} | {r['threads']} | {r['wall_s']} s |")
+              f"| {r['success']:.1%} | {r['mean_reward']} | {r['threads']} | {r['first_episode_s']} s "
+              f"| {r['wall_s']} s |")
     for r in rows[1:]:
         differ = [t for t in base["rewards"] if base["rewards"][t] != r["rewards"].get(t)]
         print(f"{r['variant']}: {len(differ)} of {len(specs)} episodes' rewards differ from "

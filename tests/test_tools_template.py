@@ -213,3 +213,24 @@ def test_a_fork_renders_with_the_renderer_the_template_started(pool):
         assert r_ > 2 * max(g_, b_), solid.getpixel((32, 32))  # red from above, at the centre
     finally:
         s.close()
+
+
+def test_a_template_started_soon_is_the_one_a_later_worker_forks_from(pool):
+    """`start_template_soon` (an eval, before it loads its model) boots the template in the
+    background; the first worker forks from that one, not from one of its own."""
+    import time
+
+    template.close_shared()
+    supervisor.start_template_soon()
+    deadline = time.monotonic() + 300
+    while template.WORKERS not in template._shared:  # booting, off the caller's thread
+        assert time.monotonic() < deadline, "the template did not start"
+        time.sleep(0.05)
+    started = template._shared[template.WORKERS]
+    s = ToolSession(pool, deadline_s=60)
+    try:
+        assert template.shared(supervisor._launch) is started
+        assert s._w().forked is not None and _parent(s._w().proc.pid) == started.proc.pid
+        assert s.call("get_scene", {}).ok
+    finally:
+        s.close()

@@ -45,6 +45,12 @@ STARTUP_DEADLINE_S = 120.0
 _launch = template.DaemonLauncher("mw-worker-keeper")
 
 
+def start_template_soon() -> None:
+    """Boot the worker template in the background (Blender's import, seconds): workers fork
+    from it later without waiting for it."""
+    template.start_soon(_launch)
+
+
 # Scratch removals of released workers (unmount, delete): one thread, off the episodes' path.
 _KEEPER_CLEAN = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-scratch-clean")
 

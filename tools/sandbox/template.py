@@ -351,6 +351,15 @@ def shared(launch: Callable[..., subprocess.Popen], kind: Kind = WORKERS) -> Tem
         return tpl
 
 
+def start_soon(launch: Callable[..., subprocess.Popen], kind: Kind = WORKERS) -> None:
+    """Start this process's template of `kind` in the background, if none runs: a command
+    that will fork from it (an eval) boots it while it loads its model. The first fork waits
+    for it as it would have; off or failing, nothing changes (`shared` logs why)."""
+    if enabled(kind):
+        threading.Thread(target=shared, args=(launch, kind), daemon=True,
+                         name=f"mw-start-{kind.what.replace(' ', '-')}").start()
+
+
 def spawn(launch: Callable[..., subprocess.Popen], argv: list[str], env: dict, scratch: str,
           uid: int | None, log_fd: int, seccomp_fd: int | None, kind: Kind = WORKERS,
           readonly: tuple[str, ...] = ()) -> ForkedProcess | None:

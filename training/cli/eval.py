@@ -355,6 +355,10 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     from training.tasks import split_ids
 
     _check_model(policy, options["model"])
+    if cluster is None and policy.partition(":")[0] == "hf":  # the templates boot as it loads
+        from training.eval.spec import start_templates_soon
+
+        start_templates_soon()
     try:
         skipped: list[dict] = []
         if benchmark is not None:

@@ -124,6 +124,17 @@ def run_spec(
     return record
 
 
+def start_templates_soon() -> None:
+    """Boot the tool workers' and the geometry checkers' templates in the background: an
+    eval that loads a model first (`modelwright eval --policy hf`) overlaps the two, and its
+    first episode starts seconds sooner."""
+    from tools.runtime.supervisor import start_template_soon
+    from training.tasks.checker_process import start_template_soon as start_checker_template
+
+    start_template_soon()
+    start_checker_template()
+
+
 def episode_scheduler(workers: int, session_factory: Callable[[], Any] | None = None, *,
                       scored: bool = True, **options: Any) -> Any:  # fmt: skip
     """The scheduler that runs `workers` episodes at once (eval's, and GRPO's rollouts).

@@ -38,6 +38,11 @@ TEMPLATE = template.Kind(module="training.tasks.checker_template", switch="MODEL
 _launch = template.DaemonLauncher("mw-checker-keeper")
 
 
+def start_template_soon() -> None:
+    """Boot the checker template in the background (its imports, a CPU-second)."""
+    template.start_soon(_launch, TEMPLATE)
+
+
 class CheckerError(ConfinedPathError):
     """The checker gave no verdict: past its deadline or memory cap, dead, or out of shape."""
 
