@@ -276,12 +276,12 @@ def test_a_pipeline_eval_stage_in_llama_cpp_f32_reports_the_standard_float32_epi
 
 
 def test_the_fast_variants_format_is_one_a_fast_variant_is_made_in(tmp_path):
-    """`eval --quant` and `eval.quant` take q8_0, f16 or f32; anything else is one line."""
+    """`eval --quant` and `eval.quant` take q8_0, f16, bf16 or f32; anything else is one line."""
     from training.train_config import TrainConfig
 
     result = CliRunner().invoke(build_app(), ["eval", "--policy", "hf", "--variant", "fast",
                                               "--quant", "q4_k_m", "--no-record"])
-    assert result.exit_code == 2 and "--quant q4_k_m: a fast variant is made in q8_0 | f16 | f32" \
+    assert result.exit_code == 2 and "--quant q4_k_m: a fast variant is made in q8_0 | f16 | bf16 | f32" \
         in result.output
     result = CliRunner().invoke(build_app(), ["eval", "--policy", "hf", "--quant", "f32"])
     assert result.exit_code == 2 and "add --variant fast" in result.output
