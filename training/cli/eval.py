@@ -355,10 +355,6 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
     from training.tasks import split_ids
 
     _check_model(policy, options["model"])
-    if cluster is None and policy.partition(":")[0] == "hf":  # the templates boot as it loads
-        from training.eval.spec import start_templates_soon
-
-        start_templates_soon()
     try:
         skipped: list[dict] = []
         if benchmark is not None:
@@ -373,6 +369,10 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
             specs = [task_spec(i) for p in kinds
                      for i in split_ids(split, per_family=per_family, families=chosen, phrasing=p,
                                         levels=levels)]
+        if cluster is None and policy.partition(":")[0] == "hf":  # they boot as it loads
+            from training.eval.spec import start_templates_soon
+
+            start_templates_soon()  # after the tasks are known: a typo there exits at once
         built = make_policy(policy, **options)  # fail fast on a bad spec, before workers start
     except (ValueError, PolicyError) as exc:  # TaskError, UnknownPolicyError, bad values: 2
         fail(str(exc))
