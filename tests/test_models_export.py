@@ -10,7 +10,8 @@ harness), the `hf` policy for the standard variant. Greedy decoding, no timing.
 - the unmerged base written in f32 and loaded back by transformers holds the same tensors
   (llama.cpp's q/k row order, reversed by transformers' GGUF loader);
 - the q8_0 export, loaded back with transformers `gguf_file=`, gives the standard variant's
-  greedy tool calls on the 20 tasks (its greedy choice checked at every token of the standard's
+  greedy tool calls on the 20 tasks (the standard's own turns recorded in
+  tests/data/standard_first_turns.json and checked against its model at every token) (its greedy choice checked at every token of the standard's
   turn in one forward a task; a task where it differs is decoded and its calls compared); with
   llama-cpp-python installed, llama.cpp does too;
 - a wrong name, quant or format is one line and its exit code.
@@ -187,23 +188,72 @@ def _calls(reply) -> str:
     return json.dumps([{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls])
 
 
+# The standard variant's greedy completions of the 20 first turns, as its own model makes them.
+# Decoding them took ~80 CPU-s a run; the record is checked against the model in one forward a
+# task instead (`_greedy_agrees`), and a task it does not hold (another prompt, another adapter,
+# a completion the model no longer writes) is decoded afresh. `MODELWRIGHT_UPDATE_RECORDS=1`
+# writes the record again from the run.
+STANDARD_RECORD = os.path.join(os.path.dirname(__file__), "data", "standard_first_turns.json")
+
+
+def _digest(ids: list[int]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()
+
+
+def _calls_of(tokenizer, completion: list[int], tools: list[dict]) -> str:
+    """The tool calls the `hf` policy reads from a first turn's completion (as `act` does)."""
+    from agents.policies.toolcall_parser import parse_tool_calls
+
+    text = tokenizer.decode(completion, skip_special_tokens=True).strip()
+    names = [t["function"]["name"] for t in tools if "function" in t]
+    parsed = parse_tool_calls(text, known_tools=names, id_prefix="t0")
+    return json.dumps([{"name": c.name, "arguments": c.arguments} for c in parsed.calls])
+
+
 @pytest.fixture(scope="module")
 def standard(base_data_env, first_turns) -> dict:
     """The standard variant (the `hf` policy: the shipped adapter unmerged on the float32
-    base) on each first turn: task id -> (prompt ids, its calls)."""
+    base) on each first turn: task id -> (prompt ids, its calls, its completion ids). Each
+    completion is the model's greedy turn: recorded and checked at every token against the
+    model (one forward a task), or decoded by the policy where the record does not hold."""
     from agents.models.shipped import default_shipped
-    from agents.policies.hf_policy import make_hf
+    from agents.policies.chat_format import tokenizer_of
+    from agents.policies.hf_policy import encode_prompt, make_hf, shown_tools
 
     policy = make_hf(max_tokens=MAX_TOKENS, tools=default_shipped().tools)
-    # One policy for the 20 turns: each starts from the last one's cached system + tools prefix
-    # (412 of ~530 tokens; `KVStore`), so decoding is most of the time. One 20-row lockstep
-    # batch (every prompt run whole) gave the same tokens for both models and only ~8 % less
-    # CPU (71.7 vs 77.8 CPU-s on the standard one): not worth 20 threads and the memory.
-    out = {}
+    tokenizer = tokenizer_of(policy.processor)
+    record = {}
+    if os.path.isfile(STANDARD_RECORD):
+        with open(STANDARD_RECORD) as f:
+            record = json.load(f)
+    prompts, shown = {}, {}
     for task_id, (messages, tools) in first_turns.items():
         policy.reset({"task_id": task_id})
+        shown[task_id] = shown_tools(tools, policy.shown())
+        prompts[task_id] = encode_prompt(policy.processor, messages, shown[task_id])["input_ids"][0].tolist()
+    held = {t: (prompts[t], record[t]["completion_ids"]) for t in prompts
+            if t in record and record[t]["prompt_sha256"] == _digest(prompts[t])}  # fmt: skip
+    agree = _greedy_agrees(policy.model, held) if held else set()
+    out = {}
+    for task_id, (messages, tools) in first_turns.items():
+        if task_id in agree:
+            completion = list(record[task_id]["completion_ids"])
+            out[task_id] = (prompts[task_id], _calls_of(tokenizer, completion, shown[task_id]),
+                            completion)  # fmt: skip
+            continue
+        policy.reset({"task_id": task_id})  # each starts from the last one's cached prefix
         reply = policy.act(messages, tools)
-        out[task_id] = (reply.tokens.prompt_ids, _calls(reply), reply.tokens.completion_ids)
+        assert reply.tokens.prompt_ids == prompts[task_id]
+        calls = _calls(reply)
+        assert _calls_of(tokenizer, reply.tokens.completion_ids, shown[task_id]) == calls
+        out[task_id] = (prompts[task_id], calls, reply.tokens.completion_ids)
+    if os.environ.get("MODELWRIGHT_UPDATE_RECORDS") == "1":
+        rows = [f"{json.dumps(t)}: {json.dumps({'prompt_sha256': _digest(p), 'completion_ids': c})}"
+                for t, (p, _, c) in out.items()]  # fmt: skip
+        with open(STANDARD_RECORD, "w") as f:
+            f.write("{\n" + ",\n".join(rows) + "\n}\n")
     return out
 
 
