@@ -231,6 +231,33 @@ def _tiny_gguf(out: Path, seed: int = 0) -> Path:
     return out
 
 
+def test_a_conversion_parses_its_gguf_once(tmp_path, monkeypatch):
+    """transformers reads a GGUF three times (config, tokenizer, weights); the conversion
+    parses it once (~2.5 s a parse for the base's vocabulary), and leaves gguf-py as it was."""
+    import gguf
+
+    from agents.models.convert import _convert, one_read_per_gguf
+
+    gguf_file = _tiny_gguf(tmp_path / "My-Model.Q8.gguf")
+    parsed: list[str] = []
+
+    class Counting(gguf.GGUFReader):  # the real reader, counted
+        def __init__(self, path, *args, **kwargs):
+            parsed.append(Path(path).name)
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    config = _convert(gguf_file, tmp_path / "out")
+    assert parsed == ["My-Model.Q8.gguf"]
+    assert (config["hidden_size"], config["num_hidden_layers"]) == (64, 1)
+    assert gguf.GGUFReader is Counting
+    with one_read_per_gguf():
+        first = gguf.GGUFReader(gguf_file)
+        assert gguf.GGUFReader(str(gguf_file)) is first
+        assert gguf.GGUFReader(gguf_file, "r+") is not first  # a writable map is its own
+    assert gguf.GGUFReader is Counting and len(parsed) == 3
+
+
 def test_a_persons_gguf_is_converted_once_with_its_hash_recorded(tmp_path, monkeypatch):
     from transformers import AutoConfig, AutoTokenizer
 
