@@ -69,7 +69,7 @@ def test_the_gguf_chat_template_renders_the_prompt_the_hf_policy_renders():
     from transformers import AutoTokenizer
 
     from agents.models.chat_templates import CHATML_TOOLS_JINJA, TOOL_HEADER
-    from agents.models.convert import packaged_gguf
+    from agents.models.convert import one_read_per_gguf, packaged_gguf
     from agents.models.shipped import default_shipped
     from agents.policies import chat_format
     from tools import openai_tools
@@ -78,7 +78,8 @@ def test_the_gguf_chat_template_renders_the_prompt_the_hf_policy_renders():
     gguf = packaged_gguf()
     where = {"pretrained_model_name_or_path": str(gguf.parent), "gguf_file": gguf.name,
              "local_files_only": True}
-    tokenizer = AutoTokenizer.from_pretrained(**where)  # SmolLM2's ChatML: the Hermes format
+    with one_read_per_gguf():
+        tokenizer = AutoTokenizer.from_pretrained(**where)  # SmolLM2's ChatML: the Hermes format
     assert chat_format.uses_hermes(tokenizer)
     catalogue = openai_tools()
     shipped = [t for t in catalogue if t["function"]["name"] in default_shipped().tools]
@@ -134,13 +135,14 @@ def test_the_unmerged_base_comes_back_as_the_same_tensors(base_data_env, tmp_pat
     import torch
     from transformers import AutoModelForCausalLM
 
-    from agents.models.convert import BASE_NAME, packaged_gguf
+    from agents.models.convert import BASE_NAME, one_read_per_gguf, packaged_gguf
     from agents.models.export import merged_tensors, write_gguf
 
     weights = merged_tensors(base_data_env / "models" / BASE_NAME, None)
     write_gguf(packaged_gguf(), weights, tmp_path / f"base.{quant}.gguf", quant, "base")
-    back = AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file=f"base.{quant}.gguf",
-                                                local_files_only=True, dtype=torch.float32)
+    with one_read_per_gguf():  # as the product loads a GGUF: its metadata parsed once
+        back = AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file=f"base.{quant}.gguf",
+                                                    local_files_only=True, dtype=torch.float32)
     loaded = back.state_dict()
     assert set(weights.tensors) <= set(loaded)
     for name, array in weights.tensors.items():
@@ -299,6 +301,7 @@ def test_the_q8_0_export_makes_the_standard_variants_tool_calls(exported, standa
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from agents.models.convert import one_read_per_gguf
     from agents.models.shipped import default_shipped
     from agents.policies.hf_policy import HFPolicy, encode_prompt, shown_tools
 
@@ -309,8 +312,9 @@ def test_the_q8_0_export_makes_the_standard_variants_tool_calls(exported, standa
     assert f"FROM ./{name}\n" in modelfile and 'PARAMETER stop "<|im_end|>"' in modelfile
     assert "<tool_call>" in modelfile and "PARAMETER temperature 0" in modelfile
     where = {"pretrained_model_name_or_path": folder, "gguf_file": name, "local_files_only": True}
-    tokenizer = AutoTokenizer.from_pretrained(**where)
-    model = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32).eval()
+    with one_read_per_gguf():
+        tokenizer = AutoTokenizer.from_pretrained(**where)
+        model = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32).eval()
     fast = HFPolicy.from_loaded(model, tokenizer, model=name, max_tokens=MAX_TOKENS,
                                 tools=default_shipped().tools)  # fmt: skip
     prompts = {}
