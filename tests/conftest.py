@@ -78,7 +78,7 @@ def one_torch_thread():
 # --- the packaged base model (agents/models/registry.py) -----------------------------------------------
 @pytest.fixture(scope="session")
 def base_data_dir(tmp_path_factory, worker_id):
-    """A data dir holding `smollm2-135m-instruct` built from the installed wheel (~20-35 s,
+    """A data dir holding `smollm2-135m-instruct` built from the installed wheel (~10-20 s,
     once per run: the xdist processes share one, the first builds it under a file lock). Point
     MODELWRIGHT_DATA_DIR (or --data-dir) at it to name the base; treat its models/ as
     read-only."""

@@ -39,7 +39,7 @@ def launch_and_wait(qtbot, dock, timeout_ms=600_000) -> int:
 
 def with_base(data_dir: Path, base_data_dir: Path) -> None:
     """`data_dir` holding the packaged base as if built there (a link to the session's copy:
-    the conversion is ~20-35 s of a loaded CPU)."""
+    the conversion is ~10-20 s of a loaded CPU)."""
     from agents.models.registry import BASE_NAME
 
     link = data_dir / "models" / BASE_NAME

@@ -101,7 +101,7 @@ def convert_gguf(gguf: Path, folder: Path, name: str, source: str,
         try:
             os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide the model from other users
             started = time.monotonic()
-            progress(f"converting {gguf.name} into {folder} (once; about 30 s on 2 idle cores)")
+            progress(f"converting {gguf.name} into {folder} (once; about 15 s on 2 idle cores)")
             config = _convert(gguf, tmp, lambda stage: progress(f"  {stage}"))
             manifest = {"name": name, "kind": kind_of(config), "source": source,
                         "gguf": str(gguf), "gguf_sha256": digest, "created": now()}
