@@ -255,6 +255,8 @@ def test_a_conversion_parses_its_gguf_once(tmp_path, monkeypatch):
         first = gguf.GGUFReader(gguf_file)
         assert gguf.GGUFReader(str(gguf_file)) is first
         assert gguf.GGUFReader(gguf_file, "r+") is not first  # a writable map is its own
+        with one_read_per_gguf():  # a block inside another (a conversion inside a load)
+            assert gguf.GGUFReader(gguf_file) is first
     assert gguf.GGUFReader is Counting and len(parsed) == 3
 
 

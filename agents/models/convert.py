@@ -144,7 +144,7 @@ def _convert(gguf: Path, out: Path, stage=lambda _text: None) -> dict:
 
 
 
-_READS = threading.Lock()
+_READS = threading.RLock()
 
 
 @contextmanager
@@ -153,21 +153,26 @@ def one_read_per_gguf() -> Iterator[None]:
     the config, again for the tokenizer and again with the weights, and gguf-py parses it
     field by field: ~2.5 s a read for SmolLM2's 49,152-token vocabulary and 48,900 merges on
     2 cores. The readers map their files read-only, so one serves every read in the block.
-    One block at a time in a process (the module attribute is swapped for its duration)."""
+    One thread's blocks at a time in a process (the module attribute is swapped for their
+    duration); a block inside another shares its readers."""
     import gguf
 
     with _READS:
+        if getattr(gguf.GGUFReader, "one_read", False):  # inside an outer block
+            yield
+            return
         original = gguf.GGUFReader
-        readers: dict[tuple[str, str], object] = {}
+        readers: dict[str, object] = {}
 
         def reader(path: str | os.PathLike, mode: str = "r") -> object:
             if mode != "r":
                 return original(path, mode)
-            key = (os.path.realpath(path), mode)
+            key = os.path.realpath(path)
             if key not in readers:
                 readers[key] = original(path, mode)
             return readers[key]
 
+        reader.one_read = True  # type: ignore[attr-defined]
         gguf.GGUFReader = reader
         try:
             yield
