@@ -234,3 +234,28 @@ def test_a_template_started_soon_is_the_one_a_later_worker_forks_from(pool):
         assert s.call("get_scene", {}).ok
     finally:
         s.close()
+
+
+OCCT_POOL = ("import os\nfrom OCP.OSD import OSD_ThreadPool\n"
+             "with open(os.path.join(runtime.workspace, 'occt.txt'), 'w') as f:\n"
+             "    f.write(str(OSD_ThreadPool.DefaultPool_s().NbThreads()))\n")
+
+
+def test_a_forks_cad_runs_on_its_one_thread(pool):
+    """CadQuery asks OCCT for parallel booleans; in a worker OCCT's pool holds one thread (the
+    caller's: tools/occt.py), so a 196-hole plate's booleans start no thread in the fork. A
+    parallel boolean crashed forked workers now and then (SIGSEGV inside OCCT)."""
+    s = ToolSession(pool, deadline_s=300)
+    try:
+        w = s._w()
+        assert w.forked is not None
+        before = sorted(_threads(w.proc.pid))
+        r = s.call("cadquery_script", {"name": "Plate", "code": (
+            "result = cq.Workplane().box(66, 66, 5).faces('>Z').workplane()"
+            ".rarray(4, 4, 14, 14).hole(2)\n")})
+        assert r.ok, r.error
+        s._send_test_op({"op": "exec", "code": OCCT_POOL})
+        assert (s.workspace / "occt.txt").read_text() == "1"
+        assert sorted(_threads(w.proc.pid)) == before
+    finally:
+        s.close()

@@ -111,4 +111,5 @@ def test_an_eval_goes_on_after_a_stopped_checker(heavy, monkeypatch):
     monkeypatch.setenv(checker.DEADLINE_ENV, "1")
     assert verify(task, s, calls).total == INVALID_TOTAL
     monkeypatch.delenv(checker.DEADLINE_ENV)
-    assert verify(task, s, calls).success
+    v = verify(task, s, calls)
+    assert v.success, f"{v.total}: {v.details.get('calls')}"

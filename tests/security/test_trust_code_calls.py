@@ -25,11 +25,14 @@ from tests.security.test_trust_rewards import (
     hostile,
     script,
 )
-from tools import ToolSession
+from tools import ToolSession, WorkerPool
+from tools.runtime.verifier import CleanRoom
 from training.rewards import INVALID_TOTAL
 from training.tasks import get_task
+from training.tasks.base import Task
 from training.tasks.runner import run_calls
-from training.tasks.verifier import verify
+from training.tasks.spec import TaskSpec, call
+from training.tasks.verifier import Verifier, verify
 
 CAD_TASK = "cad_parts:1:0"
 MATERIAL_TASK = "materials:1:0"
@@ -259,3 +262,53 @@ def test_code_call_forgeries_earn_the_honest_reward_as_an_ordinary_user(ordinary
         got[tag] = (out["reward"], out["success"], out["components"])
     assert got["forged"] == got["honest"]
     assert got["honest"][2]["validity"] == 0.5  # 2 of 4 calls failed, as they should
+
+
+class _CrashingRoom(CleanRoom):
+    """A clean room whose next `crashes` code workers die of a real SIGSEGV (the test hooks'
+    fault) where they would run the call again."""
+
+    crashes = 0
+
+    def _run_code(self, code, e):
+        if self.crashes:
+            self.crashes -= 1
+            return code._fault("segfault")
+        return super()._run_code(code, e)
+
+
+def test_a_code_worker_that_crashes_gives_the_call_one_more_worker(worker_pool):
+    """A crash of the worker running a code call again is the machine's, not the call's: the
+    call is run once more in another fresh worker and keeps its honest reward. Two crashes in
+    a row overturn it, and the record says why."""
+    code = "result = cq.Workplane().box(20, 20, 5).faces('>Z').workplane().hole(4)\n"
+    task = Task(id="recovery:holed-block", family="recovery", level=1, seed=0, spec=TaskSpec(
+        prompt="Make the CAD part 'Block': a 20 mm block, 5 mm thick, with a 4 mm hole.",
+        parameters={}, oracle=[call("cadquery_script", name="Block", code=code)],
+        constraints=[{"kind": "holes", "object": "Block", "diameter": 4, "count": 1}],
+        geometry={"kind": "parts", "parts": [{"name": "Block",
+                                              "script": "import cadquery as cq\n" + code}]},
+        geometry_min=0.99))
+    s = ToolSession(worker_pool, deadline_s=120)
+    try:
+        calls = run_calls(s, task.oracle)
+        assert [c["ok"] for c in calls] == [True]
+        honest = verify(task, s, calls)
+        assert honest.success and "retried" not in honest.details["rebuild"]
+        room = _CrashingRoom(code_pool=WorkerPool(size=0, test_hooks=True, warm_render=False))
+        verifier = Verifier(room=room)
+        try:
+            room.crashes = 1
+            once = verifier.verify(task, s, calls)
+            assert _key(once) == _key(honest)
+            assert once.details["rebuild"]["retried"] == 1
+            room.crashes = 2
+            twice = verifier.verify(task, s, calls)
+            assert not twice.success and twice.details["rebuild"]["overturned"] >= 1
+            reruns = [c["rerun"] for c in twice.details["calls"] if "rerun" in c]
+            assert reruns and "died during fault:segfault (exit -11)" in reruns[0]
+        finally:
+            room.close()
+            room.code_pool.close()
+    finally:
+        s.close()

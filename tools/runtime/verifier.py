@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.errors import ToolError
+from tools.errors import ErrorKind, ToolError
 from tools.runtime.session import ToolSession
 from tools.runtime.supervisor import WorkerPool
 from tools.specs import TOOLS
+from tools.text import printable_line
 from tools.trust import confined
 from tools.trust import ledger as ledger_mod
 from tools.trust.confined import ConfinedPathError
@@ -54,6 +55,8 @@ class Rebuilt:
     calls: int = 0  # calls run again in the clean worker
     reruns: int = 0  # code calls run again in a fresh code worker each
     overturned: int = 0  # calls whose reported `ok` the rebuild contradicts
+    why: dict[int, str] = field(default_factory=dict)  # seq -> why a code call failed again
+    retried: int = 0  # code calls run a second time, their first worker having crashed
     changed: set[int] = field(default_factory=set)  # seqs whose call changed the clean scene
     before: dict[int, str] = field(default_factory=dict)  # seq -> the scene hash before it
     scene_hash: str = ""  # the clean scene's, after the last call run again
@@ -94,6 +97,14 @@ def _hand_over(state_root: str, paths: Iterable[Path]) -> None:
 
 
 REPLAY_DEADLINE_S = 180.0
+
+
+def _crashed(code: ToolSession, r: Any) -> bool:
+    """True if `r` failed because its worker died (a signal, an exit), not at a cap the
+    supervisor holds it to (memory, disk: it would reach them again) nor by its own error."""
+    w = code.worker
+    return (r.error is not None and r.error.kind == ErrorKind.CRASH
+            and not (w is not None and w.stopped_for))
 
 
 class CleanRoom:
@@ -179,7 +190,9 @@ class CleanRoom:
             done.valid[e.seq] = False
             return
         if e.code:
-            ok = self._rerun(clean, state_root, e)
+            ok, why = self._rerun(clean, state_root, e, done)
+            if not ok:
+                done.why[e.seq] = why
             after = clean.scene_hash()
             done.reruns += 1
         elif spec.mutating or e.tool in STATEFUL_READS or e.seq in wanted:
@@ -194,36 +207,50 @@ class CleanRoom:
             done.changed.add(e.seq)
         done.scene_hash = after
 
-    def _rerun(self, clean: ToolSession, state_root: str, e: Entry) -> bool:
+    def _rerun(self, clean: ToolSession, state_root: str, e: Entry,
+               done: Rebuilt) -> tuple[bool, str]:
         """Run the code call `e` again in a fresh code worker started from the clean scene as
         it stands, and make what it committed live in the clean worker (one undo step).
-        True if the call ran there and the clean worker finds what it made."""
+        (True, "") if the call ran there and the clean worker finds what it made; else False
+        and why not, in a line. A worker that crashes on a call the policy's session ran (not
+        stopped at a cap) is a machine's fault, not the call's: the call gets one more fresh
+        worker (`done.retried`); it still earns nothing it does not make there."""
         if e.tool == "import_file" and e.inputs is None:
-            return False  # there was no file to import when the call was made
+            return False, "there was no file to import when the call was made"
         files = ledger_mod.input_files(e.inputs) if e.inputs is not None else {}  # digest
         start = self._checkpoint(clean, state_root)
         try:
-            with ToolSession(self.code_pool, deadline_s=REPLAY_DEADLINE_S,
-                             recover=False) as code:
-                code_root = os.path.join(os.fspath(code.scratch), "state")
-                name = f"mwv_{secrets.token_hex(8)}"
-                _hand_over(code_root, _place(start, code_root, f"snapshots/{name}"))
-                if not code.call("restore", {"name": name}).ok:
-                    raise ConfinedPathError("the rebuilt scene does not load in a fresh worker")
-                for rel, data in files.items():
-                    confined.write_file(code.workspace, rel, data)
-                if not code.call(e.tool, dict(e.args)).ok:
-                    return False
-                acked = code.acked_commit
-                if acked is None:
-                    return False
-                try:  # its product, as the code worker committed it: hostile ground
-                    product = code.ledger.take(os.fspath(code.scratch), acked)
-                except (ToolError, OSError, ValueError):
-                    return False
-                return self._take(clean, state_root, e, product)
+            for last in (False, True):
+                with ToolSession(self.code_pool, deadline_s=REPLAY_DEADLINE_S,
+                                 recover=False) as code:
+                    code_root = os.path.join(os.fspath(code.scratch), "state")
+                    name = f"mwv_{secrets.token_hex(8)}"
+                    _hand_over(code_root, _place(start, code_root, f"snapshots/{name}"))
+                    if not code.call("restore", {"name": name}).ok:
+                        raise ConfinedPathError("the rebuilt scene does not load in a fresh worker")
+                    for rel, data in files.items():
+                        confined.write_file(code.workspace, rel, data)
+                    r = self._run_code(code, e)
+                    if not r.ok:
+                        if not last and e.reported_ok and _crashed(code, r):
+                            done.retried += 1
+                            continue
+                        return False, f"it failed when run again: {printable_line(r.error)[:300]}"
+                    acked = code.acked_commit
+                    if acked is None:
+                        return False, "the code worker acknowledged no commit"
+                    try:  # its product, as the code worker committed it: hostile ground
+                        product = code.ledger.take(os.fspath(code.scratch), acked)
+                    except (ToolError, OSError, ValueError) as err:
+                        return False, f"its commit was refused: {printable_line(err)[:300]}"
+                    return self._take(clean, state_root, e, product)
+            raise AssertionError("unreachable: the last try returns")
         finally:
             shutil.rmtree(start.path, ignore_errors=True)
+
+    def _run_code(self, code: ToolSession, e: Entry) -> Any:
+        """The code call `e` run again in the code worker `code`: its ToolResult."""
+        return code.call(e.tool, dict(e.args))
 
     def _checkpoint(self, clean: ToolSession, state_root: str) -> VaultedCommit:
         """The clean scene as it stands, copied out as a checkpoint (a snapshot the clean
@@ -242,22 +269,28 @@ class CleanRoom:
             shutil.rmtree(os.path.join(state_root, "snapshots", name), ignore_errors=True)
 
     def _take(self, clean: ToolSession, state_root: str, e: Entry,
-              product: VaultedCommit) -> bool:
-        """Make a code worker's commit live in the clean worker as one undo step; True if what
-        the call made is there: a script's part, a valid solid; an import's new objects."""
+              product: VaultedCommit) -> tuple[bool, str]:
+        """Make a code worker's commit live in the clean worker as one undo step; (True, "")
+        if what the call made is there: a script's part, a valid solid; an import's new
+        objects. Else False and why not."""
         name = f"mwv_{secrets.token_hex(8)}"
         made = _place(product, state_root, f"snapshots/{name}")  # a digest mismatch: refused
         before = set() if e.tool == "cadquery_script" else _names(clean)
         _hand_over(state_root, made)
         try:
-            if not clean.call("restore", {"name": name}).ok:
-                return False
+            r = clean.call("restore", {"name": name})
+            if not r.ok:
+                return False, f"its commit did not load: {printable_line(r.error)[:300]}"
         finally:
             shutil.rmtree(os.path.join(state_root, "snapshots", name), ignore_errors=True)
         if e.tool == "cadquery_script":
             r = clean.call("cad_query", {"name": e.args.get("name")})
-            return r.ok and r.output.get("valid") is True
-        return bool(_names(clean) - before)  # an import made objects the scene lacked
+            if r.ok and r.output.get("valid") is True:
+                return True, ""
+            return False, "it made no valid solid of that name"
+        if _names(clean) - before:  # an import made objects the scene lacked
+            return True, ""
+        return False, "it made no new object"
 
     def close(self) -> None:
         if self._own_pool:

@@ -326,7 +326,8 @@ def worker_env(scratch: str) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
         "LANG": "C.UTF-8",
     }
-    for key in ("LD_LIBRARY_PATH", "MW_WORKER_DEBUG", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "LP_NUM_THREADS"):
+    for key in ("LD_LIBRARY_PATH", "MW_WORKER_DEBUG", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
+                "LP_NUM_THREADS", "MODELWRIGHT_OCCT_THREADS"):
         if key in os.environ:
             env[key] = os.environ[key]
     env.setdefault("OMP_NUM_THREADS", "1")

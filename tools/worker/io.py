@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 import bpy
 
 from tools.errors import ErrorKind, ToolError
-from tools.worker import safety, threemf
+from tools.worker import lazy_cq, safety, threemf
 from tools.worker.cad import PartStore
 from tools.worker.scene import obj, user_objects
 
@@ -168,7 +168,7 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
             raise ToolError(ErrorKind.VALIDATION, "nothing to export: the scene is empty")
         os.makedirs(os.path.dirname(full), exist_ok=True)
         if fmt == "step":
-            import cadquery as cq
+            cq = lazy_cq.module()
 
             not_cad = [o.name for o in objs if not parts.has(o.name)]
             if not_cad:
@@ -202,7 +202,7 @@ def handlers(parts: PartStore, scratch: str, workspace: str) -> dict:
             raise ToolError(ErrorKind.VALIDATION, f"cannot import {suffix or 'a file without suffix'}; use one of {', '.join(IMPORT_SUFFIXES)}")
         before = set(bpy.data.objects)
         if suffix in (".step", ".stp"):
-            import cadquery as cq
+            cq = lazy_cq.module()
 
             shape = cq.importers.importStep(full).val()
             base = os.path.splitext(os.path.basename(full))[0][:50] or "part"

@@ -12,10 +12,15 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from tools import occt
+
 
 def module() -> ModuleType:
-    """The real `cadquery` module (imported now if it was not yet)."""
-    return importlib.import_module("cadquery")
+    """The real `cadquery` module (imported now if it was not yet), OCCT's parallel loops
+    held to one thread (tools/occt.py)."""
+    cadquery = importlib.import_module("cadquery")
+    occt.hold_threads()
+    return cadquery
 
 
 class _LazyCadQuery:

@@ -130,6 +130,10 @@ def main() -> None:
 
     if args.preload_cad:
         import cadquery  # noqa: F401
+
+        from tools import occt
+
+        occt.hold_threads()
     write_message(out, {"ready": True, "rss_mb": _peak_mb()})
     read_message(inp)  # the job: its task and calls are in inputs/job.pickle
     scratch = os.getcwd()

@@ -38,10 +38,10 @@ class VerifierStats:
 class Verifier:
     """Scores tasks in clean sessions; `pool_size` workers are kept warm for it."""
 
-    def __init__(self, pool_size: int = 1, pool: Any = None):
+    def __init__(self, pool_size: int = 1, pool: Any = None, room: Any = None):
         from tools.runtime.verifier import CleanRoom
 
-        self.room = CleanRoom(size=pool_size, pool=pool)
+        self.room = room or CleanRoom(size=pool_size, pool=pool)
         self.stats = VerifierStats()
         self._lock = threading.Lock()
 
@@ -67,9 +67,10 @@ class Verifier:
             with self.room.rebuild(base, entries, wanted) as (clean, done):
                 trusted = established(calls, entries, done.valid, _changed(calls, done))
                 verdict = evaluate_task(task, clean, trusted)
-                verdict.details["calls"] = _record(trusted, entries)
+                verdict.details["calls"] = _record(trusted, entries, done.why)
                 verdict.details["rebuild"] = {"calls": done.calls, "reruns": done.reruns,
-                                              "overturned": done.overturned}
+                                              "overturned": done.overturned,
+                                              **({"retried": done.retried} if done.retried else {})}
         except ConfinedPathError as e:
             verdict = refused(task, calls, e.message)
             known = ledger.snapshot()[1] if ledger is not None else []
@@ -125,13 +126,17 @@ def _changed(calls: list[dict[str, Any]], done: Any) -> set[int]:
     return set(done.changed)
 
 
-def _record(trusted: list[dict[str, Any]], entries: list[Any]) -> list[dict[str, Any]]:
+def _record(trusted: list[dict[str, Any]], entries: list[Any],
+            why: dict[int, str] | None = None) -> list[dict[str, Any]]:
     """The established calls as a report lists them: each call's place in the ledger, its
     tool, whether the rebuild ran it, and what the supervisor saw of it (`outcome`: refused,
-    timeout, crash, answered; `unrecorded`: no ledger entry matches it)."""
+    timeout, crash, answered; `unrecorded`: no ledger entry matches it); a code call that
+    failed when run again says why (`rerun`)."""
     outcomes = {e.seq: e.outcome for e in entries}
+    why = why or {}
     return [{"seq": c.get("seq"), "tool": c.get("tool"), "ok": c["ok"],
-             "outcome": outcomes.get(c.get("seq"), "unrecorded")} for c in trusted]
+             "outcome": outcomes.get(c.get("seq"), "unrecorded"),
+             **({"rerun": why[c["seq"]]} if c.get("seq") in why else {})} for c in trusted]
 
 
 def refused(task: Any, calls: list[dict[str, Any]], reason: str) -> RewardBreakdown:
