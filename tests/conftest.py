@@ -165,6 +165,7 @@ HEAVY_FIXTURES = frozenset({
 _W = "boots Blender/CadQuery workers"
 HEAVY_FILES = {
     "tests/security/test_jail_disk.py": _W,
+    "tests/test_cli_errors.py::test_sigterm_stops_an_eval_in_one_line_and_keeps_its_episodes": _W,
     "tests/security/test_jail_escape.py": _W,  # its module fixture boots workers for whichever test runs first
     "tests/security/test_jail_identity.py": _W,
     "tests/security/test_jail_memory.py": _W,

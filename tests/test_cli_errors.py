@@ -295,3 +295,41 @@ def test_make_run_records_into_modelwright_data_dir(tmp_path):
         args = (tmp_path / "out" / "summary.json").read_text().split()
         assert args[args.index("--data-dir") + 1] == str(expected)
         assert f"Episode recorded in:      {expected}" in p.stdout
+
+
+def test_sigterm_stops_an_eval_in_one_line_and_keeps_its_episodes(tmp_path):
+    """`kill` (or a job scheduler's stop) ends an eval as Ctrl-C does: the episodes recorded so
+    far stay finished in the store, the last line says why it stopped, exit 130, no traceback."""
+    import signal
+    import sqlite3
+    import time
+
+    data = tmp_path / "data"
+    proc = subprocess.Popen([sys.executable, "-m", "studio.cli", "eval", "--policy", "oracle",
+                             "--families", "composition", "--per-family", "40",
+                             "--data-dir", str(data)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    def finished() -> int:
+        try:
+            with sqlite3.connect(f"file:{data / 'index.sqlite3'}?mode=ro", uri=True) as db:
+                return db.execute("SELECT count(*) FROM episodes WHERE status = 'finished'"
+                                  ).fetchone()[0]  # fmt: skip
+        except sqlite3.Error:
+            return 0
+
+    try:
+        while proc.poll() is None and finished() < 2:
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == ExitCode.INTERRUPTED, err[-3000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "stopped (SIGTERM)", err[-500:]
+    with sqlite3.connect(data / "index.sqlite3") as db:
+        statuses = dict(db.execute("SELECT status, count(*) FROM episodes GROUP BY status"))
+    assert 2 <= statuses.pop("finished") < 40  # it stopped: not every episode ran
+    assert set(statuses) <= {"interrupted"}, statuses  # the one under way, if any

@@ -5,7 +5,7 @@
     2  bad usage or input (an unknown option, a missing or malformed file, an unknown id)
     3  the environment cannot do it now (a server that does not answer, vLLM not installed,
        a store another process holds)
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C, or SIGTERM: `kill`, a job scheduler; the command stops the same way)
 
 A command says "the user must fix this" by raising `UserError` (or calling `fail`); the
 errors other layers already raise for a user's mistake (`StoreError`, `TaskError`, ...) are
@@ -17,7 +17,8 @@ store and the task suite import `UserError`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from enum import IntEnum
 from typing import NoReturn
 
@@ -45,6 +46,37 @@ class Unavailable(UserError):
     """Something outside the command is missing or does not answer (a server, a package)."""
 
     exit_code = ExitCode.UNAVAILABLE
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's exception would be: a command stops the same way (what
+    it recorded is kept) and says so in one line."""
+
+
+# commands that keep the default SIGTERM: the studio's window (its own recovery file)
+OWN_SIGNALS = frozenset({"studio"})
+
+
+def _raise_terminated(signum, frame) -> NoReturn:  # noqa: ANN001 - a signal handler
+    raise Terminated()
+
+
+@contextmanager
+def sigterm_as_interrupt(command: str) -> Iterator[None]:
+    """While a command runs, SIGTERM raises `Terminated` in the main thread (if nothing else
+    took SIGTERM, and `command` is not in OWN_SIGNALS)."""
+    import signal
+    import threading
+
+    if (command in OWN_SIGNALS or threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
@@ -105,6 +137,11 @@ def guarded_group(user_errors: Mapping[str, ExitCode]) -> type:
                 raise usage(exc, ctx) from None
 
         def invoke(self, ctx):  # noqa: ANN001, ANN201 - click's signature
+            words = [*getattr(ctx, "_protected_args", ()), *ctx.args]
+            with sigterm_as_interrupt(words[0] if words else ""):
+                return self._guarded(ctx)
+
+        def _guarded(self, ctx):  # noqa: ANN001, ANN202 - click's context
             try:
                 return super().invoke(ctx)
             except NoArgsIsHelpError:
@@ -113,8 +150,9 @@ def guarded_group(user_errors: Mapping[str, ExitCode]) -> type:
                 raise usage(exc, ctx) from None
             except (typer.Exit, typer.Abort, typer.TyperException):
                 raise  # typer's own endings
-            except KeyboardInterrupt:
-                typer.echo("interrupted", err=True)
+            except KeyboardInterrupt as exc:
+                typer.echo("stopped (SIGTERM)" if isinstance(exc, Terminated) else "interrupted",
+                           err=True)
                 raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
             except Exception as exc:  # noqa: BLE001 - sorted into user errors and bugs
                 code = classify(exc, user_errors)

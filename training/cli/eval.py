@@ -416,9 +416,9 @@ def _run_eval(policy, split, families, benchmark, per_family, workers, options, 
             backend=backend, policy_spec=PolicySpec(policy, options),
         )  # fmt: skip
     finally:
+        bar.close()  # before any line about why it stopped (Ctrl-C, SIGTERM): that one is last
         if backend is not None:
             backend.close()
-    bar.close()
     report["policy"] = policy
     report["workers"] = workers
     if shared is not None:
