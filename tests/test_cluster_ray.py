@@ -53,6 +53,42 @@ def ray_sockets() -> list[tuple[str, str, str]]:
     return out
 
 
+def test_a_head_that_fails_after_it_started_is_started_again_as_a_head():
+    """Ray notes a new head's address in /tmp/ray, a file every cluster on the machine shares:
+    another cluster's shutdown can remove it under a head that just started, and the start
+    fails there. The next try must start a head again: it once joined the dead one as a node
+    and waited 300 s for its GCS (two `cluster up` at once). A real head, failed once after it
+    started; runs before this module's cluster exists."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from training.eval.cluster import loopback, node_args, start_node
+
+    class FailsOnceStarted(Cluster):
+        failed = 0
+
+        def add_node(self, **kw):
+            node = super().add_node(**kw)
+            if not self.failed:
+                self.failed += 1
+                raise FileNotFoundError("ray_current_cluster")  # as Ray's own open raised
+            return node
+
+    loopback()
+    cluster = FailsOnceStarted()
+    try:
+        head = start_node(cluster, node_args(1), attempts=2)
+        assert cluster.failed == 1 and head is cluster.head_node and head.is_head()
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address)
+        try:
+            assert [n["Alive"] for n in ray.nodes()].count(True) == 1
+        finally:
+            ray.shutdown()
+    finally:
+        cluster.shutdown()
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """2 nodes on 127.0.0.1, 1 tool slot each, that demand a token as `cluster up`'s do (the

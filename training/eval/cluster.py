@@ -157,12 +157,17 @@ def start_node(cluster: Any, args: dict, attempts: int = 3) -> Any:
 
     for attempt in range(1, attempts + 1):
         before = {p.pid for p in psutil.Process().children(recursive=True)}
+        head_before = cluster.head_node
         try:
             return cluster.add_node(**args)
         except Exception as exc:  # "The current node timed out during startup"
             if attempt == attempts:
                 raise
             log.warning("a Ray node did not start (%s); starting it again", exc)
+            if head_before is None:  # a head that started and then failed (Ray's address
+                # file in /tmp/ray, every cluster's, removed under it by another cluster's
+                # shutdown): the next try starts a head, not a node of this dead one
+                cluster.head_node = None
             for proc in psutil.Process().children(recursive=True):  # what this try started
                 if proc.pid not in before:
                     try:
