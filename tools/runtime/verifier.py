@@ -212,9 +212,10 @@ class CleanRoom:
         """Run the code call `e` again in a fresh code worker started from the clean scene as
         it stands, and make what it committed live in the clean worker (one undo step).
         (True, "") if the call ran there and the clean worker finds what it made; else False
-        and why not, in a line. A worker that crashes on a call the policy's session ran (not
-        stopped at a cap) is a machine's fault, not the call's: the call gets one more fresh
-        worker (`done.retried`); it still earns nothing it does not make there."""
+        and why not, in a line. A code worker that crashes (not stopped at a cap) may be the
+        machine's fault, not the call's: the call gets one more fresh worker (`done.retried`;
+        what the policy's worker answered is not asked), and still earns nothing it does not
+        make there."""
         if e.tool == "import_file" and e.inputs is None:
             return False, "there was no file to import when the call was made"
         files = ledger_mod.input_files(e.inputs) if e.inputs is not None else {}  # digest
@@ -232,7 +233,7 @@ class CleanRoom:
                         confined.write_file(code.workspace, rel, data)
                     r = self._run_code(code, e)
                     if not r.ok:
-                        if not last and e.reported_ok and _crashed(code, r):
+                        if not last and _crashed(code, r):
                             done.retried += 1
                             continue
                         return False, f"it failed when run again: {printable_line(r.error)[:300]}"
