@@ -6,9 +6,10 @@
 The shipped adapter on the packaged base (the studio's Local agent, `modelwright eval --policy
 hf` with no model named), once per variant: `standard` (the weights as trained, the adapter
 unmerged, float32, turns from their KV cache), `fast` (`--variant fast`: the agent's merged
-q8_0 GGUF in llama.cpp where llama-cpp-python is installed, agents/policies/llamacpp_policy.py;
-else the in-process int8 variant), `fast-lookup` (that llama.cpp variant with greedy turns
-guessing ahead from the prompt, `MODELWRIGHT_LOOKUP_DECODING=1`), `fast-int8` (that int8 variant: the adapter merged, int8
+q8_0 GGUF in llama.cpp where llama-cpp-python is installed, agents/policies/llamacpp_policy.py,
+its greedy turns guessing ahead from its earlier replies; else the in-process int8 variant),
+`fast-plain` (that llama.cpp variant a token at a time, `MODELWRIGHT_LOOKUP_DECODING=off`),
+`fast-lookup` (guessing from the prompt, `=prompt`), `fast-int8` (that int8 variant: the adapter merged, int8
 linear layers, agents/policies/hf_policy.py `fast_variant`) and `fast-QUANT` (the llama.cpp
 variant in another number format: `fast-bf16`, `fast-f16`, `fast-f32`). The same level-1
 test-split episodes of the adapter's families run on each, through the product's eval harness
@@ -31,6 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 FAMILIES = "primitive_placement,materials,scene_editing,requests"
+# the fast variant's other ways of guessing ahead (`fast` itself: from its earlier replies)
+GUESSING = {"fast-plain": "off", "fast-lookup": "prompt"}
 
 
 def run_variant(variant: str, specs: list, workers: int, max_tokens: int, observe: str = "auto") -> dict:
@@ -48,8 +51,8 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int, observ
 
         built = HFPolicy(default_local_config(HFPolicyConfig(max_tokens=max_tokens,
                                                              variant="fast")))  # fmt: skip
-    elif variant == "fast-lookup":  # llama.cpp, greedy turns guessing ahead from the prompt
-        os.environ["MODELWRIGHT_LOOKUP_DECODING"] = "1"
+    elif variant in GUESSING:  # llama.cpp, greedy turns guessing ahead another way
+        os.environ["MODELWRIGHT_LOOKUP_DECODING"] = GUESSING[variant]
         try:
             built = make_local(None, max_tokens=max_tokens, variant="fast")
         finally:
@@ -77,6 +80,9 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int, observ
     report = evaluate(specs, factory, workers=workers, config=LoopConfig(observe=observe),
                       progress=timed)
     wall = time.perf_counter() - start
+    counts = dict(llama.counts) if llama is not None else None
+    if llama is not None:
+        llama.close()  # the next row opens its own (its own way of guessing, an empty memory)
     eps = report["episodes"]
     gen_s = sum(e["latency_ms"] for e in eps) / 1e3
     out_tokens = sum(e["tokens_out"] for e in eps)
@@ -98,9 +104,9 @@ def run_variant(variant: str, specs: list, workers: int, max_tokens: int, observ
         "threads": cpu.get("cpu_threads", cpu.get("threads")),
         "rewards": {e["task"]: e["reward"] for e in eps},
         # llama.cpp's counts: prompt tokens run, model runs, guessed and kept tokens
-        "llama": {k: llama.counts[k] for k in ("turns", "prompt_tokens", "prompt_encoded",
+        "llama": {k: counts[k] for k in ("turns", "prompt_tokens", "prompt_encoded",
                                                "new_tokens", "prefill_s", "decode_s", "steps",
-                                               "drafted", "accepted")} if llama else None,
+                                               "drafted", "accepted")} if counts else None,
     }
 
 

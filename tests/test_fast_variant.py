@@ -131,43 +131,55 @@ class Turns(Spy):
 
 @needs_llama
 @pytest.mark.slow
-def test_lookup_decoding_in_llama_cpp_generates_the_plain_greedy_tokens(data_dir):
-    """Greedy turns that guess ahead from the prompt (agents/policies/lookup_decoding.py,
-    MODELWRIGHT_LOOKUP_DECODING=1) give llama.cpp's token-at-a-time turns on whole level-1 test
-    episodes of the shipped agent (llama.cpp's arithmetic on a batch may round a near-tie the
-    other way: the same tools, the same tokens on most turns), in fewer model runs."""
+def test_guessing_from_earlier_replies_gives_the_same_tokens_whatever_was_guessed(data_dir):
+    """The fast variant's greedy turns guess ahead from the model's own earlier replies
+    (agents/policies/lookup_decoding.py `ReplyMemory`), and every llama.cpp run holds two
+    tokens at least: so a turn's tokens are the same whatever the memory held (empty, warm
+    from the same episodes, guessing one token at most), in fewer model runs than tokens.
+    Guessing from the prompt (`prompt`) and a token at a time (`off`) make the same tool calls
+    (a single token's arithmetic differs from a batch's: a near-tie may round the other way)."""
     from agents.policies.llamacpp_policy import LlamaCppPolicy
+    from agents.policies.lookup_decoding import ReplyMemory
     from agents.policies.toolcall_parser import parse_tool_calls
     from training.eval.run_eval import run_episodes, task_ids
 
     fast = make_local(variant="fast", max_tokens=96)
-    assert isinstance(fast, LlamaCppPolicy) and not fast.llama.lookup  # off unless asked
+    assert isinstance(fast, LlamaCppPolicy) and fast.llama.lookup == "replies"  # the default
     ids = task_ids(FAMILIES, [1], "test", 2)
-    turns: dict = {True: {}, False: {}}
-    for lookup in (True, False):
-        fast.llama.lookup = lookup
+    turns: dict = {}
+    ran: dict = {}
+    for run, mode, memory in (("cold", "replies", ReplyMemory()), ("warm", "replies", None),
+                              ("one", "replies", ReplyMemory(max_draft=1)),
+                              ("prompt", "prompt", None), ("off", "off", None)):  # fmt: skip
+        fast.llama.lookup = mode
+        if memory is not None:
+            fast.llama.memory = memory
         before = dict(fast.llama.counts)
-        report = run_episodes(ids, lambda s=turns[lookup]: Turns(fast.sibling(), s), max_steps=3)
+        turns[run] = {}
+        report = run_episodes(ids, lambda s=turns[run]: Turns(fast.sibling(), s), max_steps=3)
         assert report["overall"]["errors"] == 0
-        ran = {k: fast.llama.counts[k] - before[k]
-               for k in ("turns", "steps", "drafted", "accepted", "new_tokens")}
-        if lookup:
-            assert 0 < ran["accepted"] <= ran["drafted"]
-            # a token at a time takes a model run per new token after each turn's first
-            assert ran["steps"] < ran["new_tokens"] - ran["turns"]
-        else:
-            assert ran["steps"] == ran["drafted"] == 0
-    assert sorted(turns[True]) == sorted(ids) == sorted(turns[False])
+        ran[run] = {k: fast.llama.counts[k] - before[k]
+                    for k in ("turns", "steps", "drafted", "accepted", "new_tokens")}
+        assert sorted(turns[run]) == sorted(ids)
+    for run in ("cold", "warm", "one"):
+        assert turns[run] == turns["cold"], run  # token for token, every turn
+        r = ran[run]
+        assert 0 < r["accepted"] <= r["drafted"] and r["steps"] <= r["drafted"]  # 2+ tokens a run
+        assert r["steps"] < r["new_tokens"] - r["turns"]  # fewer runs than a token at a time
+    assert ran["warm"]["steps"] < ran["cold"]["steps"]  # what it learnt, it guesses
+    assert ran["off"]["steps"] == ran["off"]["drafted"] == 0
     tokenizer = fast.llama.tokenizer
 
-    def tools(task: str, lookup: bool) -> list[list[str]]:
+    def tools(run: str, task: str) -> list[list[str]]:
         return [[c.name for c in parse_tool_calls(tokenizer.decode(t, skip_special_tokens=True)).calls]
-                for t in turns[lookup][task]]
+                for t in turns[run][task]]
 
-    for task in ids:
-        assert tools(task, True) == tools(task, False), task
-    same = sum(turns[True][t] == turns[False][t] for t in ids)
-    assert same >= len(ids) - 1, f"{same} of {len(ids)} episodes token for token"
+    for run in ("prompt", "off"):
+        for task in ids:
+            assert tools(run, task) == tools("cold", task), (run, task)
+        same = sum(turns[run][t] == turns["cold"][t] for t in ids)
+        assert same >= len(ids) - 1, f"{run}: {same} of {len(ids)} episodes token for token"
+    fast.llama.lookup, fast.llama.memory = "replies", ReplyMemory()
 
 
 def test_llama_cpps_extra_kernels_are_left_out_only_for_an_amx_build_on_an_amx_cpu(monkeypatch):

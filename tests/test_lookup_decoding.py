@@ -1,11 +1,19 @@
-"""Prompt-lookup decoding (agents/policies/lookup_decoding.py): its guesses, and that greedy
-decoding with them gives the plain greedy tokens, on a real (tiny, random, float64) model."""
+"""Guessing ahead (agents/policies/lookup_decoding.py): the prompt's and the earlier replies'
+guesses, and that greedy decoding with them gives the plain greedy tokens, on a real (tiny,
+random, float64) model; with every run padded to two tokens, the same tokens whatever was
+guessed, on an engine whose single token is computed unlike a batch (as llama.cpp's is)."""
 
 from __future__ import annotations
 
 import pytest
 
-from agents.policies.lookup_decoding import LookupStats, PromptLookup, greedy
+from agents.policies.lookup_decoding import (
+    LookupStats,
+    PromptLookup,
+    ReplyDrafts,
+    ReplyMemory,
+    greedy,
+)
 
 
 def test_the_guess_is_what_followed_the_latest_occurrence_of_the_longest_tail():
@@ -120,3 +128,75 @@ def test_a_stop_inside_the_kept_guesses_ends_the_turn_there():
     assert got == want and got[-1] == cut
     # the context holds the prompt and the reply but its last token, as a plain loop leaves it
     assert engine.cache.get_seq_length() == len(prompt) + len(got) - 1
+
+
+def test_the_reply_memory_guesses_only_what_always_followed():
+    memory = ReplyMemory(min_ngram=2, max_ngram=3, max_draft=8)
+    frame = [90, 91, 92, 93]  # e.g. `<tool_call>`, `{"name": "`: the same every time
+    memory.add([1, 2, *frame, 10, 94, 95])
+    assert memory.draft([1, 2]) == [*frame, 10, 94, 95]  # all it saw, after the run it knows
+    memory.add([1, 2, *frame, 11, 94, 95])  # another choice after the frame
+    assert memory.draft([1, 2]) == frame  # the frame, then not the choice: it differed
+    assert memory.draft([1, 2], limit=2) == frame[:2]
+    assert memory.draft([7, 93, 11]) == [94, 95]  # after the choice, the frame again
+    assert memory.draft([5, 6]) == []  # never seen
+    assert memory.draft([2]) == []  # shorter than its shortest run
+
+    full = ReplyMemory(min_ngram=2, max_ngram=2, max_entries=3)
+    full.add([1, 2, 3, 4, 5, 6])  # 5 runs of 2 tokens: the first 3 are kept
+    assert full.draft([1, 2]) == [3, 4, 5] and full.draft([4, 5]) == []
+
+
+def test_reply_drafts_fall_back_on_one_token_from_the_prompt():
+    memory = ReplyMemory()
+    drafts = ReplyDrafts(memory, [4, 5, 6, 4, 5])
+    assert drafts.draft() == [6]  # the memory knows nothing: the prompt's latest `4 5` -> 6, one token
+    memory.add([4, 5, 9, 10, 11])
+    assert drafts.draft() == [9, 10, 11]  # the memory's, as far as it knows
+    drafts.extend([9, 10, 11, 4])
+    assert drafts.draft() == [5]  # nothing after `11 4` in memory: the prompt's latest `4` -> 5
+
+
+class _Rounding(_Engine):
+    """The engine above, but a run of one token comes out with other arithmetic (a small
+    change to its logits), as llama.cpp's single-token path does against its batches."""
+
+    def _run(self, tokens: list[int]) -> list[int]:
+        with self.torch.no_grad():
+            out = self.model(self.torch.tensor([tokens]), past_key_values=self.cache, use_cache=True)
+        logits = out.logits[0]
+        if len(tokens) == 1:  # a near-tie goes the other way: the runner-up wins if close
+            top = logits[-1].topk(2)
+            if float(top.values[0] - top.values[1]) < 0.5:
+                return [int(top.indices[1])]
+        return logits.argmax(-1).tolist()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_padded_runs_give_the_same_tokens_whatever_was_guessed(seed):
+    import random
+
+    model = _model(seed)
+    rng = random.Random(seed)
+    motif = [rng.randrange(48) for _ in range(5)]
+    prompt = [rng.randrange(48) for _ in range(8)] + motif * 3 + [rng.randrange(48) for _ in range(4)]
+
+    def never(out):
+        return False
+
+    got = {}
+    for name, memory in (("empty", ReplyMemory()), ("one", ReplyMemory(max_draft=1)),
+                         ("warm", ReplyMemory())):  # fmt: skip
+        if name == "warm":  # learnt from this very turn: it guesses most of it
+            memory.add(prompt[-4:] + got["empty"])
+        engine = _Rounding(model, prompt)
+        stats = LookupStats()
+        got[name] = greedy(engine.first, ReplyDrafts(memory, prompt), engine, len(prompt), 30,
+                           never, stats, pad=True)  # fmt: skip
+        assert len(got[name]) == 30  # the budget, never a kept guess past it
+        assert min(engine.runs) >= 2  # every run a batch
+        if name == "warm":
+            assert stats.steps < 15  # fewer runs than half the tokens
+    assert got["empty"] == got["one"] == got["warm"]
+    # and they are the batch arithmetic's greedy tokens: a plain forward over everything
+    assert got["empty"] == _plain(model, prompt, 30, never)

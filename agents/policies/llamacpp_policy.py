@@ -36,6 +36,7 @@ from typing import Any
 from agents.models.shipped import goal_tools_of
 from agents.policies.chat_format import render
 from agents.policies.hf_policy import common_prefix
+from agents.policies.lookup_decoding import ReplyMemory
 from agents.policies.protocol import PolicyError, PolicyReply, PromptBudget, TurnTokens
 from agents.policies.toolcall_parser import parse_tool_calls
 
@@ -66,10 +67,12 @@ class LlamaModel:
         self._lock = threading.Lock()
         self.counts = {"turns": 0, "prompt_tokens": 0, "prompt_encoded": 0, "new_tokens": 0,
                        "prefill_s": 0.0, "decode_s": 0.0, "steps": 0, "drafted": 0, "accepted": 0}
-        # MODELWRIGHT_LOOKUP_DECODING=1: greedy turns guess ahead from the prompt
-        # (lookup_decoding.py). Off by default: on this build and CPU it was no faster
-        # (docs/MODELS.md, "Guessing ahead from the prompt")
-        self.lookup = os.environ.get("MODELWRIGHT_LOOKUP_DECODING", "0") == "1"
+        # How greedy turns guess ahead (lookup_decoding.py; docs/MODELS.md, "Guessing ahead"):
+        # `replies` from the model's own earlier replies, every model run two tokens at least
+        # (the default: the turn's tokens then do not depend on the guesses); `prompt` from
+        # the prompt; `off` a token at a time. MODELWRIGHT_LOOKUP_DECODING chooses.
+        self.lookup = lookup_mode()
+        self.memory = ReplyMemory()
         self.closed = False
         if stats_path is not None:
             atexit.register(self.save_stats)
@@ -220,6 +223,18 @@ def flash_attention() -> bool:
     return os.environ.get(FLASH_ATTN_ENV, "1").strip() != "0"
 
 
+LOOKUP_ENV = "MODELWRIGHT_LOOKUP_DECODING"
+LOOKUP_MODES = ("replies", "prompt", "off")
+
+
+def lookup_mode() -> str:
+    """How greedy turns guess ahead: MODELWRIGHT_LOOKUP_DECODING=replies|prompt|off (1 and 0,
+    the older switch, read as prompt and off); `replies` when unset or not one of these."""
+    value = os.environ.get(LOOKUP_ENV, "").strip().lower()
+    value = {"1": "prompt", "0": "off"}.get(value, value)
+    return value if value in LOOKUP_MODES else "replies"
+
+
 def open_gguf(path: str | Path, **kwargs: Any) -> Any:
     """llama_cpp.Llama on `path` (seed 0, quiet, flash attention as `flash_attention` says),
     its weights laid out as `extra_buffers` says: every llama.cpp context the product, its
@@ -342,7 +357,7 @@ class LlamaCppPolicy:
                 llm.set_seed(int(self.config.seed) * 10_007 + self._turn)
             sampling = {"temp": temp, "top_k": 0 if temp else 1,
                         "top_p": float(self.config.top_p or 1.0), "repeat_penalty": 1.0}
-            if not temp and self.llama.lookup and _LlamaEngine.supports(llm):
+            if not temp and self.llama.lookup != "off" and _LlamaEngine.supports(llm):
                 return self._complete_lookup(llm, ids, reused, budget, eos, prose)
             out: list[int] = []
             prefill_s, start = 0.0, time.perf_counter()
@@ -362,11 +377,15 @@ class LlamaCppPolicy:
 
     def _complete_lookup(self, llm: Any, ids: list[int], reused: int, budget: int, eos: set,
                          prose: Any) -> tuple[list[int], int, float]:  # fmt: skip
-        """Greedy with prompt-lookup guesses (agents/policies/lookup_decoding.py): `generate`'s
-        greedy tokens in fewer model runs, but for llama.cpp's arithmetic on a batch of
-        tokens, which may round a near-tie the other way (2 of 60 episodes' rewards moved)."""
-        from agents.policies.lookup_decoding import LookupStats, PromptLookup, greedy
+        """Greedy, guessing ahead (agents/policies/lookup_decoding.py). `replies`: guesses from
+        the model's earlier replies, and every model run holds two tokens at least, the
+        prompt's last run too, so each token comes out of llama.cpp's arithmetic for a batch,
+        whatever was guessed. `prompt`: guesses from the prompt, single tokens where none."""
+        from agents.policies.lookup_decoding import LookupStats, PromptLookup, ReplyDrafts, greedy
 
+        pad = self.llama.lookup == "replies"
+        if pad and len(ids) - reused < 2 <= len(ids):
+            reused = len(ids) - 2  # the prompt's last run is a batch too
         engine = _LlamaEngine(llm)
         start = time.perf_counter()
         first = engine.prefill(ids, reused)
@@ -376,7 +395,11 @@ class LlamaCppPolicy:
             return out[-1] in eos or (prose is not None and prose.should_stop(out))
 
         stats = LookupStats()
-        out = greedy(first, PromptLookup(ids), engine, len(ids), budget, stop, stats)
+        memory = self.llama.memory
+        drafts = ReplyDrafts(memory, ids) if pad else PromptLookup(ids)
+        out = greedy(first, drafts, engine, len(ids), budget, stop, stats, pad=pad)
+        if pad:
+            memory.add(ids[-memory.max_ngram:] + out)
         self.llama.count_lookup(stats)
         return out, len(ids) - reused, prefill_s
 
